@@ -1,0 +1,582 @@
+"""The session archive: one self-contained JSON file per recording session.
+
+Everything needed to re-analyse and re-render a session without its endpoints lives here:
+settings (minus secrets), arm fingerprints, prompts, and every run with the arrival time of
+every streamed chunk. Chunks are stored column-wise (one list per field) because a session can
+hold millions of tokens: columns load fast and keep the file small.
+
+Loading validates every field and raises `ArchiveError` naming the file and the field.
+Saving is atomic (temp file, fsync, rename), so the file on disk is never half-written.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import orjson
+
+FORMAT = "tokenreel.session"
+VERSION = 1
+
+# Guards against absurd inputs (a corrupted or hostile file), far above any real session.
+MAX_CHUNKS_PER_RUN = 5_000_000
+MAX_RUNS = 1_000_000
+MAX_OFFSET_NS = 7 * 24 * 3600 * 10**9  # a week
+
+RUN_STATUSES = ("ok", "failed", "skipped")
+GATE_STATUSES = ("idle", "busy", "unavailable")
+TOKEN_SOURCES = ("usage_delta", "token_ids", "logprobs", "per_event")
+
+
+class ArchiveError(ValueError):
+    """A session file that cannot be used; the message names the file and the field."""
+
+    def __init__(self, path: str | os.PathLike[str], field_name: str, problem: str) -> None:
+        self.path = str(path)
+        self.field = field_name
+        self.problem = problem
+        where = f"{self.path}: field '{field_name}'" if field_name else self.path
+        super().__init__(f"{where}: {problem}")
+
+
+@dataclass
+class Prompt:
+    """One prompt of the suite; chat arms send `messages`, completions arms send `prompt`."""
+
+    id: str
+    category: str
+    messages: list[dict[str, str]]
+    prompt: str
+
+
+@dataclass
+class Arm:
+    """One serving configuration. Holds the env var NAME of its API key, never the key."""
+
+    id: str
+    label: str
+    base_url: str
+    model: str
+    api: str = "chat"
+    api_key_env: str | None = None
+    metrics_url: str | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    timeouts: dict[str, float] = field(default_factory=dict)
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    recorded: list[dict[str, str]] = field(default_factory=list)  # [{"started_at", "finished_at"}]
+
+
+@dataclass
+class Settings:
+    """Session-wide request and measurement settings (from the config's [session] table)."""
+
+    prompts: str = "builtin:mixed"
+    max_tokens: int = 1024
+    ignore_eos: bool = True
+    temperature: float = 0.0
+    warmup: int = 1
+    repeats: int = 3
+    idle_wait_s: float = 30.0
+    timeouts: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Chunks:
+    """Streamed events of one run, column-wise; index i is the i-th SSE data event.
+
+    t_ns: arrival offset from request send in integer nanoseconds, stamped when the bytes were
+    read; tokens: tokens carried by the event; content/reasoning/tool: text deltas.
+    """
+
+    t_ns: list[int] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    content: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    tool: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.t_ns)
+
+    def append(self, t_ns: int, tokens: int, content: str = "", reasoning: str = "", tool: str = "") -> None:
+        self.t_ns.append(t_ns)
+        self.tokens.append(tokens)
+        self.content.append(content)
+        self.reasoning.append(reasoning)
+        self.tool.append(tool)
+
+    def has_text(self, i: int) -> bool:
+        """True when event i carries content, reasoning or a tool call (what counts for TTFT)."""
+        return bool(self.content[i] or self.reasoning[i] or self.tool[i])
+
+
+@dataclass
+class Gate:
+    """The idle gate's verdict before a run."""
+
+    status: str = "unavailable"  # idle | busy | unavailable
+    running: float | None = None
+    waiting: float | None = None
+    waited_s: float = 0.0
+    detail: str = ""
+
+
+@dataclass
+class Acceptance:
+    """Speculative-decoding acceptance over one run."""
+
+    mean_length: float | None = None  # 1 + accepted / drafts
+    rate: float | None = None  # accepted / draft tokens
+    drafts: float | None = None
+    draft_tokens: float | None = None
+    accepted: float | None = None
+    source: str = ""  # "metrics" (counter differences) or the per-response field it came from
+
+
+@dataclass
+class Run:
+    """One request to one arm for one prompt; warmup runs are kept but flagged."""
+
+    arm: str
+    prompt: str
+    index: int
+    warmup: bool
+    status: str = "ok"
+    error: str = ""
+    started_at: str = ""
+    http_status: int | None = None
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
+    token_source: str = "per_event"
+    gate: Gate = field(default_factory=Gate)
+    contended: bool | None = None
+    contention_detail: str = ""
+    acceptance: Acceptance | None = None
+    chunks: Chunks = field(default_factory=Chunks)
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.arm, self.prompt, self.index)
+
+
+@dataclass
+class Session:
+    """A whole recording: what was asked, of which endpoints, and every run's stream."""
+
+    name: str
+    settings: Settings
+    prompts: list[Prompt]
+    arms: list[Arm]
+    runs: list[Run] = field(default_factory=list)
+    tool_version: str = ""
+    host: dict[str, str] = field(default_factory=dict)
+    created_at: str = ""
+    simulated: bool = False
+
+    def arm(self, arm_id: str) -> Arm:
+        for arm in self.arms:
+            if arm.id == arm_id:
+                return arm
+        raise KeyError(arm_id)
+
+    def prompt(self, prompt_id: str) -> Prompt:
+        for prompt in self.prompts:
+            if prompt.id == prompt_id:
+                return prompt
+        raise KeyError(prompt_id)
+
+    def runs_of(self, arm_id: str, prompt_id: str, measured_only: bool = True) -> list[Run]:
+        return [
+            r
+            for r in self.runs
+            if r.arm == arm_id and r.prompt == prompt_id and not (measured_only and r.warmup)
+        ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Saving
+
+
+def _chunks_to_json(chunks: Chunks) -> dict[str, Any]:
+    """Columns that are all empty strings are left out to keep the file small."""
+    out: dict[str, Any] = {"t_ns": chunks.t_ns, "tokens": chunks.tokens}
+    for name in ("content", "reasoning", "tool"):
+        column = getattr(chunks, name)
+        if any(column):
+            out[name] = column
+    return out
+
+
+def session_to_dict(session: Session) -> dict[str, Any]:
+    out: dict[str, Any] = {"format": FORMAT, "version": VERSION}
+    for name in Session.__dataclass_fields__:
+        value = getattr(session, name)
+        if name == "runs":
+            out[name] = [run_to_dict(run) for run in value]
+        elif name == "settings":
+            out[name] = asdict(value)
+        elif name in ("prompts", "arms"):
+            out[name] = [asdict(item) for item in value]
+        else:
+            out[name] = value
+    return out
+
+
+def run_to_dict(run: Run) -> dict[str, Any]:
+    """Like asdict, without deep-copying the (possibly huge) chunk columns."""
+    out: dict[str, Any] = {}
+    for name in Run.__dataclass_fields__:
+        value = getattr(run, name)
+        if name == "chunks":
+            out[name] = _chunks_to_json(value)
+        elif name in ("gate", "acceptance"):
+            out[name] = asdict(value) if value is not None else None
+        else:
+            out[name] = value
+    return out
+
+
+def dumps(session: Session) -> bytes:
+    return orjson.dumps(session_to_dict(session))
+
+
+def save(session: Session, path: str | os.PathLike[str]) -> None:
+    """Write atomically: a crash leaves either the previous file or the new one, never half."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    payload = dumps(session)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading and validation
+
+T = TypeVar("T")
+
+
+class _Reader:
+    """Typed field access that raises ArchiveError with a dotted field path."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def fail(self, where: str, problem: str) -> ArchiveError:
+        return ArchiveError(self.path, where, problem)
+
+    def obj(self, value: Any, where: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(where, f"expected an object, got {type(value).__name__}")
+        return value
+
+    def get(self, data: dict[str, Any], key: str, where: str, kind: Callable[[Any, str], T], default: Any = ...) -> T:
+        if key not in data:
+            if default is ...:
+                raise self.fail(f"{where}.{key}".lstrip("."), "missing")
+            return default
+        return kind(data[key], f"{where}.{key}".lstrip("."))
+
+    def str_(self, value: Any, where: str) -> str:
+        if not isinstance(value, str):
+            raise self.fail(where, f"expected a string, got {type(value).__name__}")
+        return value
+
+    def opt_str(self, value: Any, where: str) -> str | None:
+        return None if value is None else self.str_(value, where)
+
+    def bool_(self, value: Any, where: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(where, f"expected true or false, got {type(value).__name__}")
+        return value
+
+    def opt_bool(self, value: Any, where: str) -> bool | None:
+        return None if value is None else self.bool_(value, where)
+
+    def int_(self, value: Any, where: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(where, f"expected an integer, got {type(value).__name__}")
+        return value
+
+    def nonneg_int(self, value: Any, where: str) -> int:
+        number = self.int_(value, where)
+        if number < 0:
+            raise self.fail(where, f"must not be negative, got {number}")
+        return number
+
+    def opt_int(self, value: Any, where: str) -> int | None:
+        return None if value is None else self.nonneg_int(value, where)
+
+    def num(self, value: Any, where: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(where, f"expected a number, got {type(value).__name__}")
+        if not math.isfinite(value):
+            raise self.fail(where, f"must be a finite number, got {value}")
+        return float(value)
+
+    def nonneg_num(self, value: Any, where: str) -> float:
+        number = self.num(value, where)
+        if number < 0:
+            raise self.fail(where, f"must not be negative, got {number}")
+        return number
+
+    def opt_num(self, value: Any, where: str) -> float | None:
+        return None if value is None else self.nonneg_num(value, where)
+
+    def list_(self, value: Any, where: str) -> list[Any]:
+        if not isinstance(value, list):
+            raise self.fail(where, f"expected a list, got {type(value).__name__}")
+        return value
+
+    def any_obj(self, value: Any, where: str) -> dict[str, Any]:
+        return self.obj(value, where)
+
+    def str_map(self, value: Any, where: str) -> dict[str, str]:
+        data = self.obj(value, where)
+        for key, item in data.items():
+            self.str_(item, f"{where}.{key}")
+        return data
+
+    def num_map(self, value: Any, where: str) -> dict[str, float]:
+        data = self.obj(value, where)
+        return {key: self.nonneg_num(item, f"{where}.{key}") for key, item in data.items()}
+
+    def one_of(self, choices: tuple[str, ...]) -> Callable[[Any, str], str]:
+        def check(value: Any, where: str) -> str:
+            text = self.str_(value, where)
+            if text not in choices:
+                raise self.fail(where, f"must be one of {', '.join(choices)}, got {text!r}")
+            return text
+
+        return check
+
+
+def _prompt(r: _Reader, data: Any, where: str) -> Prompt:
+    d = r.obj(data, where)
+    messages = r.get(d, "messages", where, r.list_, [])
+    for i, message in enumerate(messages):
+        r.str_map(message, f"{where}.messages[{i}]")
+    return Prompt(
+        id=r.get(d, "id", where, r.str_),
+        category=r.get(d, "category", where, r.str_),
+        messages=messages,
+        prompt=r.get(d, "prompt", where, r.str_, ""),
+    )
+
+
+def _arm(r: _Reader, data: Any, where: str) -> Arm:
+    d = r.obj(data, where)
+    recorded = r.get(d, "recorded", where, r.list_, [])
+    for i, item in enumerate(recorded):
+        r.str_map(item, f"{where}.recorded[{i}]")
+    return Arm(
+        id=r.get(d, "id", where, r.str_),
+        label=r.get(d, "label", where, r.str_),
+        base_url=r.get(d, "base_url", where, r.str_),
+        model=r.get(d, "model", where, r.str_),
+        api=r.get(d, "api", where, r.one_of(("chat", "completions")), "chat"),
+        api_key_env=r.get(d, "api_key_env", where, r.opt_str, None),
+        metrics_url=r.get(d, "metrics_url", where, r.opt_str, None),
+        extra_body=r.get(d, "extra_body", where, r.any_obj, {}),
+        timeouts=r.get(d, "timeouts", where, r.num_map, {}),
+        fingerprint=r.get(d, "fingerprint", where, r.any_obj, {}),
+        recorded=recorded,
+    )
+
+
+def _settings(r: _Reader, data: Any, where: str) -> Settings:
+    d = r.obj(data, where)
+    return Settings(
+        prompts=r.get(d, "prompts", where, r.str_),
+        max_tokens=r.get(d, "max_tokens", where, r.nonneg_int),
+        ignore_eos=r.get(d, "ignore_eos", where, r.bool_),
+        temperature=r.get(d, "temperature", where, r.nonneg_num),
+        warmup=r.get(d, "warmup", where, r.nonneg_int),
+        repeats=r.get(d, "repeats", where, r.nonneg_int),
+        idle_wait_s=r.get(d, "idle_wait_s", where, r.nonneg_num, 30.0),
+        timeouts=r.get(d, "timeouts", where, r.num_map, {}),
+    )
+
+
+def _chunks(r: _Reader, data: Any, where: str) -> Chunks:
+    d = r.obj(data, where)
+    t_ns = r.get(d, "t_ns", where, r.list_)
+    n = len(t_ns)
+    if n > MAX_CHUNKS_PER_RUN:
+        raise r.fail(f"{where}.t_ns", f"{n} chunks is more than the limit of {MAX_CHUNKS_PER_RUN}")
+    tokens = r.get(d, "tokens", where, r.list_)
+    columns = {"tokens": tokens}
+    for name in ("content", "reasoning", "tool"):
+        columns[name] = r.get(d, name, where, r.list_, None)
+    for name, column in columns.items():
+        if column is not None and len(column) != n:
+            raise r.fail(f"{where}.{name}", f"has {len(column)} entries but t_ns has {n}")
+    previous = 0
+    for i, t in enumerate(t_ns):
+        if isinstance(t, bool) or not isinstance(t, int):
+            raise r.fail(f"{where}.t_ns[{i}]", f"expected an integer, got {type(t).__name__}")
+        if t < previous:
+            problem = "is negative" if t < 0 else f"goes back in time ({t} < {previous})"
+            raise r.fail(f"{where}.t_ns[{i}]", problem)
+        if t > MAX_OFFSET_NS:
+            raise r.fail(f"{where}.t_ns[{i}]", f"{t} ns is longer than a week")
+        previous = t
+    for i, count in enumerate(tokens):
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0 or count > 1_000_000:
+            raise r.fail(f"{where}.tokens[{i}]", f"expected a token count >= 0, got {count!r}")
+    texts = {}
+    for name in ("content", "reasoning", "tool"):
+        column = columns[name]
+        if column is None:
+            texts[name] = [""] * n
+            continue
+        for i, text in enumerate(column):
+            if not isinstance(text, str):
+                raise r.fail(f"{where}.{name}[{i}]", f"expected a string, got {type(text).__name__}")
+        texts[name] = column
+    return Chunks(t_ns=t_ns, tokens=tokens, **texts)
+
+
+def _gate(r: _Reader, data: Any, where: str) -> Gate:
+    d = r.obj(data, where)
+    return Gate(
+        status=r.get(d, "status", where, r.one_of(GATE_STATUSES)),
+        running=r.get(d, "running", where, r.opt_num, None),
+        waiting=r.get(d, "waiting", where, r.opt_num, None),
+        waited_s=r.get(d, "waited_s", where, r.nonneg_num, 0.0),
+        detail=r.get(d, "detail", where, r.str_, ""),
+    )
+
+
+def _acceptance(r: _Reader, data: Any, where: str) -> Acceptance | None:
+    if data is None:
+        return None
+    d = r.obj(data, where)
+    return Acceptance(
+        mean_length=r.get(d, "mean_length", where, r.opt_num, None),
+        rate=r.get(d, "rate", where, r.opt_num, None),
+        drafts=r.get(d, "drafts", where, r.opt_num, None),
+        draft_tokens=r.get(d, "draft_tokens", where, r.opt_num, None),
+        accepted=r.get(d, "accepted", where, r.opt_num, None),
+        source=r.get(d, "source", where, r.str_, ""),
+    )
+
+
+def _usage(r: _Reader, data: Any, where: str) -> dict[str, int] | None:
+    if data is None:
+        return None
+    d = r.obj(data, where)
+    return {key: r.nonneg_int(value, f"{where}.{key}") for key, value in d.items() if not isinstance(value, dict)}
+
+
+def _run(r: _Reader, data: Any, where: str) -> Run:
+    d = r.obj(data, where)
+    return Run(
+        arm=r.get(d, "arm", where, r.str_),
+        prompt=r.get(d, "prompt", where, r.str_),
+        index=r.get(d, "index", where, r.nonneg_int),
+        warmup=r.get(d, "warmup", where, r.bool_),
+        status=r.get(d, "status", where, r.one_of(RUN_STATUSES)),
+        error=r.get(d, "error", where, r.str_, ""),
+        started_at=r.get(d, "started_at", where, r.str_, ""),
+        http_status=r.get(d, "http_status", where, r.opt_int, None),
+        finish_reason=r.get(d, "finish_reason", where, r.opt_str, None),
+        usage=_usage(r, d.get("usage"), f"{where}.usage"),
+        token_source=r.get(d, "token_source", where, r.one_of(TOKEN_SOURCES), "per_event"),
+        gate=_gate(r, d["gate"], f"{where}.gate") if "gate" in d else Gate(),
+        contended=r.get(d, "contended", where, r.opt_bool, None),
+        contention_detail=r.get(d, "contention_detail", where, r.str_, ""),
+        acceptance=_acceptance(r, d.get("acceptance"), f"{where}.acceptance"),
+        chunks=_chunks(r, d.get("chunks"), f"{where}.chunks"),
+    )
+
+
+def _list_of(r: _Reader, data: dict[str, Any], key: str, build: Callable[[_Reader, Any, str], T]) -> list[T]:
+    items = r.get(data, key, "", r.list_)
+    if len(items) > MAX_RUNS:
+        raise r.fail(key, f"{len(items)} entries is more than the limit of {MAX_RUNS}")
+    return [build(r, item, f"{key}[{i}]") for i, item in enumerate(items)]
+
+
+def from_dict(data: Any, path: str = "<session>") -> Session:
+    """Validate and build a Session; raises ArchiveError naming the first bad field."""
+    r = _Reader(path)
+    d = r.obj(data, "")
+    fmt = d.get("format")
+    if fmt != FORMAT:
+        raise r.fail("format", f"expected {FORMAT!r}, got {fmt!r}: this is not a tokenreel session")
+    version = r.get(d, "version", "", r.int_)
+    if version > VERSION:
+        raise r.fail("version", f"version {version} is newer than this tokenreel reads ({VERSION}): upgrade tokenreel")
+    if version < 1:
+        raise r.fail("version", f"unknown version {version}")
+    session = Session(
+        name=r.get(d, "name", "", r.str_),
+        settings=_settings(r, d.get("settings"), "settings"),
+        prompts=_list_of(r, d, "prompts", _prompt),
+        arms=_list_of(r, d, "arms", _arm),
+        runs=_list_of(r, d, "runs", _run),
+        tool_version=r.get(d, "tool_version", "", r.str_, ""),
+        host=r.get(d, "host", "", r.str_map, {}),
+        created_at=r.get(d, "created_at", "", r.str_, ""),
+        simulated=r.get(d, "simulated", "", r.bool_, False),
+    )
+    _check_references(r, session)
+    return session
+
+
+def _check_references(r: _Reader, session: Session) -> None:
+    """Ids must be unique and every run must name a known arm and prompt."""
+    for name, items in (("arms", session.arms), ("prompts", session.prompts)):
+        seen: set[str] = set()
+        for i, item in enumerate(items):
+            if item.id in seen:
+                raise r.fail(f"{name}[{i}].id", f"duplicate id {item.id!r}")
+            seen.add(item.id)
+    arm_ids = {a.id for a in session.arms}
+    prompt_ids = {p.id for p in session.prompts}
+    for i, run in enumerate(session.runs):
+        if run.arm not in arm_ids:
+            raise r.fail(f"runs[{i}].arm", f"unknown arm {run.arm!r}")
+        if run.prompt not in prompt_ids:
+            raise r.fail(f"runs[{i}].prompt", f"unknown prompt {run.prompt!r}")
+
+
+def loads(payload: bytes, path: str = "<session>") -> Session:
+    try:
+        data = orjson.loads(payload)
+    except orjson.JSONDecodeError as exc:
+        hint = " (the file looks truncated)" if payload.rstrip()[-1:] not in (b"}", b"]") else ""
+        raise ArchiveError(path, "", f"not valid JSON{hint}: {exc}") from None
+    return from_dict(data, path)
+
+
+def load(path: str | os.PathLike[str]) -> Session:
+    """Read and validate a session file; every problem is an ArchiveError naming file and field."""
+    try:
+        payload = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ArchiveError(path, "", "no such file") from None
+    except IsADirectoryError:
+        raise ArchiveError(path, "", "is a directory, expected a session file") from None
+    except OSError as exc:
+        raise ArchiveError(path, "", f"cannot read: {exc.strerror}") from None
+    if not payload.strip():
+        raise ArchiveError(path, "", "the file is empty")
+    return loads(payload, str(path))

@@ -1,0 +1,84 @@
+"""The one set of metric definitions used by report, record summaries and the video.
+
+n         = server-reported completion tokens (usage.completion_tokens; the sum of the
+            per-chunk counts only when the server reported no usage)
+TTFT      = first chunk with content, reasoning or tool calls, minus request send
+            (a role-only chunk is not the first token)
+decode    = (n - tokens in the first chunk) / (t_last - t_first)   [tok/s]
+TPOT      = 1000 / decode                                          [ms]
+end-to-end= n / (t_last - t_send)                                  [tok/s]
+
+t_last is the arrival of the last chunk that carried tokens or text. All times are integer
+nanoseconds from request send, as archived.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tokenreel.archive import Chunks, Run
+
+NS_PER_S = 1_000_000_000
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    output_tokens: int
+    first_chunk_tokens: int
+    ttft_s: float | None
+    decode_tok_s: float | None
+    tpot_ms: float | None
+    e2e_tok_s: float | None
+
+
+def first_token_index(chunks: Chunks) -> int | None:
+    """Index of the first chunk with content, reasoning or a tool call."""
+    for i in range(len(chunks)):
+        if chunks.has_text(i):
+            return i
+    return None
+
+
+def last_token_index(chunks: Chunks) -> int | None:
+    """Index of the last chunk that carried tokens or text (the usage-only tail is skipped)."""
+    for i in range(len(chunks) - 1, -1, -1):
+        if chunks.tokens[i] > 0 or chunks.has_text(i):
+            return i
+    return None
+
+
+def output_tokens(run: Run) -> int:
+    """n: the server's completion_tokens; the chunk sum only when usage is missing."""
+    if run.usage and "completion_tokens" in run.usage:
+        return int(run.usage["completion_tokens"])
+    return sum(run.chunks.tokens)
+
+
+def decode_rate(tokens_after_first: int, t_first_ns: int, t_last_ns: int) -> float | None:
+    """Decode tok/s over (t_first, t_last]; None when there is no interval to divide by."""
+    span = t_last_ns - t_first_ns
+    if span <= 0 or tokens_after_first <= 0:
+        return None
+    return tokens_after_first * NS_PER_S / span
+
+
+def run_metrics(run: Run) -> RunMetrics:
+    chunks = run.chunks
+    n = output_tokens(run)
+    first = first_token_index(chunks)
+    last = last_token_index(chunks)
+    if first is None or last is None:
+        return RunMetrics(n, 0, None, None, None, None)
+    first_tokens = chunks.tokens[first]
+    t_first = chunks.t_ns[first]
+    t_last = chunks.t_ns[last]
+    decode = decode_rate(n - first_tokens, t_first, t_last)
+    e2e = n * NS_PER_S / t_last if t_last > 0 and n > 0 else None
+    return RunMetrics(
+        output_tokens=n,
+        first_chunk_tokens=first_tokens,
+        ttft_s=t_first / NS_PER_S,
+        decode_tok_s=decode,
+        tpot_ms=1000.0 / decode if decode else None,
+        e2e_tok_s=e2e,
+    )
