@@ -1,0 +1,212 @@
+"""The recording config (TOML): session settings, the prompt suite and the arms in ladder order.
+
+Every mistake raises a one-line `ConfigError` naming the file, the field and what to do, before
+any endpoint is touched: a typo found after two arms were recorded costs an hour of GPU time.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from recorder.prompts import load_prompts
+from tokenreel.archive import Arm, Prompt, Settings
+
+TIMEOUT_KEYS = ("connect", "first_token", "between_chunks", "total")
+SESSION_KEYS = (
+    "name", "prompts", "max_tokens", "ignore_eos", "temperature", "warmup", "repeats", "idle_wait_s", "timeouts"
+)
+ARM_KEYS = ("id", "label", "base_url", "model", "api", "api_key_env", "metrics_url", "extra_body", "timeouts")
+# The recorder sets these itself; letting extra_body replace them would break the stream parsing.
+RESERVED_BODY_KEYS = ("model", "messages", "prompt", "stream")
+ARM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class ConfigError(ValueError):
+    """A config that cannot be used; the message is one line: file, field, problem, fix."""
+
+
+@dataclass
+class Config:
+    """A validated config: what `new_session` needs."""
+
+    path: Path
+    name: str
+    settings: Settings
+    prompts: list[Prompt]
+    arms: list[Arm]
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a TOML config; relative prompt paths resolve against its folder."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found; check the path") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the config: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}; fix the syntax there") from None
+    check = _Checker(path)
+    check.keys(data, "", ("session", "arms"))
+    session = check.table(data.get("session"), "session")
+    name, settings = _session(check, session, path.stem)
+    arms = _arms(check, data.get("arms"))
+    prompts = load_prompts(settings.prompts, path.parent)
+    return Config(path=path, name=name, settings=settings, prompts=prompts, arms=arms)
+
+
+def _session(check: _Checker, table: dict[str, Any], default_name: str) -> tuple[str, Settings]:
+    check.keys(table, "session", SESSION_KEYS)
+    defaults = Settings()
+    name = check.text(table.get("name", default_name), "session.name")
+    settings = Settings(
+        prompts=check.text(table.get("prompts", defaults.prompts), "session.prompts"),
+        max_tokens=check.integer(table.get("max_tokens", defaults.max_tokens), "session.max_tokens", minimum=1),
+        ignore_eos=check.boolean(table.get("ignore_eos", defaults.ignore_eos), "session.ignore_eos"),
+        temperature=check.number(table.get("temperature", defaults.temperature), "session.temperature"),
+        warmup=check.integer(table.get("warmup", defaults.warmup), "session.warmup", minimum=0),
+        repeats=check.integer(table.get("repeats", defaults.repeats), "session.repeats", minimum=1),
+        idle_wait_s=check.number(table.get("idle_wait_s", defaults.idle_wait_s), "session.idle_wait_s"),
+        timeouts=check.timeouts(table.get("timeouts", {}), "session.timeouts"),
+    )
+    return name, settings
+
+
+def _arms(check: _Checker, value: Any) -> list[Arm]:
+    if value is None:
+        raise check.fail("arms", "missing; add at least one [[arms]] table")
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise check.fail("arms", "must be an array of tables; write each arm as [[arms]]")
+    if not value:
+        raise check.fail("arms", "is empty; add at least one [[arms]] table")
+    arms: list[Arm] = []
+    seen: set[str] = set()
+    for i, table in enumerate(value):
+        arm = _arm(check, table, f"arms[{i}]")
+        if arm.id in seen:
+            raise check.fail(f"arms[{i}].id", f"duplicate arm id {arm.id!r}; give each arm a unique id")
+        seen.add(arm.id)
+        arms.append(arm)
+    return arms
+
+
+def _arm(check: _Checker, table: dict[str, Any], where: str) -> Arm:
+    check.keys(table, where, ARM_KEYS)
+    for key in ("id", "base_url", "model"):
+        if key not in table:
+            raise check.fail(f"{where}.{key}", "missing; every arm needs id, base_url and model")
+    arm_id = check.text(table["id"], f"{where}.id")
+    if not ARM_ID.fullmatch(arm_id):
+        raise check.fail(f"{where}.id", f"{arm_id!r} is not a valid id; use letters, digits, '.', '_' and '-'")
+    base_url = check.url(table["base_url"], f"{where}.base_url")
+    api = check.text(table.get("api", "chat"), f"{where}.api")
+    if api not in ("chat", "completions"):
+        raise check.fail(f"{where}.api", f"must be \"chat\" or \"completions\", got {api!r}")
+    key_env = table.get("api_key_env")
+    if key_env is not None and not ENV_NAME.fullmatch(check.text(key_env, f"{where}.api_key_env")):
+        problem = "must NAME an environment variable (like BF16_API_KEY), never hold the key"
+        raise check.fail(f"{where}.api_key_env", problem)
+    metrics_url = table.get("metrics_url")
+    if metrics_url is not None:
+        metrics_url = check.url(metrics_url, f"{where}.metrics_url")
+    return Arm(
+        id=arm_id,
+        label=check.text(table.get("label", arm_id), f"{where}.label"),
+        base_url=base_url,
+        model=check.text(table["model"], f"{where}.model"),
+        api=api,
+        api_key_env=key_env,
+        metrics_url=metrics_url or default_metrics_url(base_url),
+        extra_body=check.extra_body(table.get("extra_body", {}), f"{where}.extra_body"),
+        timeouts=check.timeouts(table.get("timeouts", {}), f"{where}.timeouts"),
+    )
+
+
+def default_metrics_url(base_url: str) -> str:
+    """vLLM, SGLang and llama.cpp serve /metrics at the server root, beside /v1."""
+    return f"{server_root(base_url)}/metrics"
+
+
+def server_root(base_url: str) -> str:
+    """The server's root URL: base_url without a trailing /v1."""
+    root = base_url.rstrip("/")
+    return root.removesuffix("/v1")
+
+
+class _Checker:
+    """Type checks that raise ConfigError naming the file and the dotted field."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, where: str, problem: str) -> ConfigError:
+        return ConfigError(f"{self.path}: {where}: {problem}")
+
+    def keys(self, table: dict[str, Any], where: str, allowed: tuple[str, ...]) -> None:
+        for key in table:
+            if key not in allowed:
+                field = f"{where}.{key}" if where else key
+                raise self.fail(field, f"unknown key; allowed here: {', '.join(allowed)}")
+
+    def table(self, value: Any, where: str) -> dict[str, Any]:
+        if value is None:
+            raise self.fail(where, f"missing; add a [{where}] table")
+        if not isinstance(value, dict):
+            raise self.fail(where, f"must be a table, got {_kind(value)}")
+        return value
+
+    def text(self, value: Any, where: str) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(where, f"must be a non-empty string, got {_kind(value)}")
+        return value
+
+    def integer(self, value: Any, where: str, minimum: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(where, f"must be an integer, got {_kind(value)}")
+        if value < minimum:
+            raise self.fail(where, f"must be at least {minimum}, got {value}")
+        return value
+
+    def number(self, value: Any, where: str, positive: bool = False) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            raise self.fail(where, f"must be a number, got {_kind(value)}")
+        if value < 0 or (positive and value == 0) or value == float("inf"):
+            bound = "greater than 0" if positive else "0 or more"
+            raise self.fail(where, f"must be a finite number {bound}, got {value}")
+        return float(value)
+
+    def boolean(self, value: Any, where: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(where, f"must be true or false, got {_kind(value)}")
+        return value
+
+    def url(self, value: Any, where: str) -> str:
+        text = self.text(value, where)
+        if not text.startswith(("http://", "https://")):
+            raise self.fail(where, f"must start with http:// or https://, got {text!r}")
+        return text.rstrip("/")
+
+    def timeouts(self, value: Any, where: str) -> dict[str, float]:
+        table = self.table(value, where)
+        self.keys(table, where, TIMEOUT_KEYS)
+        return {key: self.number(item, f"{where}.{key}", positive=True) for key, item in table.items()}
+
+    def extra_body(self, value: Any, where: str) -> dict[str, Any]:
+        table = self.table(value, where)
+        for key in RESERVED_BODY_KEYS:
+            if key in table:
+                problem = "is set by the recorder; remove it (model goes in the arm, prompts in [session])"
+                raise self.fail(f"{where}.{key}", problem)
+        return table
+
+
+def _kind(value: Any) -> str:
+    """TOML's name for a value's type, for error messages."""
+    names = {bool: "a boolean", int: "an integer", float: "a float", str: "a string", list: "an array", dict: "a table"}
+    return names.get(type(value), type(value).__name__)

@@ -1,0 +1,278 @@
+"""Record a session: arms strictly one after another, one request at a time, saved after every run.
+
+Sequential arms are the method (each arm alone on its endpoint, so nothing competes); saving
+the whole archive atomically after every run means a crash or Ctrl-C never loses a completed
+run, and re-running `record` on the same session redoes only what is not ok yet (resume).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import platform
+import socket
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Union
+
+import httpx
+
+import tokenreel
+from recorder.config import default_metrics_url
+from recorder.engine_metrics import EngineSnapshot, MetricsUnavailable, acceptance_between, fetch_snapshot
+from recorder.fingerprint import fingerprint
+from recorder.gate import contention, wait_idle
+from recorder.sse_client import ProgressFn, stream_run
+from tokenreel.archive import Arm, Prompt, Run, Session, Settings, save
+from tokenreel.metrics import NS_PER_S, output_tokens, run_metrics
+
+
+# --- progress events (small, for a live display) --------------------------------------------
+
+
+@dataclass(frozen=True)
+class ArmStarted:
+    arm: str
+    label: str
+    position: int  # 1-based among the arms being recorded
+    arms: int
+    runs_todo: int
+
+
+@dataclass(frozen=True)
+class GateWaiting:
+    """The endpoint is busy; the gate keeps polling until idle or idle_wait_s."""
+
+    arm: str
+    prompt: str
+    index: int
+    running: float
+    waiting: float
+    waited_s: float
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    arm: str
+    prompt: str
+    index: int
+    warmup: bool
+    gate: str  # idle | unavailable
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """At most ~10 per second per run; tok_s is the decode rate since the first token seen."""
+
+    arm: str
+    prompt: str
+    index: int
+    warmup: bool
+    tokens: int
+    elapsed_s: float
+    tok_s: float | None
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    arm: str
+    prompt: str
+    index: int
+    warmup: bool
+    status: str  # ok | failed | skipped
+    error: str  # one line; for ok runs a note (forced length not met), usually empty
+    tokens: int
+    ttft_s: float | None
+    decode_tok_s: float | None
+    gate: str
+    contended: bool | None
+
+
+@dataclass(frozen=True)
+class ArmFinished:
+    arm: str
+    ok: int
+    failed: int
+    skipped: int
+
+
+RecordEvent = Union[ArmStarted, GateWaiting, RunStarted, RunProgress, RunFinished, ArmFinished]
+EventFn = Callable[[RecordEvent], None]
+
+
+@dataclass
+class RecordResult:
+    """What this call recorded; runs already ok in the session are counted in `already_ok`."""
+
+    path: Path
+    ok: int = 0
+    failed: int = 0
+    skipped: int = 0
+    already_ok: int = 0
+    interrupted: bool = False
+    stopped_on_failure: bool = False
+
+
+def new_session(name: str, settings: Settings, prompts: list[Prompt], arms: list[Arm]) -> Session:
+    """A fresh session stamped with the tool version, the recording host and the time."""
+    host = {"hostname": socket.gethostname(), "platform": platform.platform(), "python": platform.python_version()}
+    return Session(
+        name=name,
+        settings=settings,
+        prompts=prompts,
+        arms=arms,
+        tool_version=tokenreel.__version__,
+        host=host,
+        created_at=_now(),
+    )
+
+
+async def record(
+    session: Session,
+    path: str | Path,
+    arm_ids: list[str] | None = None,
+    on_event: EventFn | None = None,
+    fail_fast: bool = False,
+) -> RecordResult:
+    """Record the selected arms (all by default) in config order into `path`.
+
+    Runs already ok in `session` (by arm, prompt, index) are kept; failed and skipped ones are
+    retried and replaced. Ctrl-C or cancellation stops cleanly: completed runs are already
+    saved, the result says `interrupted` (the cancellation is absorbed so the caller gets it).
+    """
+    arms = select_arms(session, arm_ids)
+    result = RecordResult(Path(path))
+    recorder = _Recorder(session, result, on_event or (lambda event: None), fail_fast)
+    save(session, result.path)
+    async with httpx.AsyncClient(headers={"User-Agent": f"tokenreel/{tokenreel.__version__}"}) as client:
+        try:
+            for position, arm in enumerate(arms, start=1):
+                if not await recorder.arm(client, arm, position, len(arms)):
+                    break
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            result.interrupted = True
+    return result
+
+
+def select_arms(session: Session, arm_ids: list[str] | None) -> list[Arm]:
+    """The arms to record, always in the session's (config) order; unknown ids are an error."""
+    if arm_ids is None:
+        return list(session.arms)
+    known = [arm.id for arm in session.arms]
+    unknown = [arm_id for arm_id in arm_ids if arm_id not in known]
+    if unknown:
+        raise ValueError(f"unknown arm {unknown[0]!r}; the session has: {', '.join(known)}")
+    return [arm for arm in session.arms if arm.id in arm_ids]
+
+
+class _Recorder:
+    """Per-call state: the session, the running tally and the event sink."""
+
+    def __init__(self, session: Session, result: RecordResult, emit: EventFn, fail_fast: bool) -> None:
+        self.session, self.result, self.emit, self.fail_fast = session, result, emit, fail_fast
+
+    async def arm(self, client: httpx.AsyncClient, arm: Arm, position: int, arms: int) -> bool:
+        """Record one arm; False when recording must stop (fail_fast)."""
+        session, settings = self.session, self.session.settings
+        done = {run.key for run in session.runs if run.status == "ok"}
+        todo = [
+            (prompt, index)
+            for prompt in session.prompts
+            for index in range(settings.warmup + settings.repeats)
+            if (arm.id, prompt.id, index) not in done
+        ]
+        self.result.already_ok += len(session.prompts) * (settings.warmup + settings.repeats) - len(todo)
+        if not todo:
+            return True
+        self.emit(ArmStarted(arm.id, arm.label, position, arms, len(todo)))
+        tally = {"ok": 0, "failed": 0, "skipped": 0}
+        recording = {"started_at": _now()}
+        arm.recorded.append(recording)
+        try:
+            arm.fingerprint = await fingerprint(client, arm) or arm.fingerprint  # keep the last one if none answers
+            if arm.fingerprint.get("version", {}).get("simulated") is True:
+                session.simulated = True
+            save(session, self.result.path)
+            for prompt, index in todo:
+                run = await self._run(client, arm, prompt, index)
+                self._store(run)
+                tally[run.status] += 1
+                setattr(self.result, run.status, getattr(self.result, run.status) + 1)
+                self.emit(_finished(run))
+                if self.fail_fast and run.status == "failed":
+                    self.result.stopped_on_failure = True
+                    return False
+        finally:
+            recording["finished_at"] = _now()
+            save(session, self.result.path)
+            self.emit(ArmFinished(arm.id, **tally))
+        return True
+
+    async def _run(self, client: httpx.AsyncClient, arm: Arm, prompt: Prompt, index: int) -> Run:
+        settings = self.session.settings
+        run = Run(arm=arm.id, prompt=prompt.id, index=index, warmup=index < settings.warmup)
+        metrics_url = arm.metrics_url or default_metrics_url(arm.base_url)
+
+        def on_wait(running: float, waiting: float, waited_s: float) -> None:
+            self.emit(GateWaiting(arm.id, prompt.id, index, running, waiting, waited_s))
+
+        run.gate, before = await wait_idle(client, metrics_url, settings.idle_wait_s, on_wait)
+        if run.gate.status == "busy":
+            run.status, run.error, run.started_at = "skipped", run.gate.detail, _now()
+            return run
+        self.emit(RunStarted(arm.id, prompt.id, index, run.warmup, run.gate.status))
+        await stream_run(client, arm, prompt, settings, run, self._progress(run))
+        after = await _snapshot_or_none(client, metrics_url) if before is not None else None
+        run.contended, run.contention_detail = contention(before, after, output_tokens(run))
+        if run.acceptance is None and before is not None and after is not None:
+            run.acceptance = acceptance_between(before, after)  # the response's own stats win
+        return run
+
+    def _progress(self, run: Run) -> ProgressFn:
+        """Turn the stream's throttled (tokens, t_ns) callbacks into RunProgress events."""
+        first: tuple[int, int] | None = None  # (tokens, t_ns) at the first callback with tokens
+
+        def progress(tokens: int, t_ns: int) -> None:
+            nonlocal first
+            if tokens and first is None:
+                first = (tokens, t_ns)
+            tok_s = None
+            if first is not None and t_ns > first[1]:
+                tok_s = (tokens - first[0]) * NS_PER_S / (t_ns - first[1])
+            self.emit(RunProgress(run.arm, run.prompt, run.index, run.warmup, tokens, t_ns / NS_PER_S, tok_s))
+
+        return progress
+
+    def _store(self, run: Run) -> None:
+        """Replace an earlier failed/skipped attempt of the same run, then save at once."""
+        self.session.runs = [r for r in self.session.runs if r.key != run.key]
+        self.session.runs.append(run)
+        save(self.session, self.result.path)
+
+
+async def _snapshot_or_none(client: httpx.AsyncClient, url: str) -> EngineSnapshot | None:
+    try:
+        return await fetch_snapshot(client, url)
+    except MetricsUnavailable:
+        return None
+
+
+def _finished(run: Run) -> RunFinished:
+    metrics = run_metrics(run)
+    return RunFinished(
+        arm=run.arm,
+        prompt=run.prompt,
+        index=run.index,
+        warmup=run.warmup,
+        status=run.status,
+        error=run.error,
+        tokens=metrics.output_tokens,
+        ttft_s=metrics.ttft_s,
+        decode_tok_s=metrics.decode_tok_s,
+        gate=run.gate.status,
+        contended=run.contended,
+    )
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

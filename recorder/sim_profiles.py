@@ -1,0 +1,101 @@
+"""Serving configurations that the simulator imitates.
+
+A profile holds only what a client can observe from outside (time to first token, step time,
+acceptance length per prompt category, failure behaviour), so recorder code can be exercised
+against realistic numbers without a GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+FAULTS: tuple[str, ...] = (
+    "refuse",
+    "401",
+    "404",
+    "429",
+    "500",
+    "error_event",
+    "drop",
+    "stall",
+    "malformed",
+    "no_done",
+    "early_stop",
+    "busy",
+)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One arm of a ladder as seen through the OpenAI-compatible API.
+
+    decode_tok_s is the plain (non-speculative) decode rate of the target model; with
+    speculative decoding every step costs verify_cost times a plain step and yields
+    acceptance[category] tokens on average (bonus token included).
+    """
+
+    id: str
+    label: str
+    model: str
+    decode_tok_s: float
+    ttft_s: float
+    spec_k: int = 0
+    acceptance: dict[str, float] = field(default_factory=dict, hash=False)
+    fault: str | None = None
+    max_model_len: int = 32768
+    verify_cost: float = 1.1
+
+    def __post_init__(self) -> None:
+        if self.fault is not None and self.fault not in FAULTS:
+            raise ValueError(f"unknown fault {self.fault!r}; known: {', '.join(FAULTS)}")
+        if self.spec_k < 0 or self.decode_tok_s <= 0 or self.ttft_s < 0:
+            raise ValueError(f"profile {self.id!r}: bad timing or spec_k")
+        for category, length in self.acceptance.items():
+            if not 1.0 <= length <= self.spec_k + 1:
+                raise ValueError(f"profile {self.id!r}: acceptance[{category!r}] out of range")
+
+    @property
+    def step_s(self) -> float:
+        """Seconds per engine step (one forward pass of the target model)."""
+        cost = self.verify_cost if self.spec_k else 1.0
+        return cost / self.decode_tok_s
+
+    def acceptance_length(self, category: str) -> float:
+        """Mean tokens per step for a category; 1.0 without speculative decoding."""
+        if not self.spec_k:
+            return 1.0
+        return self.acceptance.get(category, min(self.acceptance.values(), default=1.0))
+
+    def expected_tok_s(self, category: str) -> float:
+        """Decode tok/s a correct recorder should measure for this category."""
+        return self.acceptance_length(category) / self.step_s
+
+
+_SEED_MODEL = "Qwen/Qwen3.8-27B"
+_SEED_NVFP4 = "ThakiCloud/Qwen3.8-27B-NVFP4-FP8ATTN"
+
+SEED_LADDER: tuple[Profile, ...] = (
+    Profile(id="bf16", label="Original · bf16", model=_SEED_MODEL, decode_tok_s=97.1, ttft_s=0.74),
+    Profile(
+        id="nvfp4", label="Quantized · NVFP4", model=_SEED_NVFP4, decode_tok_s=136.7, ttft_s=0.56
+    ),
+    Profile(
+        id="nvfp4-dflash2",
+        label="NVFP4 + DFlash2",
+        model=_SEED_NVFP4,
+        decode_tok_s=136.7,
+        ttft_s=0.62,
+        spec_k=7,
+        acceptance={"code": 5.4, "reasoning": 4.0, "prose": 2.3, "conversation": 2.5},
+    ),
+)
+
+
+def profile_by_id(profile_id: str, profiles: Sequence[Profile] = SEED_LADDER) -> Profile:
+    """Look a profile up by id; KeyError names the known ids."""
+    for profile in profiles:
+        if profile.id == profile_id:
+            return profile
+    known = ", ".join(p.id for p in profiles)
+    raise KeyError(f"no profile {profile_id!r}; known: {known}")

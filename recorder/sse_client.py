@@ -1,0 +1,325 @@
+"""Send one streaming request to an arm and record every event with its arrival time.
+
+Reads raw body bytes (`aiter_bytes`) and stamps each read with `perf_counter_ns()` before any
+parsing. httpx-sse was measured and not used: it stamps events as it yields them, so four events
+that arrived in one read got stamps ~20 us apart (a made-up inter-token gap), and it silently
+skips the non-SSE lines a recorder must report as malformed.
+
+Every failure becomes a `failed` Run with a one-line error saying what happened and what to do,
+with the chunks received so far kept; the API key is read from the environment per request and
+scrubbed from every message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from time import perf_counter_ns
+from typing import Any, Callable
+
+import httpx
+import orjson
+
+from recorder.prompts import chat_messages, completion_text
+from recorder.stream import StreamFailure, StreamParser, one_line
+from tokenreel.archive import Arm, Chunks, Prompt, Run, Settings
+from tokenreel.metrics import output_tokens
+
+# connect: TCP+TLS; first_token: send -> first text (covers prefill of long prompts on a cold
+# server); between_chunks: a stall after the first token; total: the whole run (8K tokens at
+# 10 tok/s fits).
+DEFAULT_TIMEOUTS = {"connect": 10.0, "first_token": 300.0, "between_chunks": 60.0, "total": 1800.0}
+MAX_429_RETRIES = 3
+RETRY_AFTER_CAP_S = 60.0
+PROGRESS_EVERY_NS = 100_000_000  # at most 10 progress callbacks per second per run
+FAILED_FINISH_REASONS = ("abort", "error")
+DRAIN_S = 1.0  # after [DONE], how long to wait for the body's end (reusing the connection)
+
+ProgressFn = Callable[[int, int], None]  # (tokens so far, ns since request send)
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds; see DEFAULT_TIMEOUTS for what each bounds."""
+
+    connect: float
+    first_token: float
+    between_chunks: float
+    total: float
+
+
+def resolve_timeouts(settings: Settings, arm: Arm) -> Timeouts:
+    """Defaults, then the session's [session.timeouts], then the arm's [arms.timeouts]."""
+    merged = {**DEFAULT_TIMEOUTS, **settings.timeouts, **arm.timeouts}
+    return Timeouts(**{key: merged[key] for key in DEFAULT_TIMEOUTS})
+
+
+def request_body(arm: Arm, prompt: Prompt, settings: Settings) -> dict[str, Any]:
+    """The JSON body; the arm's extra_body is merged last so it can override anything."""
+    body: dict[str, Any] = {"model": arm.model}
+    if arm.api == "chat":
+        body["messages"] = chat_messages(prompt)
+    else:
+        body["prompt"] = completion_text(prompt)
+    body.update(
+        max_tokens=settings.max_tokens,
+        temperature=settings.temperature,
+        ignore_eos=settings.ignore_eos,
+        stream=True,
+        stream_options={"include_usage": True, "continuous_usage_stats": True},
+    )
+    body.update(arm.extra_body)
+    return body
+
+
+def api_key(arm: Arm) -> str | None:
+    """The key from the environment variable the arm names; None when there is none to send."""
+    return (os.environ.get(arm.api_key_env) or None) if arm.api_key_env else None
+
+
+def auth_headers(arm: Arm) -> dict[str, str]:
+    key = api_key(arm)
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def completions_url(arm: Arm) -> str:
+    return f"{arm.base_url}/chat/completions" if arm.api == "chat" else f"{arm.base_url}/completions"
+
+
+async def stream_run(
+    client: httpx.AsyncClient,
+    arm: Arm,
+    prompt: Prompt,
+    settings: Settings,
+    run: Run,
+    progress: ProgressFn | None = None,
+) -> None:
+    """Fill `run` (status, error, chunks, usage, ...) from one streamed request; never raises.
+
+    Filling the caller's Run in place keeps the chunks received before any failure.
+    """
+    if arm.api_key_env and not api_key(arm):
+        run.status = "failed"
+        run.error = (
+            f"environment variable {arm.api_key_env} (api_key_env of arm {arm.id!r}) is not set;"
+            " export it and record again"
+        )
+        return
+    body = request_body(arm, prompt, settings)
+    request = _Request(client, arm, body, resolve_timeouts(settings, arm), run, progress)
+    try:
+        await request.send()
+    except _Failed as failure:
+        run.status, run.error = "failed", _scrub(str(failure), arm)
+        return
+    run.status, run.error = "ok", _forced_length_note(run, body)
+
+
+class _Failed(Exception):
+    """Internal: the run failed; the message is the run's one-line error."""
+
+
+class _Request:
+    """One run's request, with its 429 retries, deadlines and stream parsing."""
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        arm: Arm,
+        body: dict[str, Any],
+        timeouts: Timeouts,
+        run: Run,
+        progress: ProgressFn | None,
+    ) -> None:
+        self.client, self.arm, self.body, self.t, self.run, self.progress = client, arm, body, timeouts, run, progress
+        self.url = completions_url(arm)
+        self.payload = orjson.dumps(body)
+        self.headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            "Accept-Encoding": "identity",  # compressed SSE would be buffered by the decoder
+            **auth_headers(arm),
+        }
+        self.phase = "first_token"
+
+    async def send(self) -> None:
+        for attempt in range(MAX_429_RETRIES + 1):
+            retry_after = await self._attempt()
+            if retry_after is None:
+                return
+            if attempt == MAX_429_RETRIES:
+                raise _Failed(
+                    f"HTTP 429 from {self.url} after {MAX_429_RETRIES} retries: the endpoint is rate-limited;"
+                    " wait until it is free, then record again with --resume"
+                )
+            await asyncio.sleep(_retry_after_s(retry_after, attempt))
+
+    async def _attempt(self) -> str | None:
+        """One request; on HTTP 429 returns the Retry-After header ("" when absent) to retry."""
+        run = self.run
+        run.chunks = Chunks()
+        run.http_status = run.finish_reason = run.usage = run.acceptance = None
+        parser = StreamParser(run.chunks)
+        request = self.client.build_request(
+            "POST", self.url, content=self.payload, headers=self.headers,
+            timeout=httpx.Timeout(connect=self.t.connect, read=None, write=self.t.connect, pool=self.t.connect),
+        )
+        loop = asyncio.get_running_loop()
+        run.started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        t0 = perf_counter_ns()
+        start = loop.time()
+        total_at = start + self.t.total
+        self.phase = "first_token" if self.t.first_token < self.t.total else "total"
+        try:
+            async with asyncio.timeout_at(min(start + self.t.first_token, total_at)) as scope:
+                response = await self.client.send(request, stream=True)
+                try:
+                    run.http_status = response.status_code
+                    if response.status_code != 200:
+                        return await self._http_error(response)
+                    await self._read(response, parser, scope, t0, total_at)
+                finally:
+                    await response.aclose()
+        except StreamFailure as failure:
+            raise _Failed(str(failure)) from None
+        except TimeoutError:
+            if not parser.done:  # after [DONE] only the drain timed out: the run is complete
+                raise _Failed(self._timeout_message(parser)) from None
+        except httpx.ConnectTimeout:
+            raise _Failed(
+                f"no connection to {self.url} within {self.t.connect:g} s;"
+                " check host and port or raise timeouts.connect"
+            ) from None
+        except httpx.ConnectError as exc:
+            raise _Failed(f"cannot connect to {self.url} ({_reason(exc)}); start the server or fix base_url") from None
+        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+            if not parser.done:  # a hang-up after [DONE] loses nothing
+                where = f"after {parser.live_tokens} tokens" if run.http_status else "before any response"
+                raise _Failed(f"connection dropped {where} ({_reason(exc)}); check the server log") from None
+        except httpx.HTTPError as exc:
+            raise _Failed(f"request to {self.url} failed: {type(exc).__name__} ({_reason(exc)})") from None
+        finally:
+            self._finish(parser)
+        if not parser.done:
+            raise _Failed(
+                f"stream ended without [DONE] after {parser.live_tokens} tokens;"
+                " the output may be truncated, check the server log"
+            )
+        if run.finish_reason in FAILED_FINISH_REASONS:
+            raise _Failed(
+                f"the server ended the run with finish_reason {run.finish_reason!r}"
+                f" after {output_tokens(run)} tokens; check the server log"
+            )
+        return None
+
+    async def _read(
+        self, response: httpx.Response, parser: StreamParser, scope: asyncio.Timeout, t0: int, total_at: float
+    ) -> None:
+        """The hot loop: stamp each read first, parse, then move the stall deadline."""
+        loop = asyncio.get_running_loop()
+        last_progress = 0
+        async for data in response.aiter_bytes():
+            t = perf_counter_ns() - t0
+            if parser.done:
+                continue  # drain to the end of the body so the connection is reused
+            parser.feed(t, data)
+            if parser.done:
+                scope.reschedule(loop.time() + DRAIN_S)
+            elif parser.first_text_seen:
+                between_at = loop.time() + self.t.between_chunks
+                self.phase = "between_chunks" if between_at < total_at else "total"
+                scope.reschedule(min(between_at, total_at))
+            if self.progress is not None and t - last_progress >= PROGRESS_EVERY_NS:
+                last_progress = t
+                self.progress(parser.live_tokens, t)
+        parser.end_of_body(perf_counter_ns() - t0)
+
+    def _finish(self, parser: StreamParser) -> None:
+        outcome = parser.finish()
+        run = self.run
+        run.token_source, run.usage, run.finish_reason, run.acceptance = (
+            outcome.token_source, outcome.usage, outcome.finish_reason, outcome.acceptance
+        )
+
+    async def _http_error(self, response: httpx.Response) -> str:
+        """Raise the failure for a non-200 answer; for 429 return its Retry-After header."""
+        status = response.status_code
+        message = _server_message(await response.aread())
+        if status == 429:
+            return response.headers.get("retry-after", "")
+        if status in (401, 403):
+            hint = (
+                f"set {self.arm.api_key_env} to a valid key" if self.arm.api_key_env
+                else "the endpoint wants an API key: set api_key_env in the arm"
+            )
+        elif status == 404:
+            hint = f"check base_url and that the server serves model {self.arm.model!r}"
+        elif status in (400, 422):
+            hint = "check extra_body, max_tokens and the model's max_model_len"
+        elif status >= 500:
+            hint = "check the server log"
+        else:
+            hint = "check the endpoint"
+        raise _Failed(f"HTTP {status} from {self.url}: {message}; {hint}")
+
+    def _timeout_message(self, parser: StreamParser) -> str:
+        n = parser.live_tokens
+        if self.phase == "first_token":
+            return f"no first token within {self.t.first_token:g} s; check the server or raise timeouts.first_token"
+        if self.phase == "between_chunks":
+            return (
+                f"stream stalled: no data for {self.t.between_chunks:g} s after {n} tokens;"
+                " check the server or raise timeouts.between_chunks"
+            )
+        return f"run exceeded timeouts.total ({self.t.total:g} s) after {n} tokens; raise it for long outputs"
+
+
+def _retry_after_s(header: str, attempt: int) -> float:
+    """Retry-After in seconds (number or HTTP date), else 1, 2, 4 s; never more than the cap."""
+    seconds = float(2**attempt)
+    if header:
+        try:
+            seconds = float(header)
+        except ValueError:
+            try:
+                seconds = (parsedate_to_datetime(header) - datetime.now(timezone.utc)).total_seconds()
+            except (TypeError, ValueError):
+                pass
+    return min(max(seconds, 0.0), RETRY_AFTER_CAP_S)
+
+
+def _forced_length_note(run: Run, body: dict[str, Any]) -> str:
+    """A run that missed its forced length stays ok (its timing is real) but is flagged not like-for-like."""
+    expected = body.get("max_completion_tokens") or body.get("max_tokens")
+    n = output_tokens(run)
+    if body.get("ignore_eos") is not True or not isinstance(expected, int) or n == expected:
+        return ""
+    return (
+        f"forced length not met: {n} of {expected} tokens (finish_reason {run.finish_reason}); not like-for-like"
+        " with full-length runs, check ignore_eos support and max_model_len"
+    )
+
+
+def _server_message(content: bytes) -> str:
+    """The human part of an error body: OpenAI `error.message`, FastAPI `detail`, or the text."""
+    try:
+        data = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        data = content.decode("utf-8", "replace")
+    error = data.get("error", data) if isinstance(data, dict) else data
+    if isinstance(error, dict):
+        error = error.get("message") or error.get("detail") or error
+    return one_line(str(error), 200).rstrip(". ") or "(empty body)"
+
+
+def _reason(exc: Exception) -> str:
+    return one_line(str(exc), 120) or type(exc).__name__
+
+
+def _scrub(text: str, arm: Arm) -> str:
+    """Never let the key reach the archive, even if a server echoes it back."""
+    key = api_key(arm)
+    return text.replace(key, "***") if key else text

@@ -1,0 +1,282 @@
+"""Turn the bytes of an OpenAI-compatible SSE stream into archived chunks (no I/O here).
+
+The network side (`recorder.sse_client`) stamps every read and hands the bytes to
+`StreamParser.feed`; every event completed by that read gets that read's arrival time. Token
+counts per event are decided once the stream is over, from the best source the server gave
+(see `TOKEN_SOURCES` in the archive): chunks are never assumed to hold one token each, because
+speculative decoding, reasoning parsers and slow readers all put several tokens in one event.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from tokenreel.archive import Acceptance, Chunks
+
+# SSE fields other than data carry nothing for us; anything else means the body is not SSE.
+_OTHER_FIELDS = (b"event", b"id", b"retry")
+NOT_SSE_HINT = "the endpoint does not stream like an OpenAI server, check base_url and api"
+
+
+class StreamFailure(Exception):
+    """The stream itself says the run failed (error event, malformed line); one-line message."""
+
+
+@dataclass
+class Outcome:
+    """What the whole stream said once it ended."""
+
+    token_source: str
+    usage: dict[str, int] | None
+    finish_reason: str | None
+    acceptance: Acceptance | None
+
+
+class StreamParser:
+    """Accumulates events into `chunks`; `tokens` stays 0 until `finish` picks the source."""
+
+    def __init__(self, chunks: Chunks) -> None:
+        self.chunks = chunks
+        self.done = False
+        self.live_tokens = 0  # best running guess, for progress display only
+        self.first_text_seen = False
+        self._pending = b""
+        self._usage_cum: list[int | None] = []
+        self._token_ids: list[int | None] = []
+        self._logprobs: list[int | None] = []
+        self._usage: dict[str, Any] | None = None
+        self._finish_reason: str | None = None
+        self._spec: tuple[str, dict[str, Any]] | None = None
+
+    def feed(self, t_ns: int, data: bytes) -> None:
+        """Split one read into lines and handle every complete one; all get arrival t_ns."""
+        if self._pending:
+            data = self._pending + data
+        lines = data.split(b"\n")
+        self._pending = lines.pop()
+        for line in lines:
+            self._line(t_ns, line)
+            if self.done:
+                return
+
+    def end_of_body(self, t_ns: int) -> None:
+        """The body ended: a last line without a newline still counts."""
+        if self._pending.strip():
+            line, self._pending = self._pending, b""
+            self._line(t_ns, line)
+
+    def _line(self, t_ns: int, line: bytes) -> None:
+        line = line.rstrip(b"\r")
+        if not line or line[0] == 58:  # blank separator or ":" comment
+            return
+        if not line.startswith(b"data:"):
+            if line.split(b":", 1)[0] in _OTHER_FIELDS:
+                return
+            raise StreamFailure(f"malformed stream line after {self._where(line)}")
+        payload = line[5:].strip()
+        if payload == b"[DONE]":
+            self.done = True
+            return
+        try:
+            event = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            raise StreamFailure(f"malformed JSON in stream after {self._where(payload)}") from None
+        if not isinstance(event, dict):
+            raise StreamFailure(f"malformed stream event after {self._where(payload)}")
+        if event.get("error"):
+            message = _error_text(event["error"])
+            raise StreamFailure(
+                f"the server sent an error event after {self.live_tokens} tokens: {message}; check the server log"
+            )
+        self._event(t_ns, event)
+
+    def _where(self, data: bytes) -> str:
+        """'N events: <the bad bytes>; hint' for malformed-stream errors."""
+        snippet = repr(data[:60].decode("utf-8", "replace")) + ("..." if len(data) > 60 else "")
+        return f"{len(self.chunks)} events: {snippet}; {NOT_SSE_HINT}"
+
+    def _event(self, t_ns: int, event: dict[str, Any]) -> None:
+        content = reasoning = tool = ""
+        ids_n = logprobs_n = None
+        choices = event.get("choices")
+        choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+        if choice is not None:
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                content = _text(delta.get("content"))
+                reasoning = _text(delta.get("reasoning")) or _text(delta.get("reasoning_content"))
+                tool = _tool_text(delta.get("tool_calls"))
+            else:
+                content = _text(choice.get("text"))
+            if choice.get("finish_reason"):
+                self._finish_reason = str(choice["finish_reason"])
+            ids = choice.get("token_ids")
+            ids_n = len(ids) if isinstance(ids, list) else None
+            logprobs_n = _logprobs_len(choice.get("logprobs"))
+            self._note_spec(choice)
+        usage = event.get("usage")
+        cum = None
+        if isinstance(usage, dict):
+            self._usage = usage
+            value = usage.get("completion_tokens")
+            cum = value if isinstance(value, int) and not isinstance(value, bool) else None
+        self._note_spec(event)
+        self.chunks.append(t_ns, 0, content, reasoning, tool)
+        self._usage_cum.append(cum)
+        self._token_ids.append(ids_n)
+        self._logprobs.append(logprobs_n)
+        has_text = bool(content or reasoning or tool)
+        self.first_text_seen = self.first_text_seen or has_text
+        if cum is not None:
+            self.live_tokens = max(self.live_tokens, cum)
+        elif ids_n is not None:
+            self.live_tokens += ids_n
+        elif has_text:
+            self.live_tokens += 1
+
+    def _note_spec(self, holder: dict[str, Any]) -> None:
+        """Remember the last per-response speculative-decoding stats (they ride on the final chunk)."""
+        metrics = holder.get("metrics")
+        if isinstance(metrics, dict) and isinstance(metrics.get("speculative_decoding"), dict):
+            self._spec = ("metrics.speculative_decoding", metrics["speculative_decoding"])
+        sglext = holder.get("sglext")
+        if isinstance(sglext, dict) and isinstance(sglext.get("spec_tokens_details"), dict):
+            self._spec = ("sglext.spec_tokens_details", sglext["spec_tokens_details"])
+        timings = holder.get("timings")
+        if isinstance(timings, dict) and "draft_n" in timings:
+            self._spec = ("timings", timings)
+
+    def finish(self) -> Outcome:
+        """Fill the tokens column from the best source and say which one it was."""
+        usage = _clean_usage(self._usage)
+        source = self._fill_tokens(usage)
+        return Outcome(source, usage, self._finish_reason, response_acceptance(self._spec))
+
+    def _fill_tokens(self, usage: dict[str, int] | None) -> str:
+        chunks = self.chunks
+        text_events = [i for i in range(len(chunks)) if chunks.has_text(i)]
+        source = self._counted_source(text_events)
+        if source == "per_event":
+            for i in text_events:
+                chunks.tokens[i] = 1
+            if usage is not None and "completion_tokens" in usage and text_events:
+                _reconcile(chunks.tokens, text_events, usage["completion_tokens"])
+        elif text_events:
+            # Nothing is visible before the first text: a role chunk's count belongs to it.
+            first = text_events[0]
+            chunks.tokens[first] += sum(chunks.tokens[:first])
+            chunks.tokens[:first] = [0] * first
+        return source
+
+    def _counted_source(self, text_events: list[int]) -> str:
+        """Fill tokens from the first source present on every text event; its name, or per_event."""
+        tokens = self.chunks.tokens
+        if text_events and all(self._usage_cum[i] is not None for i in text_events):
+            previous = 0
+            for i, cum in enumerate(self._usage_cum):
+                if cum is not None:
+                    tokens[i] = max(0, cum - previous)
+                    previous = max(previous, cum)
+            return "usage_delta"
+        for source, counts in (("token_ids", self._token_ids), ("logprobs", self._logprobs)):
+            if text_events and all(counts[i] is not None for i in text_events):
+                for i, count in enumerate(counts):
+                    tokens[i] = count or 0
+                return source
+        return "per_event"
+
+
+def _reconcile(tokens: list[int], text_events: list[int], total: int) -> None:
+    """Make the column sum to the server's count: the difference goes on the last token events."""
+    difference = total - sum(tokens)
+    if difference >= 0:
+        tokens[text_events[-1]] += difference
+        return
+    for i in reversed(text_events):
+        take = min(tokens[i], -difference)
+        tokens[i] -= take
+        difference += take
+        if difference == 0:
+            return
+
+
+def response_acceptance(spec: tuple[str, dict[str, Any]] | None) -> Acceptance | None:
+    """Acceptance for this request alone, from vLLM, SGLang or llama.cpp per-response stats."""
+    if spec is None:
+        return None
+    source, d = spec
+    if source == "timings":  # llama.cpp: drafted and accepted tokens, no count of verify steps
+        draft_tokens, accepted = _num(d.get("draft_n")), _num(d.get("draft_n_accepted"))
+        drafts, mean_length, rate = None, None, None
+    elif source == "sglext.spec_tokens_details":
+        drafts, draft_tokens = _num(d.get("spec_verify_ct")), _num(d.get("spec_num_proposed_drafts"))
+        accepted = _num(d.get("spec_num_correct_drafts"))
+        mean_length, rate = _num(d.get("spec_accept_length")), _num(d.get("spec_accept_rate"))
+    else:
+        drafts = _num(d.get("num_spec_steps", d.get("num_drafts")))
+        draft_tokens = _num(d.get("num_draft_tokens"))
+        accepted = _num(d.get("num_accepted_draft_tokens", d.get("num_accepted_tokens")))
+        mean_length, rate = _num(d.get("mean_acceptance_length")), _num(d.get("draft_acceptance_rate"))
+    if drafts and accepted is not None:
+        mean_length = 1.0 + accepted / drafts
+    if draft_tokens and accepted is not None:
+        rate = accepted / draft_tokens
+    if mean_length is None and rate is None:
+        return None
+    return Acceptance(mean_length, rate, drafts, draft_tokens, accepted, source)
+
+
+def _num(value: Any) -> float | None:
+    """A finite non-negative number, or None (the archive accepts nothing else)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return None
+    return float(value)
+
+
+def _clean_usage(usage: dict[str, Any] | None) -> dict[str, int] | None:
+    """Keep the integer counts; nested details and nulls are dropped (the archive stores ints)."""
+    if usage is None:
+        return None
+    return {k: v for k, v in usage.items() if isinstance(v, int) and not isinstance(v, bool) and v >= 0}
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _tool_text(calls: Any) -> str:
+    """Function names and argument fragments of streamed tool calls, concatenated."""
+    if not isinstance(calls, list):
+        return ""
+    parts = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            parts.append(_text(function.get("name")) + _text(function.get("arguments")))
+    return "".join(parts)
+
+
+def _logprobs_len(logprobs: Any) -> int | None:
+    """One logprob entry per token: chat `content[]`, completions `tokens[]`."""
+    if not isinstance(logprobs, dict):
+        return None
+    for key in ("content", "tokens"):
+        if isinstance(logprobs.get(key), list):
+            return len(logprobs[key])
+    return None
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, dict):
+        error = error.get("message") or error.get("type") or error
+    return one_line(str(error)).rstrip(". ")
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """Collapse whitespace and cut long server messages: run errors are one line."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

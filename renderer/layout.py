@@ -1,0 +1,129 @@
+"""Where everything goes on the frame, in whole pixels, for any size and number of arms.
+
+Sizes scale with the shorter side (1080 is the design size), so 4K is 1080p doubled and the
+vertical 1080x1920 format keeps 1080p type sizes with arms stacked instead of side by side.
+The text grid of a column is an exact number of cells, so nothing drawn into it can cross
+the column's edge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from renderer.text import cell_metrics
+
+DESIGN_SIZE = 1080
+FONT_SIZES = {"body": 18, "small": 15, "label": 22, "big": 40, "title": 30}  # px at the design size
+MIN_FONT = 6
+MIN_GRID = (4, 2)  # (cols, rows): below this a column cannot show a stream
+
+
+@dataclass(frozen=True)
+class Rect:
+    x: int
+    y: int
+    w: int
+    h: int
+
+    @property
+    def right(self) -> int:
+        return self.x + self.w
+
+    @property
+    def bottom(self) -> int:
+        return self.y + self.h
+
+    @property
+    def slices(self) -> tuple[slice, slice]:
+        """Index a (height, width, 3) array with this to get the region."""
+        return slice(self.y, self.bottom), slice(self.x, self.right)
+
+
+@dataclass(frozen=True)
+class ColumnLayout:
+    """One arm: panel, header lines, the text grid, and the two figure lines at the bottom."""
+
+    panel: Rect
+    accent: Rect
+    label: Rect
+    detail: Rect
+    text: Rect
+    big: Rect
+    stats: Rect
+    cols: int
+    rows: int
+
+
+@dataclass(frozen=True)
+class FrameLayout:
+    width: int
+    height: int
+    scale: float
+    sizes: dict[str, int]  # font role -> px
+    radius: int
+    title: Rect
+    prompt: Rect  # two small lines
+    clock: Rect
+    speed: Rect
+    footer: Rect
+    stage: Rect  # the area the columns share; the end card covers it
+    columns: tuple[ColumnLayout, ...]
+
+
+def font_sizes(width: int, height: int) -> dict[str, int]:
+    scale = min(width, height) / DESIGN_SIZE
+    return {role: max(MIN_FONT, round(px * scale)) for role, px in FONT_SIZES.items()}
+
+
+def _column(panel: Rect, pad: int, gap: int, metrics: Mapping[str, tuple[int, int]]) -> ColumnLayout:
+    body_w, body_h = metrics["body"]
+    label_h, small_h, big_h = metrics["label"][1], metrics["small"][1], metrics["big"][1]
+    inner_w = panel.w - 2 * pad
+    accent = Rect(panel.x + pad, panel.y, inner_w, max(2, gap // 5))
+    label = Rect(panel.x + pad, panel.y + pad, inner_w, label_h)
+    detail = Rect(label.x, label.bottom, inner_w, small_h)
+    stats = Rect(label.x, panel.bottom - pad - small_h, inner_w, small_h)
+    big = Rect(label.x, stats.y - big_h, inner_w, big_h)
+    top, bottom = detail.bottom + gap, big.y - gap
+    cols, rows = inner_w // body_w, max(0, bottom - top) // body_h
+    if cols < MIN_GRID[0] or rows < MIN_GRID[1]:
+        raise ValueError(f"size: {panel.w}x{panel.h} px per arm is too small to show the text")
+    return ColumnLayout(panel, accent, label, detail, Rect(label.x, top, cols * body_w, rows * body_h), big, stats, cols, rows)
+
+
+def compute(width: int, height: int, arms: int) -> FrameLayout:
+    """The layout for a frame size; ValueError (naming the size option) when the text cannot fit."""
+    scale = min(width, height) / DESIGN_SIZE
+    sizes = font_sizes(width, height)
+    metrics = {role: cell_metrics(px)[:2] for role, px in sizes.items()}
+    margin, gap, pad = round(32 * scale), round(20 * scale), round(18 * scale)
+    title_h, small_h = metrics["title"][1], metrics["small"][1]
+    clock_w = metrics["title"][0] * 10
+    title = Rect(margin, round(22 * scale), width - 2 * margin - clock_w, title_h)
+    clock = Rect(width - margin - clock_w, title.y, clock_w, title_h)
+    prompt = Rect(margin, title.bottom, title.w, 2 * small_h)
+    speed = Rect(clock.x, title.bottom, clock_w, small_h)
+    footer = Rect(margin, height - round(12 * scale) - small_h, width - 2 * margin, small_h)
+    stage = Rect(margin, prompt.bottom + gap, width - 2 * margin, footer.y - gap - prompt.bottom - gap)
+    panels = []
+    if height > width:  # vertical video: arms stacked
+        each = (stage.h - gap * (arms - 1)) // arms
+        panels = [Rect(stage.x, stage.y + i * (each + gap), stage.w, each) for i in range(arms)]
+    else:
+        each = (stage.w - gap * (arms - 1)) // arms
+        panels = [Rect(stage.x + i * (each + gap), stage.y, each, stage.h) for i in range(arms)]
+    return FrameLayout(
+        width=width,
+        height=height,
+        scale=scale,
+        sizes=sizes,
+        radius=round(14 * scale),
+        title=title,
+        prompt=prompt,
+        clock=clock,
+        speed=speed,
+        footer=footer,
+        stage=stage,
+        columns=tuple(_column(p, pad, gap, metrics) for p in panels),
+    )

@@ -1,0 +1,246 @@
+"""From a session and the user's options to everything the frames need, checked up front.
+
+The plan is plain picklable data: worker processes render from it without the session, and
+every bad option fails here with a one-line message before any frame is drawn.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+from renderer.layout import FrameLayout, compute
+from renderer.theme import Theme, load_theme
+from renderer.timeline import Clock, first_frame_showing
+from tokenreel.archive import Prompt, Run, Session
+from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, median_run
+from tokenreel.metrics import first_token_index, output_tokens, run_metrics
+
+MAX_ARMS = 4
+MAX_SIDE = 7680
+MAX_FPS = 240
+MAX_SECONDS = Fraction(3600)
+_SIZE = re.compile(r"(\d{1,5})[xX×](\d{1,5})")
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    prompt: str | None = None  # None -> the session's first prompt
+    run: str = "median"  # "median" or a measured run index (as in Run.index) e.g. "2"
+    arms: tuple[str, ...] = ()  # empty -> all arms (2..4 side by side; 1 is allowed too)
+    fps: int = 30
+    size: str = "1920x1080"  # also "1080x1920" (vertical, arms stacked) and "3840x2160"
+    speed: str = "1"  # parsed to fractions.Fraction; all timing in integers
+    theme: str = "dark"  # or "light"
+    title_s: str = "0"  # optional title card length (whole frames: round(title_s*fps))
+    hold_s: str = "2"  # end hold: ladder end card shown this long after the last arm finishes
+    at: str | None = None  # poster frame time in seconds (for .png output)
+
+
+@dataclass(frozen=True)
+class ArmTrack:
+    """One arm's replayed run: its chunks and its final figures."""
+
+    id: str
+    label: str
+    model: str
+    color: int  # the arm's place in the session: the same arm has the same accent everywhere
+    run_index: int
+    t_ns: tuple[int, ...]
+    tokens: tuple[int, ...]
+    content: tuple[str, ...]
+    reasoning: tuple[str, ...]
+    tool: tuple[str, ...]
+    first_index: int  # first chunk with text (TTFT)
+    output_tokens: int
+    ttft_ns: int
+    decode_tok_s: float | None
+    vs_first: float | None  # final decode speed over the first shown arm's
+    acceptance_length: float | None
+
+
+@dataclass(frozen=True)
+class RenderPlan:
+    width: int
+    height: int
+    fps: int
+    frame_count: int
+    warnings: tuple[str, ...]
+    options: RenderOptions
+    clock: Clock
+    layout: FrameLayout
+    theme: Theme
+    session_name: str
+    simulated: bool
+    prompt_id: str
+    prompt_text: str
+    code: bool  # highlight the whole answer as code (prompt category "code")
+    arms: tuple[ArmTrack, ...]
+    ladder: tuple[LadderRow, ...]
+    ladder_note: str
+    poster_index: int | None  # frame to save for .png output (options.at), else None
+
+
+def _fraction(value: str, option: str, low: Fraction, high: Fraction) -> Fraction:
+    try:
+        number = Fraction(value.strip())
+    except (ValueError, ZeroDivisionError, AttributeError):
+        raise ValueError(f"{option}: expected a number, got {value!r}") from None
+    if not low <= number <= high:
+        raise ValueError(f"{option}: must be between {low} and {high}, got {value}")
+    return number
+
+
+def _size(value: str) -> tuple[int, int]:
+    match = _SIZE.fullmatch(value.strip())
+    if not match:
+        raise ValueError(f"size: expected WIDTHxHEIGHT such as 1920x1080, got {value!r}")
+    width, height = int(match.group(1)), int(match.group(2))
+    if width % 2 or height % 2 or not (16 <= width <= MAX_SIDE and 16 <= height <= MAX_SIDE):
+        raise ValueError(f"size: width and height must be even and 16..{MAX_SIDE} px, got {value}")
+    return width, height
+
+
+def prompt_text(prompt: Prompt) -> str:
+    """What the user asked: the last user message for chat, else the completion prompt."""
+    for message in reversed(prompt.messages):
+        if message.get("role") == "user":
+            return message.get("content", "")
+    return prompt.prompt
+
+
+def _pick_run(session: Session, arm_id: str, prompt_id: str, which: str) -> Run:
+    if which == "median":
+        run = median_run(session, arm_id, prompt_id)
+        if run is None:
+            raise ValueError(f"run: arm {arm_id!r} has no usable measured run of prompt {prompt_id!r}")
+        return run
+    if not which.isdigit():
+        raise ValueError(f"run: expected 'median' or a run index such as '2', got {which!r}")
+    runs = [r for r in session.runs_of(arm_id, prompt_id) if r.index == int(which)]
+    if not runs:
+        have = ", ".join(str(r.index) for r in session.runs_of(arm_id, prompt_id)) or "none"
+        raise ValueError(f"run: arm {arm_id!r} has no measured run {which} of prompt {prompt_id!r} (runs: {have})")
+    return runs[0]
+
+
+def _track(session: Session, run: Run) -> ArmTrack:
+    chunks = run.chunks
+    first = first_token_index(chunks)
+    if first is None:
+        raise ValueError(f"run: arm {run.arm!r} run {run.index} streamed no text (status {run.status})")
+    if any(b < a for a, b in zip(chunks.t_ns, chunks.t_ns[1:])):
+        raise ValueError(f"run: arm {run.arm!r} run {run.index} has chunk times that go back in time")
+    arm = session.arm(run.arm)
+    figures = run_metrics(run)
+    return ArmTrack(
+        id=arm.id,
+        label=arm.label,
+        model=arm.model,
+        color=session.arms.index(arm),
+        run_index=run.index,
+        t_ns=tuple(chunks.t_ns),
+        tokens=tuple(chunks.tokens),
+        content=tuple(chunks.content),
+        reasoning=tuple(chunks.reasoning),
+        tool=tuple(chunks.tool),
+        first_index=first,
+        output_tokens=output_tokens(run),
+        ttft_ns=chunks.t_ns[first],
+        decode_tok_s=figures.decode_tok_s,
+        vs_first=None,
+        acceptance_length=run.acceptance.mean_length if run.acceptance else None,
+    )
+
+
+def _warnings(session: Session, runs: list[Run], tracks: list[ArmTrack]) -> list[str]:
+    out = []
+    if session.simulated:
+        out.append("the session was recorded against simulated endpoints, not real GPUs")
+    counts = {t.output_tokens for t in tracks}
+    if len(counts) > 1:
+        out.append("runs differ in token count: " + ", ".join(f"{t.id} {t.output_tokens}" for t in tracks))
+    for run in runs:
+        if run.status != "ok":
+            out.append(f"arm {run.arm} run {run.index} {run.status}: {run.error or 'no detail'}")
+        if run.contended:
+            out.append(f"arm {run.arm} run {run.index} was contended: {run.contention_detail or 'no detail'}")
+    return out
+
+
+def _ladder_note(session: Session, cells: list[Cell]) -> str:
+    runs = sorted({c.runs for c in cells})
+    per_cell = "/".join(str(r) for r in runs) or "0"
+    prompts = len(common_prompts(session, cells))
+    runs_word = "run" if runs == [1] else "runs"
+    return f"Median of {per_cell} {runs_word} per cell, mean over {prompts} prompt{'' if prompts == 1 else 's'}"
+
+
+def _arm_ids(session: Session, chosen: tuple[str, ...]) -> list[str]:
+    known = [a.id for a in session.arms]
+    arm_ids = list(chosen) or known
+    for arm_id in arm_ids:
+        if arm_id not in known:
+            raise ValueError(f"arms: no arm {arm_id!r} in this session (arms: {', '.join(known)})")
+    if len(set(arm_ids)) != len(arm_ids):
+        raise ValueError(f"arms: an arm is listed twice: {', '.join(arm_ids)}")
+    if not 1 <= len(arm_ids) <= MAX_ARMS:
+        raise ValueError(f"arms: 1 to {MAX_ARMS} arms fit in a video, got {len(arm_ids)}; choose some with arms")
+    return arm_ids
+
+
+def _poster_index(at: str, clock: Clock) -> int:
+    """The frame showing video time `at` (the title card counts), which must be in the video."""
+    index = int(_fraction(at, "at", Fraction(0), MAX_SECONDS) * clock.fps)
+    if index >= clock.frame_count:
+        seconds = Fraction(clock.frame_count, clock.fps)
+        raise ValueError(f"at: {at} s is past the end of the video ({float(seconds):.2f} s)")
+    return index
+
+
+def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
+    """Check every option against the session and gather what the frames need."""
+    width, height = _size(options.size)
+    if isinstance(options.fps, bool) or not isinstance(options.fps, int) or not 1 <= options.fps <= MAX_FPS:
+        raise ValueError(f"fps: expected a whole number 1..{MAX_FPS}, got {options.fps!r}")
+    speed = _fraction(options.speed, "speed", Fraction(1, 100), Fraction(100))
+    title_s = _fraction(options.title_s, "title_s", Fraction(0), MAX_SECONDS)
+    hold_s = _fraction(options.hold_s, "hold_s", Fraction(0), MAX_SECONDS)
+    theme = load_theme(options.theme)
+    if not session.prompts:
+        raise ValueError("prompt: the session has no prompts")
+    prompt_id = options.prompt if options.prompt is not None else session.prompts[0].id
+    known_prompts = [p.id for p in session.prompts]
+    if prompt_id not in known_prompts:
+        raise ValueError(f"prompt: no prompt {prompt_id!r} in this session (prompts: {', '.join(known_prompts)})")
+    runs = [_pick_run(session, arm_id, prompt_id, options.run.strip()) for arm_id in _arm_ids(session, options.arms)]
+    tracks = [_track(session, run) for run in runs]
+    reference = tracks[0].decode_tok_s
+    tracks = [
+        replace(t, vs_first=t.decode_tok_s / reference if t.decode_tok_s and reference else None) for t in tracks
+    ]
+    replay_frames = max(first_frame_showing(t.t_ns[-1], options.fps, speed) for t in tracks) + 1
+    clock = Clock(options.fps, speed, round(title_s * options.fps), replay_frames, round(hold_s * options.fps))
+    prompt = session.prompt(prompt_id)
+    cells = build_cells(session)
+    return RenderPlan(
+        width=width,
+        height=height,
+        fps=options.fps,
+        frame_count=clock.frame_count,
+        warnings=tuple(_warnings(session, runs, tracks)),
+        options=options,
+        clock=clock,
+        layout=compute(width, height, len(tracks)),
+        theme=theme,
+        session_name=session.name,
+        simulated=session.simulated,
+        prompt_id=prompt_id,
+        prompt_text=prompt_text(prompt),
+        code=prompt.category == "code",
+        arms=tuple(tracks),
+        ladder=tuple(build_ladder(session, cells)),
+        ladder_note=_ladder_note(session, cells),
+        poster_index=None if options.at is None else _poster_index(options.at, clock),
+    )

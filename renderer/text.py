@@ -1,0 +1,309 @@
+"""Streamed text on a monospace grid: clusters, cell widths, wrapping, and cached pixel tiles.
+
+Text from real models holds CJK, emoji, control characters, tabs and tokens longer than a
+line. Each character becomes a cluster of 1 or 2 cells (with its combining marks) drawn by the
+first font that covers it, so nothing can spill outside the grid. A whole run is laid out once
+from its final text; a frame shows a prefix of that layout, so words never jump while they
+stream and no frame re-wraps anything. Glyphs are drawn once per (text, font, colours) into
+cell-sized tiles and lines are rows of tiles, because Pillow's per-frame text drawing is far
+too slow for real-time rendering.
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from renderer import fonts
+from renderer.theme import RGB
+
+TAB_STOP = 4
+LINE_SPACING = 1.45  # line height / font size
+EMOJI_FILL = 0.86  # emoji height / line height
+RESAMPLE = Image.Resampling.LANCZOS  # fixed, so scaled glyphs are the same pixels everywhere
+STREAM_KINDS = ("reasoning", "tool")  # styles that are not the answer: a line break separates them
+
+GLYPH, SPACE, TAB, NEWLINE, BREAK = range(5)
+_NEWLINES = "\n\u2028\u2029\x85"
+_DEL_PICTURE = "\u2421"
+_REPLACEMENT = "\ufffd"
+_SKIN_TONES = (0x1F3FB, 0x1F3FF)  # without shaping they would draw as separate swatches: dropped
+
+
+class Cell(NamedTuple):
+    """One cluster placed on the grid; font None draws a replacement box."""
+
+    text: str
+    font: str | None
+    width: int
+    style: str
+
+
+class Cluster(NamedTuple):
+    """A cell with where it starts in the source text; kind says how wrapping treats it."""
+
+    start: int  # offset of its first character in the source text
+    kind: int
+    cell: Cell
+
+
+def _is_variation_selector(code: int) -> bool:
+    return 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF
+
+
+def _resolve(text: str, primary: str, prefer_emoji: bool) -> tuple[str, str | None]:
+    """Display text and font of a cluster; marks no font can draw with the base are dropped."""
+    text = unicodedata.normalize("NFC", text)
+    base = ord(text[0])
+    font = fonts.font_for(base, primary, prefer_emoji)
+    if len(text) == 1 or font is None:
+        return text[0], font
+    if all(ord(c) in fonts.coverage(font) for c in text):
+        return text, font
+    for candidate in (primary, *fonts.FALLBACK):
+        if all(ord(c) in fonts.coverage(candidate) for c in text):
+            return text, candidate
+    return text[0] + "".join(c for c in text[1:] if ord(c) in fonts.coverage(font)), font
+
+
+def _visible(char: str) -> str | None:
+    """What a control character shows as (a Control Pictures symbol), or None for ordinary text."""
+    code = ord(char)
+    if code < 0x20:
+        return chr(0x2400 + code)
+    if code == 0x7F:
+        return _DEL_PICTURE
+    if 0x80 <= code < 0xA0 or 0xD800 <= code <= 0xDFFF:
+        return _REPLACEMENT
+    return None
+
+
+def clusters(text: str, styles: Sequence[str], primary: str = fonts.REGULAR) -> list[Cluster]:
+    """Split text into grid clusters; styles gives one style name per character."""
+    raw: list[list] = []  # [start, kind, chars, style, prefer_emoji]
+    previous_kind = None
+    i = 0
+    n = len(text)
+    while i < n:
+        char = text[i]
+        style = styles[i]
+        stream_kind = style if style in STREAM_KINDS else ""
+        if previous_kind is not None and stream_kind != previous_kind:
+            raw.append([i, BREAK, "", style, False])
+        previous_kind = stream_kind
+        code = ord(char)
+        if char == "\r" and i + 1 < n and text[i + 1] == "\n":
+            raw.append([i, NEWLINE, "", style, False])
+            i += 2
+            continue
+        if char in _NEWLINES:
+            raw.append([i, NEWLINE, "", style, False])
+        elif char == "\t":
+            raw.append([i, TAB, " ", style, False])
+        elif char == " ":
+            raw.append([i, SPACE, " ", style, False])
+        elif 0x20 < code < 0x7F:
+            raw.append([i, GLYPH, char, style, False])
+        elif (picture := _visible(char)) is not None:
+            raw.append([i, GLYPH, picture, "control", False])
+        elif _is_variation_selector(code) or _SKIN_TONES[0] <= code <= _SKIN_TONES[1]:
+            if code == fonts.VARIATION_EMOJI and raw and raw[-1][1] == GLYPH:
+                raw[-1][4] = True
+        elif unicodedata.category(char) in ("Mn", "Me"):
+            if raw and raw[-1][1] == GLYPH and raw[-1][3] != "control":
+                raw[-1][2] += char
+            else:
+                raw.append([i, GLYPH, "\u00a0" + char, style, False])
+        elif unicodedata.category(char) != "Cf":  # format characters (ZWJ, bidi marks) take no cell
+            raw.append([i, GLYPH, char, style, False])
+        i += 1
+    out: list[Cluster] = []
+    for start, kind, chars, style, prefer_emoji in raw:
+        if kind != GLYPH:
+            out.append(Cluster(start, kind, Cell(chars, fonts.REGULAR, 1, style)))
+            continue
+        shown, font = _resolve(chars, primary, prefer_emoji)
+        wide = font == fonts.EMOJI or unicodedata.east_asian_width(shown[0]) in ("W", "F")
+        out.append(Cluster(start, kind, Cell(shown, font, 2 if wide else 1, style)))
+    return out
+
+
+@dataclass
+class TextLayout:
+    """Wrapped lines of a whole stream, and where the caret is after each prefix of it.
+
+    caret[v] is (line, col) after the first v chunks; every cell of lines before the caret's
+    line, and of the caret's line left of col, is visible at that point.
+    """
+
+    lines: list[tuple[Cell, ...]]
+    caret: list[tuple[int, int]]
+
+
+def wrap(items: list[Cluster], cols: int) -> tuple[list[tuple[Cell, ...]], list[tuple[int, int]]]:
+    """Greedy word wrap into cols cells; words longer than a line are hard-wrapped.
+
+    Returns the lines and the caret after each cluster. A space or tab that does not fit ends
+    the line and is not drawn.
+    """
+    lines: list[list[Cell]] = [[]]
+    carets: list[tuple[int, int]] = [(0, 0)] * len(items)
+    col = 0
+    pending = False  # a space overflowed: the next word starts a new line
+    word: list[int] = []
+
+    def new_line() -> None:
+        nonlocal col
+        lines.append([])
+        col = 0
+
+    def place_word() -> None:
+        nonlocal col, pending
+        if not word:
+            return
+        if pending:
+            new_line()
+            pending = False
+        width = sum(items[k].cell.width for k in word)
+        if col and col + width > cols:
+            new_line()
+        for k in word:
+            cell = items[k].cell
+            if col and col + cell.width > cols:
+                new_line()
+            lines[-1].append(cell)
+            col += cell.width
+            carets[k] = (len(lines) - 1, col)
+        word.clear()
+
+    for k, item in enumerate(items):
+        if item.kind == GLYPH:
+            if item.cell.width > 1:
+                place_word()
+                word.append(k)
+                place_word()
+            else:
+                word.append(k)
+            continue
+        place_word()
+        if item.kind == NEWLINE:
+            pending = False
+            new_line()
+        elif item.kind == BREAK:
+            if col or pending:
+                pending = False
+                new_line()
+        elif not pending:
+            width = TAB_STOP - col % TAB_STOP if item.kind == TAB else 1
+            if col + width > cols:
+                pending = True
+            else:
+                lines[-1].append(item.cell._replace(width=width))
+                col += width
+        carets[k] = (len(lines) - 1, col)
+    place_word()
+    return [tuple(line) for line in lines], carets
+
+
+def layout_stream(text: str, styles: Sequence[str], chunk_ends: Sequence[int], cols: int) -> TextLayout:
+    """Lay out the final text once; chunk_ends[v] is where the first v+1 chunks end in text."""
+    items = clusters(text, styles)
+    lines, carets = wrap(items, cols)
+    starts = [item.start for item in items]
+    caret = [(0, 0)]
+    for end in chunk_ends:
+        shown = bisect_left(starts, end)
+        caret.append(carets[shown - 1] if shown else (0, 0))
+    return TextLayout(lines, caret)
+
+
+def fit(text: str, cols: int, style: str, primary: str = fonts.REGULAR) -> list[Cell]:
+    """One line of UI text: newlines and tabs become spaces, overflow ends with an ellipsis."""
+    if cols <= 0:
+        return []
+    flat = "".join(" " if c in _NEWLINES or c in "\r\t" else c for c in text)
+    cells = [item.cell for item in clusters(flat, [style] * len(flat), primary) if item.kind != BREAK]
+    if sum(c.width for c in cells) <= cols:
+        return cells
+    out: list[Cell] = []
+    used = 0
+    for cell in cells:
+        if used + cell.width > cols - 1:
+            break
+        out.append(cell)
+        used += cell.width
+    return [*out, Cell("…", fonts.REGULAR, 1, style)]
+
+
+@lru_cache(maxsize=None)
+def cell_metrics(size: int) -> tuple[int, int, int]:
+    """(cell width, line height, baseline from the line's top) of the grid at a font size."""
+    regular = fonts.load(fonts.REGULAR, size)
+    line_h = max(2, round(size * LINE_SPACING))
+    ascent, descent = regular.getmetrics()
+    return max(1, round(regular.getlength("M"))), line_h, (line_h - ascent - descent) // 2 + ascent
+
+
+class GlyphPainter:
+    """Draws clusters into cell-sized RGB tiles on a solid background, once per distinct tile."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.cell_w, self.line_h, self.baseline = cell_metrics(size)
+        self.tile = lru_cache(maxsize=16384)(self._tile)
+
+    def _mask(self, text: str, font: str, width: int) -> Image.Image:
+        face = fonts.load(font, self.size)
+        advance = face.getlength(text)
+        canvas_w = max(width, math.ceil(advance))
+        mask = Image.new("L", (canvas_w, self.line_h), 0)
+        ImageDraw.Draw(mask).text(((canvas_w - int(advance)) // 2, self.baseline), text, font=face, fill=255, anchor="ls")
+        return mask if canvas_w == width else mask.resize((width, self.line_h), RESAMPLE)
+
+    def _emoji(self, text: str, width: int) -> Image.Image:
+        face = fonts.load(fonts.EMOJI, fonts.EMOJI_SIZE)
+        big = Image.new("RGBA", (fonts.EMOJI_SIZE * 2, fonts.EMOJI_SIZE * 2), (0, 0, 0, 0))
+        ImageDraw.Draw(big).text((0, 0), text, font=face, embedded_color=True)
+        box = big.getbbox()
+        out = Image.new("RGBA", (width, self.line_h), (0, 0, 0, 0))
+        if box is None:
+            return out
+        big = big.crop(box)
+        scale = min(width / big.width, self.line_h * EMOJI_FILL / big.height)
+        small = big.resize((max(1, round(big.width * scale)), max(1, round(big.height * scale))), RESAMPLE)
+        out.paste(small, ((width - small.width) // 2, (self.line_h - small.height) // 2))
+        return out
+
+    def _box(self, width: int) -> Image.Image:
+        mask = Image.new("L", (width, self.line_h), 0)
+        inset = max(1, self.cell_w // 6)
+        top = self.baseline - round(self.size * 0.7)
+        ImageDraw.Draw(mask).rectangle((inset, top, width - 1 - inset, self.baseline), outline=200)
+        return mask
+
+    def _tile(self, text: str, font: str | None, width: int, fg: RGB, bg: RGB) -> np.ndarray:
+        pixels = width * self.cell_w
+        if font == fonts.EMOJI:
+            rgba = np.asarray(self._emoji(text, pixels), dtype=np.uint16)
+            alpha, fore = rgba[..., 3:], rgba[..., :3]
+        else:
+            image = self._box(pixels) if font is None else self._mask(text, font, pixels)
+            alpha, fore = np.asarray(image, dtype=np.uint16)[..., None], np.array(fg, dtype=np.uint16)
+        back = np.array(bg, dtype=np.uint16)
+        tile = ((back * (255 - alpha) + fore * alpha + 127) // 255).astype(np.uint8)
+        tile.flags.writeable = False  # shared through the cache
+        return tile
+
+    def paint(self, cells: Sequence[Cell], color: Callable[[str], RGB], bg: RGB) -> np.ndarray:
+        """A row of tiles, (line_h, cells' width x cell_w, 3)."""
+        if not cells:
+            return np.empty((self.line_h, 0, 3), dtype=np.uint8)
+        return np.concatenate([self.tile(c.text, c.font, c.width, color(c.style), bg) for c in cells], axis=1)

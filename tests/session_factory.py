@@ -1,0 +1,71 @@
+"""Small synthetic sessions built in code, with chosen chunk times and texts, for renderer tests."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tokenreel.archive import Acceptance, Arm, Chunks, Prompt, Run, Session, Settings
+
+MS = 1_000_000  # ns
+
+WORDS = (
+    "the model streams tokens to the client while the server keeps decoding and every chunk "
+    "carries a few of them so the replay has something to show at each frame of the video"
+).split()
+
+
+def stream(pieces: Sequence[str], ttft_ns: int, step_ns: int, tokens: int = 1, reasoning: Sequence[str] = ()) -> Chunks:
+    """A role-only chunk, then reasoning pieces and content pieces one per step from ttft_ns,
+    then a usage-only tail chunk one step after the last text.
+    """
+    chunks = Chunks()
+    chunks.append(ttft_ns // 2, 0)
+    t = ttft_ns
+    for piece in reasoning:
+        chunks.append(t, tokens, reasoning=piece)
+        t += step_ns
+    for piece in pieces:
+        chunks.append(t, tokens, content=piece)
+        t += step_ns
+    chunks.append(t, 0)
+    return chunks
+
+
+def words(count: int, start: int = 0) -> list[str]:
+    """count word tokens (with leading spaces and an occasional newline), deterministic."""
+    out = []
+    for i in range(start, start + count):
+        word = WORDS[(i * 7) % len(WORDS)]
+        out.append(("\n" if i % 37 == 36 else " ") + word)
+    return out
+
+
+def session(
+    arms: Sequence[tuple[str, str, Sequence[Chunks]]],
+    prompt: str = "Explain how speculative decoding speeds up generation.",
+    category: str = "conversation",
+    acceptance: dict[str, float] | None = None,
+    name: str = "Synthetic ladder",
+) -> Session:
+    """arms: (id, label, runs' chunks); run i of an arm gets index i, all measured and ok."""
+    session = Session(
+        name=name,
+        settings=Settings(max_tokens=1024, ignore_eos=False, warmup=0, repeats=3),
+        prompts=[Prompt(id="p1", category=category, messages=[{"role": "user", "content": prompt}], prompt="")],
+        arms=[Arm(id=a, label=label, base_url="http://127.0.0.1:9/v1", model=f"model-{a}") for a, label, _ in arms],
+    )
+    for arm_id, _, runs in arms:
+        for index, chunks in enumerate(runs):
+            length = (acceptance or {}).get(arm_id)
+            session.runs.append(
+                Run(
+                    arm=arm_id,
+                    prompt="p1",
+                    index=index,
+                    warmup=False,
+                    usage={"completion_tokens": sum(chunks.tokens)},
+                    acceptance=Acceptance(mean_length=length, source="metrics") if length else None,
+                    chunks=chunks,
+                )
+            )
+    return session

@@ -1,0 +1,215 @@
+"""Whole recordings: order, events, saving after every run, resume after a kill, --arms, fail-fast."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tokenreel
+from recorder.runner import (
+    ArmFinished,
+    ArmStarted,
+    RecordEvent,
+    RecordResult,
+    RunFinished,
+    RunProgress,
+    RunStarted,
+    new_session,
+    record,
+)
+from recorder.simulate import SimCluster
+from tests.test_recorder_support import arm_for, chat_prompt, fast_settings, seed, sent_bodies, set_state
+from tokenreel.archive import Session, dumps, load
+
+PROMPTS = [
+    chat_prompt("Implement a Python function that merges overlapping intervals.", "code"),
+    chat_prompt("Write a short story about a lighthouse keeper.", "prose"),
+]
+
+
+def ladder_session(cluster: SimCluster, ids: list[str], **settings: Any) -> Session:
+    arms = [arm_for(cluster, profile_id) for profile_id in ids]
+    return new_session("ladder", fast_settings(**settings), list(PROMPTS), arms)
+
+
+def run_record(session: Session, path: Path, **kwargs: Any) -> tuple[RecordResult, list[RecordEvent]]:
+    events: list[RecordEvent] = []
+    result = asyncio.run(record(session, path, on_event=events.append, **kwargs))
+    return result, events
+
+
+def test_ladder_recording_round_trips_through_the_archive(sim: SimCluster, tmp_path: Path) -> None:
+    path = tmp_path / "ladder.json"
+    session = ladder_session(sim, ["bf16", "nvfp4", "nvfp4-dflash2"], warmup=1, repeats=2, max_tokens=64)
+    result, events = run_record(session, path)
+    assert (result.ok, result.failed, result.skipped, result.interrupted) == (18, 0, 0, False)
+    assert [(r.arm, r.prompt, r.index, r.warmup) for r in session.runs] == [
+        (arm, prompt.id, index, index == 0)
+        for arm in ("bf16", "nvfp4", "nvfp4-dflash2")
+        for prompt in PROMPTS
+        for index in range(3)
+    ]
+    assert all(r.gate.status == "idle" and r.gate.running == 0 and r.contended is False for r in session.runs)
+    loaded = load(path)
+    assert loaded == session
+    assert dumps(loaded) == path.read_bytes()
+    assert loaded.simulated is True
+    assert all(len(arm.recorded) == 1 and set(arm.recorded[0]) == {"started_at", "finished_at"} for arm in loaded.arms)
+    assert loaded.arm("bf16").fingerprint["version"]["simulated"] is True
+    assert loaded.arm("bf16").fingerprint["max_model_len"] == 32768
+    starts = [e for e in events if isinstance(e, ArmStarted)]
+    assert [(e.arm, e.position, e.arms, e.runs_todo) for e in starts] == [
+        ("bf16", 1, 3, 6), ("nvfp4", 2, 3, 6), ("nvfp4-dflash2", 3, 3, 6)
+    ]
+    finished = [e for e in events if isinstance(e, RunFinished)]
+    assert len(finished) == 18
+    assert all(e.status == "ok" and e.tokens == 64 and e.ttft_s and e.decode_tok_s for e in finished)
+    assert [type(e) for e in events[:3]] == [ArmStarted, RunStarted, RunFinished]
+    assert [e.arm for e in events if isinstance(e, ArmFinished)] == ["bf16", "nvfp4", "nvfp4-dflash2"]
+
+
+def test_new_session_stamps_version_host_and_time(sim: SimCluster) -> None:
+    session = ladder_session(sim, ["bf16"])
+    assert session.tool_version == tokenreel.__version__
+    assert set(session.host) == {"hostname", "platform", "python"}
+    assert datetime.fromisoformat(session.created_at).tzinfo is not None
+    assert session.runs == [] and session.simulated is False
+
+
+def test_progress_events_are_throttled(make_sim: Any, tmp_path: Path) -> None:
+    cluster = make_sim([seed("bf16")], time_scale=0.5)  # 97 tok/s x2: 128 tokens in ~0.7 s
+    session = new_session("p", fast_settings(max_tokens=128), [PROMPTS[0]], [arm_for(cluster, "bf16")])
+    started = time.monotonic()
+    _, events = run_record(session, tmp_path / "p.json")
+    elapsed = time.monotonic() - started
+    progress = [e for e in events if isinstance(e, RunProgress)]
+    assert 3 <= len(progress) <= elapsed * 10 + 2
+    assert progress[-1].tokens > progress[0].tokens and progress[-1].tok_s and 100 < progress[-1].tok_s < 400
+
+
+def test_api_key_never_reaches_the_session_file(
+    sim: SimCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sentinel = "sk-SENTINEL-never-saved-7e21"
+    monkeypatch.setenv("TR_RUNNER_KEY", sentinel)
+    session = ladder_session(sim, ["bf16"], max_tokens=16)
+    session.arms[0].api_key_env = "TR_RUNNER_KEY"
+    result, _ = run_record(session, tmp_path / "k.json")
+    assert result.ok == 2
+    data = (tmp_path / "k.json").read_bytes()
+    assert sentinel.encode() not in data and b"TR_RUNNER_KEY" in data
+
+
+def test_recording_only_some_arms_leaves_the_others_untouched(sim: SimCluster, tmp_path: Path) -> None:
+    path = tmp_path / "arms.json"
+    session = ladder_session(sim, ["bf16", "nvfp4"], max_tokens=16)
+    run_record(session, path, arm_ids=["bf16"])
+    before = [r for r in load(path).runs]
+    assert {r.arm for r in before} == {"bf16"}
+    session = load(path)
+    result, _ = run_record(session, path, arm_ids=["nvfp4"])
+    after = load(path)
+    assert result.ok == 2 and [r for r in after.runs if r.arm == "bf16"] == before
+    assert {r.arm for r in after.runs} == {"bf16", "nvfp4"}
+    assert len(after.arm("bf16").recorded) == 1 and len(after.arm("nvfp4").recorded) == 1
+    with pytest.raises(ValueError, match="unknown arm 'fp8'; the session has: bf16, nvfp4"):
+        asyncio.run(record(session, path, arm_ids=["fp8"]))
+
+
+def test_failed_runs_are_retried_and_replaced(make_sim: Any, tmp_path: Path) -> None:
+    cluster = make_sim([seed("bf16")])
+    path = tmp_path / "retry.json"
+    session = ladder_session(cluster, ["bf16"], max_tokens=16)
+    set_state(cluster, "bf16", fault={"mode": "500", "count": 1})
+    result, events = run_record(session, path)
+    assert (result.ok, result.failed) == (1, 1)
+    failed = [e for e in events if isinstance(e, RunFinished) and e.status == "failed"]
+    assert failed[0].error.startswith("HTTP 500 from")
+    result, _ = run_record(load(path), path)
+    assert (result.ok, result.failed, result.already_ok) == (1, 0, 1)
+    runs = load(path).runs
+    assert len(runs) == 2 and all(r.status == "ok" for r in runs)
+    assert len({r.key for r in runs}) == 2
+
+
+def test_fail_fast_stops_at_the_first_failed_run(make_sim: Any, tmp_path: Path) -> None:
+    cluster = make_sim([seed("bf16"), seed("nvfp4")])
+    session = ladder_session(cluster, ["bf16", "nvfp4"], max_tokens=16)
+    set_state(cluster, "bf16", fault={"mode": "500", "count": 1})
+    result, _ = run_record(session, tmp_path / "ff.json", fail_fast=True)
+    assert (result.failed, result.ok, result.stopped_on_failure) == (1, 0, True)
+    assert len(load(tmp_path / "ff.json").runs) == 1 and sent_bodies(cluster, "nvfp4") == []
+
+
+def test_cancel_saves_completed_runs_and_stops_cleanly(sim: SimCluster, tmp_path: Path) -> None:
+    path = tmp_path / "cancel.json"
+    session = ladder_session(sim, ["bf16", "nvfp4"], repeats=3, max_tokens=32)
+
+    async def main() -> RecordResult:
+        task = asyncio.current_task()
+        assert task is not None
+
+        def on_event(event: RecordEvent) -> None:
+            if isinstance(event, RunFinished) and event.index == 1:
+                task.cancel()
+
+        return await record(session, path, on_event=on_event)
+
+    result = asyncio.run(main())
+    assert result.interrupted and result.ok == 2
+    saved = load(path)
+    assert [r.index for r in saved.runs] == [0, 1]
+    assert "finished_at" in saved.arm("bf16").recorded[0] and saved.arm("nvfp4").recorded == []
+
+
+CHILD = """
+import asyncio, sys
+from recorder.config import load_config
+from recorder.runner import new_session, record
+config = load_config(sys.argv[1])
+session = new_session(config.name, config.settings, config.prompts, config.arms)
+asyncio.run(record(session, sys.argv[2]))
+"""
+
+
+def test_resume_after_a_killed_recording(make_sim: Any, tmp_path: Path) -> None:
+    cluster = make_sim([seed("bf16")], time_scale=0.1)
+    config = tmp_path / "ladder.toml"
+    config.write_text(
+        '[session]\nname = "killed"\nprompts = "builtin:ladder4"\nmax_tokens = 128\n'
+        "warmup = 1\nrepeats = 2\nidle_wait_s = 5\n"
+        f'[[arms]]\nid = "bf16"\nbase_url = "{cluster.base_url("bf16")}"\nmodel = "Qwen/Qwen3.8-27B"\n'
+    )
+    path = tmp_path / "killed.json"
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(config), str(path)], cwd=Path(__file__).parents[1])
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and child.poll() is None:
+            if path.exists() and sum(r.status == "ok" for r in load(path).runs) >= 3:
+                break
+            time.sleep(0.02)
+        assert child.poll() is None, "the recording finished before it could be killed"
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.wait(timeout=10)
+    killed = load(path)  # valid: saves are atomic
+    done = [r for r in killed.runs if r.status == "ok"]
+    total = len(killed.prompts) * 3
+    assert 3 <= len(done) < total
+    assert len(killed.arm("bf16").recorded) == 1 and "finished_at" not in killed.arm("bf16").recorded[0]
+    result, _ = run_record(killed, path)
+    assert (result.already_ok, result.ok, result.failed) == (len(done), total - len(done), 0)
+    final = load(path)
+    assert sorted(r.key for r in final.runs) == sorted(("bf16", p.id, i) for p in final.prompts for i in range(3))
+    assert all(r.status == "ok" for r in final.runs)
+    assert [r for r in final.runs if r.key in {d.key for d in done}] == done  # completed runs kept as they were
+    assert len(final.arm("bf16").recorded) == 2 and "finished_at" in final.arm("bf16").recorded[1]

@@ -1,0 +1,146 @@
+"""Font coverage and fallback, clusters and cell widths, wrapping, highlighting and glyph tiles."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from renderer import fonts
+from renderer.highlight import content_styles, styled_stream
+from renderer.text import BREAK, GLYPH, NEWLINE, GlyphPainter, clusters, fit, layout_stream, wrap
+
+SAMPLES = ["漢字かな", "🚀✅", "café naïve", "a\tb", "x\ry", "bell\x07", "x" * 300, "e\u0301", "👨\u200d👩\u200d👧 👍🏽"]
+
+
+def cells_of(text: str, style: str = "text"):
+    return [item.cell for item in clusters(text, [style] * len(text)) if item.kind == GLYPH]
+
+
+def test_cmap_coverage_agrees_with_what_freetype_draws() -> None:
+    """A codepoint outside the parsed cmap draws the same .notdef box as a private-use one."""
+    face = fonts.load(fonts.REGULAR, 20)
+    notdef = np.asarray(face.getmask("\ue000"))
+    for char in "A漢🚀é␇":
+        covered = ord(char) in fonts.coverage(fonts.REGULAR)
+        drawn = np.asarray(face.getmask(char))
+        assert covered == (drawn.shape != notdef.shape or not np.array_equal(drawn, notdef)), char
+    assert 0xE000 not in fonts.coverage(fonts.REGULAR)
+
+
+def test_fallback_chain_finds_a_covering_font_for_every_sample_codepoint() -> None:
+    expected = {"漢": fonts.CJK, "か": fonts.CJK, "🚀": fonts.EMOJI, "✅": fonts.EMOJI, "é": fonts.REGULAR, "A": fonts.REGULAR}
+    for char, font in expected.items():
+        assert fonts.font_for(ord(char)) == font
+    for sample in SAMPLES:
+        for cell in cells_of(sample):
+            assert cell.font is not None, cell
+            assert all(ord(c) in fonts.coverage(cell.font) for c in cell.text), cell
+    assert fonts.font_for(0x10FFFF) is None
+
+
+def test_cell_widths_and_visible_control_characters() -> None:
+    assert [c.width for c in cells_of("漢字かな")] == [2, 2, 2, 2]
+    assert [c.width for c in cells_of("🚀✅")] == [2, 2]
+    assert [(c.text, c.width) for c in cells_of("e\u0301")] == [("é", 1)]
+    assert [(c.text, c.style) for c in cells_of("\x00\x07\x7f\x1b")] == [
+        ("␀", "control"), ("␇", "control"), ("␡", "control"), ("␛", "control")
+    ]
+    assert [c.text for c in cells_of("x\ry")] == ["x", "␍", "y"]
+    kinds = [item.kind for item in clusters("a\r\nb", ["text"] * 4)]
+    assert kinds == [GLYPH, NEWLINE, GLYPH]
+    assert [c.text for c in cells_of("a\u200db\ufe0fc\u200bd")] == ["a", "b", "c", "d"]
+    assert [c.text for c in cells_of("👍🏽")] == ["👍"]
+
+
+def test_tabs_expand_to_tab_stops_of_four() -> None:
+    lines, _ = wrap(clusters("ab\tc\t\td", ["text"] * 8), 40)
+    assert "".join(c.text * c.width for c in lines[0]) == "ab  c       d"
+
+
+def test_a_300_character_token_is_hard_wrapped() -> None:
+    lines, _ = wrap(clusters("go " + "x" * 300 + " end", ["text"] * 307), 40)
+    widths = [sum(c.width for c in line) for line in lines]
+    assert lines[0][0].text == "g" and widths[0] == 3  # "go " then the long token starts a new line
+    assert widths[1:8] == [40] * 7 and widths[8] == 20 + 4
+
+
+PIECES = st.sampled_from(list("ab cd\n\t漢字🚀é\x07\r\u0301") + ["xyzxyzxyz" * 3])
+TEXT = st.lists(PIECES, max_size=120).map("".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=TEXT, cols=st.integers(4, 30))
+def test_no_line_is_wider_than_the_grid_and_carets_only_move_forward(text: str, cols: int) -> None:
+    items = clusters(text, ["text"] * len(text))
+    lines, carets = wrap(items, cols)
+    assert all(sum(c.width for c in line) <= cols for line in lines)
+    assert carets == sorted(carets)
+    assert all(0 <= line < len(lines) and 0 <= col <= cols for line, col in carets)
+
+
+def test_words_that_fit_are_never_split() -> None:
+    text = " ".join(["alpha", "beta", "gamma", "delta", "epsilon", "zeta"] * 5)
+    lines, _ = wrap(clusters(text, ["text"] * len(text)), 17)
+    for line in lines:
+        shown = "".join(c.text for c in line).strip()
+        assert all(word in text.split() for word in shown.split()), shown
+
+
+def test_chunk_carets_show_exactly_the_prefix_of_the_stream() -> None:
+    pieces = ["Hello", " world", ",", " this", " is", " a", " streamed", " answer", " that", " wraps", " around"]
+    text, styles, ends = styled_stream(pieces, [""] * len(pieces), [""] * len(pieces), code=False)
+    layout = layout_stream(text, styles, ends, cols=12)
+    for v in range(len(pieces) + 1):
+        line, col = layout.caret[v]
+        shown = [c for k in range(line) for c in layout.lines[k]]
+        used = 0
+        for cell in layout.lines[line]:
+            if used + cell.width > col:
+                break
+            shown.append(cell)
+            used += cell.width
+        assert "".join(c.text for c in shown).replace(" ", "") == "".join(pieces[:v]).replace(" ", "")
+
+
+def test_reasoning_is_styled_apart_and_starts_its_own_line() -> None:
+    text, styles, ends = styled_stream(["", "", "Answer"], ["Think", "ing.", ""], ["", "", ""], code=False)
+    assert text == "Thinking.Answer" and ends == [5, 9, 15]
+    assert styles[:9] == ["reasoning"] * 9 and styles[9:] == ["text"] * 6
+    assert BREAK in [item.kind for item in clusters(text, styles)]
+    layout = layout_stream(text, styles, ends, cols=40)
+    assert ["".join(c.text for c in line) for line in layout.lines] == ["Thinking.", "Answer"]
+
+
+def test_fenced_code_is_highlighted_and_prose_is_not() -> None:
+    text = "Use this:\n```python\ndef f(x):\n    return 'hi'  # note\n```\ndef is prose here\n"
+    styles = content_styles(text, code=False)
+    style_at = lambda fragment, nth=0: styles[text.index(fragment, nth)]  # noqa: E731
+    assert style_at("Use") == "text"
+    assert style_at("```python") == "fence"
+    assert style_at("def f") == "keyword" and style_at("f(x)") == "name"
+    assert style_at("'hi'") == "string" and style_at("# note") == "comment"
+    assert style_at("def is prose") == "text"
+    unfenced = content_styles("for i in range(3):\n    pass\n", code=True)
+    assert unfenced[0] == "keyword"
+    assert content_styles("for i in range(3):\n", code=False)[0] == "text"
+
+
+def test_fit_cuts_with_an_ellipsis_and_never_exceeds_the_width() -> None:
+    cells = fit("漢字かな and more text", 8, "dim")
+    assert sum(c.width for c in cells) <= 8 and cells[-1].text == "…"
+    assert [c.text for c in fit("short", 8, "dim")] == list("short")
+
+
+@pytest.mark.parametrize("size", [6, 18, 36])
+def test_tiles_are_cell_sized_and_emoji_keep_their_colours(size: int) -> None:
+    painter = GlyphPainter(size)
+    bg, fg = (10, 10, 10), (240, 240, 240)
+    for cell in cells_of("A漢🚀") + [cells_of("\U0010ffff")[0]]:
+        tile = painter.tile(cell.text, cell.font, cell.width, fg, bg)
+        assert tile.shape == (painter.line_h, cell.width * painter.cell_w, 3) and tile.dtype == np.uint8
+        assert (tile != bg).any(), cell  # drawn, including the replacement box for the uncovered codepoint
+    rocket = painter.tile("🚀", fonts.EMOJI, 2, fg, bg).astype(int)
+    assert (rocket.max(axis=2) - rocket.min(axis=2)).max() > 60  # not a grey silhouette
+    assert cells_of("\U0010ffff")[0].font is None

@@ -1,0 +1,157 @@
+"""What the CLI shows while it works: the recording display, the render bar, the summary table.
+
+Kept apart from the recorder and renderer so that they stay free of terminal code: they emit
+events or call a progress callback, and this module draws them with rich.
+"""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from recorder.runner import (
+    ArmFinished,
+    ArmStarted,
+    GateWaiting,
+    RecordEvent,
+    RunFinished,
+    RunProgress,
+    RunStarted,
+)
+from tokenreel.archive import Session
+from tokenreel.ladder import build_cells, build_ladder, category_table
+
+
+def _num(value: float | None, digits: int = 1, suffix: str = "") -> str:
+    return "—" if value is None else f"{value:.{digits}f}{suffix}"
+
+
+class RecordDisplay:
+    """A progress bar per arm plus one line per finished run that needs attention."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.progress = Progress(
+            TextColumn("{task.fields[arm]:<16}"),
+            BarColumn(bar_width=24),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[status]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
+        self.tasks: dict[str, TaskID] = {}
+
+    def __enter__(self) -> RecordDisplay:
+        self.progress.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.progress.stop()
+
+    def __call__(self, event: RecordEvent) -> None:
+        if isinstance(event, ArmStarted):
+            self.tasks[event.arm] = self.progress.add_task(
+                "", total=event.runs_todo, arm=event.arm, status=f"{event.label}: checking the endpoint"
+            )
+            return
+        task = self.tasks.get(event.arm)
+        if task is None:
+            return
+        if isinstance(event, GateWaiting):
+            status = f"waiting for idle: {event.running:g} running, {event.waiting:g} queued ({event.waited_s:.0f} s)"
+        elif isinstance(event, RunStarted):
+            status = f"{event.prompt} {self._run_name(event.index, event.warmup)}"
+        elif isinstance(event, RunProgress):
+            status = (
+                f"{event.prompt} {self._run_name(event.index, event.warmup)}  {event.tokens} tok"
+                f"  {_num(event.tok_s)} tok/s"
+            )
+        elif isinstance(event, RunFinished):
+            self.progress.advance(task)
+            status = f"{event.prompt} {self._run_name(event.index, event.warmup)} {event.status}"
+            if event.status != "ok" or event.error:
+                kind = "note" if event.status == "ok" else event.status
+                self.console.print(
+                    f"{event.arm} / {event.prompt} / run {event.index}: {kind}: {event.error}",
+                    markup=False,
+                    highlight=False,
+                )
+        elif isinstance(event, ArmFinished):
+            status = f"done: {event.ok} ok, {event.failed} failed, {event.skipped} skipped"
+        else:
+            return
+        self.progress.update(task, status=status)
+
+    @staticmethod
+    def _run_name(index: int, warmup: bool) -> str:
+        return f"warmup {index}" if warmup else f"run {index}"
+
+
+class RenderBar:
+    """A progress callback (frames done, total) drawn as a bar with frames/s and ETA."""
+
+    def __init__(self, console: Console, label: str) -> None:
+        self.progress = Progress(
+            TextColumn(label),
+            BarColumn(bar_width=32),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[fps]} frames/s"),
+            TimeRemainingColumn(),
+            console=console,
+        )
+        self.task = self.progress.add_task("", total=None, fps="—")
+        self.started = 0.0
+
+    def __enter__(self) -> RenderBar:
+        self.started = time.perf_counter()
+        self.progress.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.progress.stop()
+
+    def __call__(self, done: int, total: int) -> None:
+        elapsed = time.perf_counter() - self.started
+        fps = f"{done / elapsed:.0f}" if elapsed > 0 and done else "—"
+        self.progress.update(self.task, completed=done, total=total, fps=fps)
+
+
+def summary_tables(session: Session) -> list[Table]:
+    """The ladder and the per-category table, as `tokenreel report` computes them."""
+    cells = build_cells(session)
+    ladder = build_ladder(session, cells)
+    title = session.name + (" (simulated endpoints)" if session.simulated else "")
+    table = Table(title=title, title_justify="left")
+    for column in ("Step", "Arm", "Decode tok/s", "vs prior", "vs first", "TTFT s", "Accept. len"):
+        table.add_column(column, justify="left" if column in ("Step", "Arm") else "right")
+    for i, row in enumerate(ladder, start=1):
+        table.add_row(
+            str(i),
+            row.label,
+            _num(row.decode_tok_s),
+            _num(row.vs_prior, 2, "x"),
+            _num(row.vs_first, 2, "x"),
+            _num(row.ttft_s, 2),
+            _num(row.acceptance_length, 2),
+        )
+    categories = category_table(session, cells)
+    by_category = Table(title="Decode tok/s by prompt category", title_justify="left")
+    by_category.add_column("Category")
+    for row in ladder:
+        by_category.add_column(row.arm, justify="right")
+    for category, values in categories.items():
+        by_category.add_row(category, *(_num(values.get(row.arm)) for row in ladder))
+    return [table, by_category]
