@@ -125,6 +125,23 @@ def _pick_run(session: Session, arm_id: str, prompt_id: str, which: str) -> Run:
     return runs[0]
 
 
+def _pick_runs(session: Session, prompt_id: str, options: RenderOptions) -> tuple[list[Run], list[str]]:
+    """One run per arm. Arms named with `arms` must have it; by default an arm without a usable
+    run (all its runs failed, say) is left out with a warning rather than failing the video."""
+    runs: list[Run] = []
+    problems: list[ValueError] = []
+    for arm_id in _arm_ids(session, options.arms):
+        try:
+            runs.append(_pick_run(session, arm_id, prompt_id, options.run.strip()))
+        except ValueError as exc:
+            if options.arms:
+                raise
+            problems.append(exc)
+    if not runs:
+        raise problems[0]
+    return runs, [f"left out of the video: {str(exc).removeprefix('run: ')}" for exc in problems]
+
+
 def _track(session: Session, run: Run) -> ArmTrack:
     chunks = run.chunks
     first = first_token_index(chunks)
@@ -214,7 +231,7 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
     known_prompts = [p.id for p in session.prompts]
     if prompt_id not in known_prompts:
         raise ValueError(f"prompt: no prompt {prompt_id!r} in this session (prompts: {', '.join(known_prompts)})")
-    runs = [_pick_run(session, arm_id, prompt_id, options.run.strip()) for arm_id in _arm_ids(session, options.arms)]
+    runs, left_out = _pick_runs(session, prompt_id, options)
     tracks = [_track(session, run) for run in runs]
     reference = tracks[0].decode_tok_s
     tracks = [
@@ -229,7 +246,7 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
         height=height,
         fps=options.fps,
         frame_count=clock.frame_count,
-        warnings=tuple(_warnings(session, runs, tracks)),
+        warnings=tuple(left_out + _warnings(session, runs, tracks)),
         options=options,
         clock=clock,
         layout=compute(width, height, len(tracks)),

@@ -30,6 +30,7 @@ EXIT_BAD_INPUT = 2
 
 if TYPE_CHECKING:
     from recorder.config import Config
+    from renderer.plan import RenderOptions
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
@@ -237,3 +238,129 @@ def _split_fault(item: str, known: tuple[str, ...]) -> tuple[str, str]:
     if mode not in known:
         raise ValueError(f"--fault {item!r}: expected PROFILE=MODE with MODE one of {', '.join(known)}")
     return profile_id, mode
+
+
+def _render_to(session_path: Path, out_file: Path, options: RenderOptions, workers: int, force: bool) -> None:
+    """Render with a progress bar, then say where the file and its manifest are."""
+    from renderer.encode import EncodeError
+    from renderer.render import render as render_video
+    from tokenreel.console import RenderBar
+
+    check_writable(out_file, force)
+    try:
+        with user_errors(), RenderBar(err, f"rendering {out_file.name}") as bar:
+            result = render_video(session_path, out_file, options, workers, bar)
+    except EncodeError as exc:
+        fail(f"ffmpeg failed while writing {out_file}: {exc}", code=1)
+    for warning in result.warnings:
+        err.print(f"warning: {warning}", markup=False)
+    out.print(f"video: {result.output}  ({result.frame_count} frames, sha256 {result.output_sha256[:16]}…)")
+    out.print(f"manifest: {result.manifest}  (check it later with `tokenreel verify {result.manifest}`)")
+
+
+def _default_workers() -> int:
+    import os
+
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+@app.command()
+def render(
+    session_path: Annotated[Path, typer.Argument(metavar="SESSION", help="A session file from `tokenreel record`.")],
+    out_file: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Output: .mp4 (H.264), .webm (VP9), .gif, or .png (poster).")
+    ] = None,
+    prompt: Annotated[str | None, typer.Option(help="Prompt id (default: the session's first prompt).")] = None,
+    run: Annotated[str, typer.Option(help="'median' (median-speed measured run of each arm) or a run index.")] = "median",
+    arms: Annotated[str | None, typer.Option(help="Arm ids side by side, comma-separated (default: all).")] = None,
+    fps: Annotated[int, typer.Option(help="Frames per second.")] = 30,
+    size: Annotated[str, typer.Option(help="WxH: 1920x1080, 1080x1920 (vertical, arms stacked), 3840x2160.")] = "1920x1080",
+    speed: Annotated[str, typer.Option(help="Playback speed; 1 is real time (fractions like 1/2 work).")] = "1",
+    theme: Annotated[str, typer.Option(help="dark or light.")] = "dark",
+    title: Annotated[str, typer.Option("--title-s", help="Seconds of title card before t = 0.")] = "0",
+    hold: Annotated[str, typer.Option("--hold-s", help="Seconds the end card (the ladder) is shown.")] = "2",
+    at: Annotated[str | None, typer.Option(help="Poster time in seconds, for .png output.")] = None,
+    workers: Annotated[
+        int | None, typer.Option(min=1, help="Worker processes (the output is the same for any number).")
+    ] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite --out if it exists.")] = False,
+) -> None:
+    """Replay a session side by side at real speed into a video, deterministically.
+
+    Each frame is a pure function of its index, computed from the archived token arrival
+    times, so the same session and options give the same file byte for byte on any machine
+    of the same platform. A FILE.render.json manifest is written next to the output.
+    """
+    from renderer.plan import RenderOptions
+
+    session = load_session(session_path)
+    arm_ids = split_ids(arms)
+    options = RenderOptions(
+        prompt=prompt, run=run, arms=tuple(arm_ids or ()), fps=fps, size=size, speed=speed,
+        theme=theme, title_s=title, hold_s=hold, at=at,
+    )
+    target = out_file or Path("out") / f"{Path(session_path).stem}-{prompt or session.prompts[0].id}.mp4"
+    _render_to(session_path, target, options, workers or _default_workers(), force)
+
+
+@app.command()
+def verify(
+    manifests: Annotated[list[Path], typer.Argument(metavar="PATH...", help="FILE.render.json manifests.")],
+    workers: Annotated[int | None, typer.Option(min=1, help="Worker processes for the re-render.")] = None,
+) -> None:
+    """Re-render what each manifest describes and compare, frame by frame and byte by byte.
+
+    Exit 0 when every output is identical; otherwise name the first differing frame and
+    whether the frames differ or only the encoding does.
+    """
+    from renderer.verify import verify_one
+    from tokenreel.console import RenderBar
+
+    failures = 0
+    for path in manifests:
+        with RenderBar(err, f"verifying {path.name}") as bar:
+            result = verify_one(path, workers or _default_workers(), bar)
+        mark = "ok" if result.ok else "DIFFERS"
+        (out if result.ok else err).print(f"{mark}: {path}: {result.message}", markup=False)
+        failures += not result.ok
+    if failures:
+        raise typer.Exit(1)
+
+
+@app.command()
+def demo(
+    max_tokens: Annotated[int, typer.Option(min=16, help="Forced output length per run.")] = 256,
+    repeats: Annotated[int, typer.Option(min=1, help="Measured runs per prompt (after one warmup).")] = 3,
+    time_scale: Annotated[
+        float, typer.Option(min=0.001, help="Simulator speed: 1 is real speed; 0.1 records ten times faster.")
+    ] = 1.0,
+    video: Annotated[bool, typer.Option(help="Also render out/demo.mp4.")] = True,
+    workers: Annotated[int | None, typer.Option(min=1, help="Render worker processes.")] = None,
+) -> None:
+    """Record the seed ladder (bf16 → NVFP4 → NVFP4 + DFlash2) on simulated endpoints, then render it.
+
+    Starts vLLM-like simulated endpoints on loopback, records one prompt of each category
+    (conversation, reasoning, prose, code) into sessions/demo.json, prints the ladder and
+    renders the code prompt side by side into out/demo.mp4. No GPU needed.
+    """
+    from recorder.prompts import load_prompts
+    from recorder.runner import new_session
+    from recorder.sim_profiles import SEED_LADDER
+    from recorder.simulate import running
+    from renderer.plan import RenderOptions
+    from tokenreel.archive import Arm, Settings
+
+    settings = Settings(prompts="builtin:ladder4", max_tokens=max_tokens, warmup=1, repeats=repeats)
+    prompts = load_prompts(settings.prompts, Path.cwd())
+    path = Path("sessions") / "demo.json"
+    with running(SEED_LADDER, time_scale) as cluster:
+        arms = [
+            Arm(id=p.id, label=p.label, base_url=cluster.base_url(p.id), model=p.model) for p in SEED_LADDER
+        ]
+        session = new_session("Qwen3.8-27B seed ladder", settings, prompts, arms)
+        out.print(f"recording {len(arms)} arms x {len(prompts)} prompts x {1 + repeats} runs on simulated endpoints")
+        code = _record_into(session, path, None, fail_fast=False)
+    if code or not video:
+        raise typer.Exit(code)
+    code_prompt = next((p.id for p in prompts if p.category == "code"), None)
+    _render_to(path, Path("out") / "demo.mp4", RenderOptions(prompt=code_prompt), workers or _default_workers(), True)

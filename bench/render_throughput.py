@@ -1,0 +1,221 @@
+"""How fast the renderer turns a session into mp4, against ffmpeg alone, and how much memory.
+
+A synthetic three-arm session (about 97, 137 and 458 tok/s; 60 s of the slowest arm) rendered
+at 1920x1080, 30 fps:
+  (a) ffmpeg alone: the frames rendered once to a raw file, then encoded from that file with
+      the same recipe (one stream): the floor the renderer cannot beat;
+  (b) the full render (frames, hashes, chunks, join) with workers=1 and workers=2;
+  (c) a long render (10 minutes), once per worker count, for memory.
+Every measured run is a process of its own, as `tokenreel render` would be (so a render's time
+includes Python's start-up, about a second); its peak memory is sampled from /proc and summed
+over it and its children (workers, ffmpegs). Timings are repeated (3 by default) and the
+medians printed, with the ratios they give. The figures are of one run on one machine, shared
+with whatever else runs there: compare the ratios, not the absolute numbers.
+
+    python bench/render_throughput.py [--seconds 60] [--rss-seconds 600] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from recorder.sim_text import reply_for  # noqa: E402
+from renderer.encode import X264_PRESET, X264_THREADS, fill, find_ffmpeg, steps  # noqa: E402
+from renderer.frames import FrameRenderer  # noqa: E402
+from renderer.plan import RenderOptions, build_plan  # noqa: E402
+from renderer.render import CHUNK_FRAMES, render  # noqa: E402
+from tokenreel import archive  # noqa: E402
+from tokenreel.archive import Arm, Chunks, Prompt, Run, Session, Settings  # noqa: E402
+
+PROMPT = "Explain how speculative decoding speeds up generation without changing the output."
+# (id, label, tok/s, tokens per streamed chunk in turn: 1 for plain decoding, more when drafts are accepted)
+ARMS = (
+    ("bf16", "BF16", 97.0, (1,)),
+    ("nvfp4", "NVFP4", 137.0, (1,)),
+    ("dflash", "NVFP4 + DFlash", 458.0, (4, 3, 5, 2, 4, 6, 3, 4)),
+)
+TTFT_NS = {"bf16": 180_000_000, "nvfp4": 150_000_000, "dflash": 165_000_000}
+MODEL = "Qwen/Qwen3.8-27B"
+SAMPLE_S = 0.1
+
+
+def build_session(seconds: float) -> Session:
+    """Every arm streams the same answer; the slowest takes `seconds` to decode it."""
+    total = round(ARMS[0][2] * seconds)
+    pieces = reply_for(PROMPT).tokens(total)
+    session = Session(
+        name="Render throughput bench",
+        settings=Settings(max_tokens=total, ignore_eos=True, warmup=0, repeats=1),
+        prompts=[Prompt(id="p1", category="conversation", messages=[{"role": "user", "content": PROMPT}], prompt="")],
+        arms=[Arm(id=a, label=label, base_url="http://127.0.0.1:9/v1", model=MODEL) for a, label, _, _ in ARMS],
+        simulated=True,
+    )
+    for arm_id, _, rate, steps_ in ARMS:
+        chunks = Chunks()
+        chunks.append(TTFT_NS[arm_id] // 3, 0)  # the role chunk
+        done, step = 0, 0
+        while done < total:
+            take = min(steps_[step % len(steps_)], total - done)
+            t = TTFT_NS[arm_id] + round((done + take - 1) * 1e9 / rate)
+            chunks.append(t, take, content="".join(pieces[done : done + take]))
+            done += take
+            step += 1
+        chunks.append(chunks.t_ns[-1] + round(1e9 / rate), 0)  # the usage chunk
+        usage = {"prompt_tokens": 24, "completion_tokens": total}
+        session.runs.append(Run(arm=arm_id, prompt="p1", index=0, warmup=False, usage=usage, chunks=chunks))
+    return session
+
+
+def _tree_rss(root: int) -> tuple[int, int]:
+    """(summed RSS of root and all its descendants, RSS of root) in bytes."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    tree, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in tree]
+        tree.update(children)
+        frontier.extend(children)
+    page = os.sysconf("SC_PAGE_SIZE")
+    sizes = {}
+    for pid in tree:
+        try:
+            sizes[pid] = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
+        except OSError:
+            pass
+    return sum(sizes.values()), sizes.get(root, 0)
+
+
+def mib(size: float) -> str:
+    return f"{size / 2**20:5.0f} MiB"
+
+
+def measure(argv: list[str], stdin: Path | None = None) -> tuple[float, int, int]:
+    """Run argv; (wall seconds, peak RSS of it and its children, peak RSS of it alone)."""
+    total = own = 0
+    with open(stdin or os.devnull, "rb") as source:
+        start = time.perf_counter()
+        process = subprocess.Popen(argv, stdin=source)
+        while process.poll() is None:
+            now_total, now_own = _tree_rss(process.pid)
+            total, own = max(total, now_total), max(own, now_own)
+            time.sleep(SAMPLE_S)
+        wall = time.perf_counter() - start
+    if process.returncode:
+        raise SystemExit(f"{argv[0]} failed with status {process.returncode}")
+    return wall, total, own
+
+
+def timed(label: str, repeats: int, argv: list[str], stdin: Path | None = None) -> tuple[float, int, int]:
+    """Median wall time of `repeats` runs, and the memory peaks over all of them."""
+    runs = [measure(argv, stdin) for _ in range(repeats)]
+    median = statistics.median(wall for wall, _, _ in runs)
+    total, own = max(r[1] for r in runs), max(r[2] for r in runs)
+    walls = " ".join(f"{wall:.2f}" for wall, _, _ in runs)
+    print(f"  {label:<36} median {median:7.2f} s (runs {walls}); peak RSS {mib(total)}, main process {mib(own)}")
+    return median, total, own
+
+
+def render_command(session_file: Path, out: Path, workers: int) -> list[str]:
+    return [sys.executable, __file__, "--render", str(session_file), str(out), str(workers)]
+
+
+def write_raw(session_file: Path, options: RenderOptions, raw: Path) -> None:
+    plan = build_plan(archive.load(session_file), options)
+    renderer = FrameRenderer(plan)
+    with open(raw, "wb") as handle:
+        for index in range(plan.frame_count):
+            handle.write(renderer.render(index).data)
+
+
+def ffmpeg_alone(session_file: Path, options: RenderOptions, work: Path, repeats: int) -> float:
+    """(a): encode the frames from a raw file with the mp4 recipe, as one stream."""
+    plan = build_plan(archive.load(session_file), options)
+    raw = work / "frames.rgb"
+    start = time.perf_counter()
+    write_raw(session_file, options, raw)
+    took, gib = time.perf_counter() - start, raw.stat().st_size / 2**30
+    print(f"  {'frames to a raw file, once':<36} {took:14.2f} s ({gib:.1f} GiB)")
+    encode, _ = steps("mp4", plan.width, plan.height, plan.fps)
+    argv = find_ffmpeg().command(fill(encode, chunk=work / "alone.mp4"))
+    try:  # the file itself is ffmpeg's stdin: no pipe, no Python
+        return timed("(a) ffmpeg alone, from the raw file", repeats, argv, stdin=raw)[0]
+    finally:
+        raw.unlink()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="decode time of the slowest arm (60)")
+    parser.add_argument("--rss-seconds", type=float, default=600.0, help="the same for the long render (600)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="10 s, a 60 s long render, 1 repeat")
+    parser.add_argument("--render", nargs=3, help=argparse.SUPPRESS)  # one measured render: SESSION OUT WORKERS
+    args = parser.parse_args()
+    options = RenderOptions(size="1920x1080", fps=30)
+    if args.render:
+        session_file, out, workers = args.render
+        render(session_file, out, options, int(workers))
+        return
+    if args.quick:
+        args.seconds, args.rss_seconds, args.repeats = 10.0, 60.0, 1
+    ffmpeg = find_ffmpeg()
+    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
+    cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "?")
+    load = os.getloadavg()[0]
+    print(f"machine: {os.cpu_count()} CPUs ({cpu}), load average {load:.1f}, Python {platform.python_version()}")
+    print(f"ffmpeg: {ffmpeg.version} ({ffmpeg.origin})")
+    print(f"mp4: x264 {X264_PRESET}, {X264_THREADS} thread(s), chunks of {CHUNK_FRAMES} frames")
+    with tempfile.TemporaryDirectory(prefix="tokenreel-bench-") as tmp:
+        work = Path(tmp)
+        session_file, long_file = work / "session.json", work / "long.json"
+        archive.save(build_session(args.seconds), session_file)
+        archive.save(build_session(args.rss_seconds), long_file)
+        plan = build_plan(archive.load(session_file), options)
+        long_frames = build_plan(archive.load(long_file), options).frame_count
+        video_s, long_s = plan.frame_count / plan.fps, long_frames / plan.fps
+        print(f"video: {plan.frame_count} frames = {video_s:.1f} s at {options.size}, {plan.fps} fps, 3 arms\n")
+
+        alone = ffmpeg_alone(session_file, options, work, args.repeats)
+        size = (work / "alone.mp4").stat().st_size
+        print(f"  {'':<36} {size / 2**20:.1f} MiB, {size * 8 / video_s / 1e6:.2f} Mbit/s")
+        short, long = {}, {}
+        for workers in (1, 2):
+            command = render_command(session_file, work / f"w{workers}.mp4", workers)
+            short[workers] = timed(f"(b) render, workers={workers}", args.repeats, command)
+        for workers in (1, 2):
+            command = render_command(long_file, work / "long.mp4", workers)
+            long[workers] = timed(f"(c) {long_s / 60:.1f} min render, workers={workers}", 1, command)
+
+    print("\nratios (targets: render / ffmpeg alone <= 1.3; video s / render s >= 2)")
+    print(f"  ffmpeg alone:  video s / encode s {video_s / alone:5.2f}   ({plan.frame_count / alone:5.1f} fps)")
+    for workers, (wall, _, _) in short.items():
+        print(
+            f"  workers={workers}: video s / render s {video_s / wall:5.2f}   ({plan.frame_count / wall:5.1f} fps)"
+            f"   render / ffmpeg alone {wall / alone:5.2f}"
+        )
+    print("peak RSS of a render and its children (target: a 10-minute render under 500 MiB in total)")
+    for workers in (1, 2):
+        print(
+            f"  workers={workers}: {video_s:4.0f} s video {mib(short[workers][1])}   {long_s:4.0f} s video"
+            f" {mib(long[workers][1])}   (main process {mib(short[workers][2])} -> {mib(long[workers][2])})"
+        )
+
+if __name__ == "__main__":
+    main()

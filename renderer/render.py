@@ -1,0 +1,272 @@
+"""Render a session into a video file, a GIF or a poster PNG, plus its manifest.
+
+Video is cut into chunks of CHUNK_FRAMES frames. Each chunk is rendered in frame order and
+piped to its own ffmpeg, which encodes it as an independent stream (so it starts with a key
+frame); the chunks are then joined without re-encoding. Chunk boundaries never depend on the
+number of workers or CPUs, and each chunk's bytes depend only on its frames, so one worker
+doing the chunks one after the other writes the same file as several workers in parallel.
+
+Frames stream from the renderer through the pipe and are never kept, so memory does not grow
+with the length of the video; only their SHA-256 hashes are kept, for the manifest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from multiprocessing.sharedctypes import Synchronized
+from pathlib import Path
+
+from PIL import Image
+
+from renderer import manifest as manifests
+from renderer.encode import PNG_SAVE, Ffmpeg, FramePipe, fill, find_ffmpeg, output_format, run, steps
+from renderer.frames import FrameRenderer
+from renderer.plan import RenderOptions, RenderPlan, build_plan
+from tokenreel import archive
+
+# 8 s at 30 fps. Each chunk starts with a key frame, and x264 puts one every 250 frames anyway,
+# so chunks cost almost no size; encoder start-up is small next to 240 frames; and a one-minute
+# video still splits evenly over two workers. A constant: the bytes depend on it.
+CHUNK_FRAMES = 240
+POLL_S = 0.2  # how often progress is read from the workers
+
+Progress = Callable[[int, int], None]  # (frames done, frames to render)
+
+
+@dataclass(frozen=True)
+class RenderResult:
+    output: Path
+    manifest: Path
+    format: str
+    frame_count: int
+    output_sha256: str
+    frame_sha256: tuple[str, ...]
+    warnings: tuple[str, ...]
+    ffmpeg_exe: str | None  # the binary's full path (kept out of the manifest); None for png
+    ffmpeg_version: str | None
+
+
+@dataclass(frozen=True)
+class _Job:
+    """Frames [start, stop) piped to one ffmpeg run with these arguments."""
+
+    start: int
+    stop: int
+    args: list[str]
+
+
+class _Counter:
+    """Frames done so far, reported to the caller's callback whenever the count moves."""
+
+    def __init__(self, callback: Progress | None, total: int) -> None:
+        self.callback = callback
+        self.total = total
+        self.done = 0
+
+    def set(self, done: int) -> None:
+        if done != self.done:
+            self.done = done
+            if self.callback is not None:
+                self.callback(done, self.total)
+
+    def advance(self) -> None:
+        self.set(self.done + 1)
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def poster_index(plan: RenderPlan) -> int:
+    """options.at if given, else the first frame of the end card, else the last frame."""
+    if plan.poster_index is not None:
+        return plan.poster_index
+    return min(plan.clock.title_frames + plan.clock.replay_frames, plan.frame_count - 1)
+
+
+def _encode_span(
+    renderer: FrameRenderer, plan: RenderPlan, ffmpeg: Ffmpeg, job: _Job, tick: Callable[[], None]
+) -> list[str]:
+    """Render the job's frames in order into its ffmpeg; their hashes."""
+    hashes = []
+    with FramePipe(ffmpeg, job.args, plan.width, plan.height) as pipe:
+        for index in range(job.start, job.stop):
+            frame = renderer.render(index)
+            pipe.write(frame)
+            hashes.append(hashlib.sha256(frame.data).hexdigest())
+            tick()
+    return hashes
+
+
+# Worker processes: one FrameRenderer each, built once from the pickled plan.
+_worker: tuple[FrameRenderer, RenderPlan, Ffmpeg, Synchronized] | None = None
+
+
+def _start_worker(plan: RenderPlan, ffmpeg: Ffmpeg, counter: Synchronized) -> None:
+    global _worker
+    _worker = (FrameRenderer(plan), plan, ffmpeg, counter)
+
+
+def _worker_job(job: _Job) -> list[str]:
+    assert _worker is not None
+    renderer, plan, ffmpeg, counter = _worker
+
+    def tick() -> None:
+        with counter.get_lock():
+            counter.value += 1
+
+    return _encode_span(renderer, plan, ffmpeg, job, tick)
+
+
+def _run_jobs(plan: RenderPlan, ffmpeg: Ffmpeg, jobs: list[_Job], workers: int, progress: _Counter) -> list[str]:
+    """Frame hashes of all jobs in job order; in this process when one worker is asked for."""
+    if workers == 1 or len(jobs) == 1:
+        renderer = FrameRenderer(plan)
+        return [h for job in jobs for h in _encode_span(renderer, plan, ffmpeg, job, progress.advance)]
+    # spawn, not fork: the caller may run threads (a progress display), which fork does not copy.
+    context = multiprocessing.get_context("spawn")
+    counter = context.Value("q", 0)
+    pool = ProcessPoolExecutor(
+        min(workers, len(jobs)), mp_context=context, initializer=_start_worker, initargs=(plan, ffmpeg, counter)
+    )
+    try:
+        futures = [pool.submit(_worker_job, job) for job in jobs]
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=POLL_S, return_when=FIRST_EXCEPTION)
+            progress.set(counter.value)
+            for future in done:
+                future.result()  # re-raises a worker's error now, not after the other chunks
+        return [h for future in futures for h in future.result()]
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _encode_chunked(
+    plan: RenderPlan,
+    fmt: str,
+    ffmpeg: Ffmpeg,
+    work: Path,
+    staged: Path,
+    workers: int,
+    chunk_frames: int,
+    progress: _Counter,
+) -> list[str]:
+    encode, join = steps(fmt, plan.width, plan.height, plan.fps)
+    names = []
+    jobs = []
+    for start in range(0, plan.frame_count, chunk_frames):
+        names.append(f"chunk{len(names):05d}.{fmt}")
+        jobs.append(_Job(start, min(start + chunk_frames, plan.frame_count), fill(encode, chunk=work / names[-1])))
+    hashes = _run_jobs(plan, ffmpeg, jobs, workers, progress)
+    listing = work / "chunks.txt"  # the concat demuxer reads names relative to this file
+    listing.write_text("".join(f"file '{name}'\n" for name in names))
+    run(ffmpeg, fill(join, list=listing, output=staged))
+    return hashes
+
+
+def _encode_gif(plan: RenderPlan, ffmpeg: Ffmpeg, work: Path, staged: Path, progress: _Counter) -> list[str]:
+    """Two passes over every frame in this process (see encode.steps); the second pass also
+    checks that each frame came out the same as in the first."""
+    make_palette, encode = steps("gif", plan.width, plan.height, plan.fps)
+    palette = work / "palette.png"
+    renderer = FrameRenderer(plan)
+    passes = [fill(make_palette, palette=palette), fill(encode, palette=palette, output=staged)]
+    first, second = [
+        _encode_span(renderer, plan, ffmpeg, _Job(0, plan.frame_count, args), progress.advance) for args in passes
+    ]
+    for index, (a, b) in enumerate(zip(first, second)):
+        if a != b:
+            raise RuntimeError(
+                f"frame {index} rendered differently on the second GIF pass: frames must depend only on their index"
+            )
+    return first
+
+
+def _write_png(plan: RenderPlan, index: int, staged: Path, progress: _Counter) -> list[str]:
+    frame = FrameRenderer(plan).render(index)
+    Image.fromarray(frame).save(staged, **PNG_SAVE)
+    progress.advance()
+    return [hashlib.sha256(frame.data).hexdigest()]
+
+
+def render(
+    session_path: str | os.PathLike[str],
+    out_path: str | os.PathLike[str],
+    options: RenderOptions,
+    workers: int = 1,
+    progress: Progress | None = None,
+    chunk_frames: int = CHUNK_FRAMES,
+) -> RenderResult:
+    """Render `options` of the session at session_path to out_path (.mp4 .webm .gif .png) and
+    write out_path + '.render.json'. Each file appears complete or not at all (staged in a
+    hidden folder next to out_path, then renamed).
+
+    progress(done, total) is called as frames are rendered; total is the frame count, twice
+    it for a GIF (two passes), 1 for a PNG. A GIF is rendered by this process alone.
+    """
+    out = Path(out_path)
+    fmt = output_format(out)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers: expected a whole number >= 1, got {workers!r}")
+    if isinstance(chunk_frames, bool) or not isinstance(chunk_frames, int) or chunk_frames < 1:
+        raise ValueError(f"chunk_frames: expected a whole number >= 1, got {chunk_frames!r}")
+    session = archive.load(session_path)
+    session_sha256 = file_sha256(session_path)
+    plan = build_plan(session, options)
+    del session  # the plan holds what the frames need
+    ffmpeg = None if fmt == "png" else find_ffmpeg()
+    warnings = [*plan.warnings, *([ffmpeg.warning] if ffmpeg and ffmpeg.warning else [])]
+    poster = poster_index(plan) if fmt == "png" else None
+    total = {"png": 1, "gif": 2 * plan.frame_count}.get(fmt, plan.frame_count)
+    counter = _Counter(progress, total)
+    manifest_path = manifests.path_for(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmp:
+        work = Path(tmp)
+        staged = work / out.name
+        if poster is not None:
+            hashes = _write_png(plan, poster, staged, counter)
+        elif fmt == "gif":
+            assert ffmpeg is not None
+            hashes = _encode_gif(plan, ffmpeg, work, staged, counter)
+        else:
+            assert ffmpeg is not None
+            hashes = _encode_chunked(plan, fmt, ffmpeg, work, staged, workers, chunk_frames, counter)
+        record = manifests.Manifest(
+            session=manifests.relative_session(session_path, out.parent),
+            session_sha256=session_sha256,
+            output=out.name,
+            output_sha256=file_sha256(staged),
+            options=options,
+            chunk_frames=chunk_frames,
+            frame_count=plan.frame_count,
+            fps=plan.fps,
+            size=f"{plan.width}x{plan.height}",
+            versions=manifests.current_versions(ffmpeg),
+            encoder_args=tuple(tuple(step) for step in steps(fmt, plan.width, plan.height, plan.fps)),
+            frame_sha256=tuple(hashes),
+            poster_frame=poster,
+        )
+        staged_manifest = work / manifest_path.name
+        staged_manifest.write_bytes(manifests.dumps(record))
+        os.replace(staged, out)
+        os.replace(staged_manifest, manifest_path)
+    return RenderResult(
+        output=out,
+        manifest=manifest_path,
+        format=fmt,
+        frame_count=plan.frame_count,
+        output_sha256=record.output_sha256,
+        frame_sha256=record.frame_sha256,
+        warnings=tuple(warnings),
+        ffmpeg_exe=ffmpeg.exe if ffmpeg else None,
+        ffmpeg_version=ffmpeg.version if ffmpeg else None,
+    )

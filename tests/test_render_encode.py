@@ -1,0 +1,266 @@
+"""Rendering to files: each format probed with ffprobe, chunked output independent of the
+number of workers, frame hashes, progress, and the manifest."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+from PIL import Image
+
+from renderer import manifest as manifests
+from renderer.encode import EncodeError, FramePipe, find_ffmpeg, output_format
+from renderer.frames import FrameRenderer
+from renderer.plan import RenderOptions, build_plan
+from renderer.render import poster_index, render
+from tests.session_factory import MS, session, stream, words
+from tokenreel import archive
+
+SMALL = RenderOptions(size="320x180", fps=10, hold_s="1")
+CHUNK = 8  # several chunks in a few dozen frames
+
+needs_ffprobe = pytest.mark.skipif(shutil.which("ffprobe") is None, reason="ffprobe is not installed")
+
+
+def write_session(path: Path) -> Path:
+    """Two arms, about 2.5 s of replay: ~35 frames at 10 fps, so 5 chunks of 8."""
+    archive.save(
+        session(
+            [
+                ("slow", "bf16", [stream(words(30), 300 * MS, 70 * MS)]),
+                ("fast", "nvfp4", [stream(words(30), 200 * MS, 25 * MS)]),
+            ]
+        ),
+        path,
+    )
+    return path
+
+
+@pytest.fixture
+def session_file(tmp_path: Path) -> Path:
+    return write_session(tmp_path / "session.json")
+
+
+def expected_frames(session_file: Path, options: RenderOptions) -> list[np.ndarray]:
+    """The frames straight from the renderer, to compare the pipeline's output with."""
+    plan = build_plan(archive.load(session_file), options)
+    renderer = FrameRenderer(plan)
+    return [renderer.render(i) for i in range(plan.frame_count)]
+
+
+def probe(path: Path, *entries: str) -> dict[str, str]:
+    out = subprocess.run(
+        ["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries",
+         "stream=" + ",".join(entries), "-of", "default=noprint_wrappers=1", str(path)],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    return dict(line.split("=", 1) for line in out.splitlines())
+
+
+def top_level_boxes(path: Path) -> list[bytes]:
+    data = path.read_bytes()
+    boxes, offset = [], 0
+    while offset < len(data):
+        size = int.from_bytes(data[offset : offset + 4], "big")
+        boxes.append(data[offset + 4 : offset + 8])
+        offset += size
+    return boxes
+
+
+def test_unknown_extension_names_it_and_the_supported_ones(tmp_path: Path, session_file: Path) -> None:
+    with pytest.raises(ValueError, match=r"'\.avi'.*\.mp4, \.webm, \.gif, \.png"):
+        render(session_file, tmp_path / "out.avi", SMALL)
+    with pytest.raises(ValueError, match="no extension"):
+        output_format(tmp_path / "out")
+    assert output_format("A.MP4") == "mp4"
+    assert not list(tmp_path.glob("out*"))
+
+
+@needs_ffprobe
+@pytest.mark.parametrize(
+    ("ext", "codec", "pix_fmt"), [("mp4", "h264", "yuv420p"), ("webm", "vp9", "yuv420p"), ("gif", "gif", None)]
+)
+def test_each_format_plays_with_every_frame(tmp_path: Path, session_file: Path, ext: str, codec: str, pix_fmt: str | None) -> None:
+    result = render(session_file, tmp_path / f"out.{ext}", SMALL, chunk_frames=CHUNK)
+    frames = len(expected_frames(session_file, SMALL))
+    assert result.frame_count == frames > 3 * CHUNK
+    info = probe(result.output, "codec_name", "pix_fmt", "nb_read_frames", "width", "height")
+    assert info["codec_name"] == codec
+    assert int(info["nb_read_frames"]) == frames
+    assert (info["width"], info["height"]) == ("320", "180")
+    if pix_fmt:
+        assert info["pix_fmt"] == pix_fmt
+    duration = subprocess.run(
+        ["ffprobe", "-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", str(result.output)],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    assert float(duration) == pytest.approx(frames / SMALL.fps, abs=0.011)  # gif: centiseconds
+    if ext == "mp4":
+        boxes = top_level_boxes(result.output)
+        assert boxes.index(b"moov") < boxes.index(b"mdat")  # +faststart: plays while downloading
+        color = probe(result.output, "color_space", "color_primaries", "color_transfer", "color_range")
+        assert color == {"color_space": "bt709", "color_primaries": "bt709", "color_transfer": "bt709", "color_range": "tv"}
+        assert b"x264 - core" not in result.output.read_bytes()  # the version/options SEI is gone
+
+
+@needs_ffprobe
+def test_joined_chunks_have_one_timestamp_per_frame(tmp_path: Path, session_file: Path) -> None:
+    """7 frames at 30 fps is not a whole number of milliseconds: chunk offsets must not drift."""
+    options = RenderOptions(size="320x180", fps=30, hold_s="0.5")
+    result = render(session_file, tmp_path / "out.mp4", options, chunk_frames=7)
+    pts = subprocess.run(
+        ["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "packet=pts", "-of", "csv=p=0", str(result.output)],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()
+    assert sorted(int(p) for p in pts) == list(range(result.frame_count))  # timescale = fps
+
+
+@pytest.mark.parametrize("ext", ["mp4", "webm"])
+def test_workers_do_not_change_the_bytes(tmp_path: Path, session_file: Path, ext: str) -> None:
+    one = render(session_file, tmp_path / "one" / f"out.{ext}", SMALL, workers=1, chunk_frames=CHUNK)
+    two = render(session_file, tmp_path / "two" / f"out.{ext}", SMALL, workers=2, chunk_frames=CHUNK)
+    again = render(session_file, tmp_path / "again" / f"out.{ext}", SMALL, workers=1, chunk_frames=CHUNK)
+    assert one.frame_count > 3 * CHUNK
+    assert one.output.read_bytes() == two.output.read_bytes() == again.output.read_bytes()
+    assert one.frame_sha256 == two.frame_sha256
+    assert one.manifest.read_bytes() == two.manifest.read_bytes()  # the manifest is reproducible too
+
+
+def test_chunk_size_is_part_of_the_bytes(tmp_path: Path, session_file: Path) -> None:
+    """Guards the design: chunk boundaries shape the stream, which is why they are a constant."""
+    a = render(session_file, tmp_path / "a" / "out.mp4", SMALL, chunk_frames=CHUNK)
+    b = render(session_file, tmp_path / "b" / "out.mp4", SMALL, chunk_frames=CHUNK * 2)
+    assert a.frame_sha256 == b.frame_sha256
+    assert a.output_sha256 != b.output_sha256
+
+
+def test_frame_hashes_are_of_the_raw_frames_in_order(tmp_path: Path, session_file: Path) -> None:
+    result = render(session_file, tmp_path / "out.mp4", SMALL, workers=2, chunk_frames=CHUNK)
+    frames = expected_frames(session_file, SMALL)
+    assert list(result.frame_sha256) == [hashlib.sha256(f.tobytes()).hexdigest() for f in frames]
+    assert len(set(result.frame_sha256)) > 10  # the frames do move
+
+
+@pytest.mark.parametrize(("ext", "workers"), [("mp4", 1), ("mp4", 2), ("gif", 1), ("png", 1)])
+def test_progress_counts_every_frame(tmp_path: Path, session_file: Path, ext: str, workers: int) -> None:
+    calls: list[tuple[int, int]] = []
+    result = render(session_file, tmp_path / f"out.{ext}", SMALL, workers, lambda d, t: calls.append((d, t)), chunk_frames=CHUNK)
+    total = {"png": 1, "gif": 2 * result.frame_count}.get(ext, result.frame_count)
+    assert calls[-1] == (total, total)
+    assert {t for _, t in calls} == {total}
+    done = [d for d, _ in calls]
+    assert done == sorted(set(done)) and done[0] >= 1
+    if workers == 1:
+        assert done == list(range(1, total + 1))
+
+
+def test_png_poster_is_the_end_card_or_the_frame_at(tmp_path: Path, session_file: Path) -> None:
+    frames = expected_frames(session_file, SMALL)
+    plan = build_plan(archive.load(session_file), SMALL)
+    end_card = plan.clock.title_frames + plan.clock.replay_frames
+    assert poster_index(plan) == end_card < len(frames) - 1
+    result = render(session_file, tmp_path / "end.png", SMALL)
+    with Image.open(result.output) as image:
+        assert image.mode == "RGB" and image.info == {}  # no metadata chunks
+        assert np.array_equal(np.asarray(image), frames[end_card])
+    at = RenderOptions(size="320x180", fps=10, hold_s="1", at="1.25")
+    result = render(session_file, tmp_path / "at.png", at)
+    with Image.open(result.output) as image:
+        assert np.array_equal(np.asarray(image), frames[12])  # int(1.25 s * 10 fps)
+    record = manifests.load(result.manifest)
+    assert record.poster_frame == 12 and record.frame_sha256 == (hashlib.sha256(frames[12].tobytes()).hexdigest(),)
+    no_hold = build_plan(archive.load(session_file), RenderOptions(size="320x180", fps=10, hold_s="0"))
+    assert poster_index(no_hold) == no_hold.frame_count - 1
+
+
+def test_ffmpeg_override_warns_and_is_named_without_its_path(tmp_path: Path, session_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bundled = find_ffmpeg()
+    assert bundled.warning is None and bundled.origin.startswith("imageio-ffmpeg ")
+    plain = render(session_file, tmp_path / "plain.mp4", SMALL, chunk_frames=CHUNK)
+    copy = tmp_path / "bin" / "my-ffmpeg"
+    copy.parent.mkdir()
+    shutil.copy2(bundled.exe, copy)
+    monkeypatch.setenv("IMAGEIO_FFMPEG_EXE", str(copy))
+    swapped = render(session_file, tmp_path / "swapped.mp4", SMALL, chunk_frames=CHUNK)
+    assert any("IMAGEIO_FFMPEG_EXE" in w and str(copy) in w for w in swapped.warnings)
+    assert not any("IMAGEIO_FFMPEG_EXE" in w for w in plain.warnings)
+    assert swapped.ffmpeg_exe == str(copy)
+    versions = manifests.load(swapped.manifest).versions
+    assert versions["ffmpeg_binary"] == "IMAGEIO_FFMPEG_EXE: my-ffmpeg"
+    assert versions["ffmpeg"] == bundled.version and versions["ffmpeg"].startswith("ffmpeg version ")
+    assert swapped.output_sha256 == plain.output_sha256  # same binary, same bytes
+
+
+def test_ffmpeg_failure_is_an_encode_error_with_its_message(tmp_path: Path) -> None:
+    args = ["-f", "rawvideo", "-pix_fmt", "rgb24", "-s", "32x16", "-r", "10", "-i", "-", "-c:v", "no_such_codec", str(tmp_path / "x.mp4")]
+    with pytest.raises(EncodeError, match="status .*no_such_codec"):
+        with FramePipe(find_ffmpeg(), args, 32, 16) as pipe:
+            for _ in range(50):
+                pipe.write(np.zeros((16, 32, 3), np.uint8))
+    null = [*args[:-3], "-f", "null", "-"]
+    with FramePipe(find_ffmpeg(), null, 32, 16) as pipe:
+        with pytest.raises(ValueError, match="shape"):
+            pipe.write(np.zeros((16, 30, 3), np.uint8))
+        pipe.write(np.zeros((16, 32, 3), np.uint8))
+
+
+def test_bad_options_fail_before_any_file_is_written(tmp_path: Path, session_file: Path) -> None:
+    with pytest.raises(ValueError, match="size"):
+        render(session_file, tmp_path / "out.mp4", RenderOptions(size="wide"))
+    with pytest.raises(ValueError, match="workers"):
+        render(session_file, tmp_path / "out.mp4", SMALL, workers=0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["session.json"]
+
+
+# -- the manifest ---------------------------------------------------------------------------
+
+
+def test_manifest_round_trips_and_holds_no_host_details(tmp_path: Path) -> None:
+    session_file = write_session(tmp_path / "sessions" / "s.json")
+    result = render(session_file, tmp_path / "videos" / "demo.gif", SMALL)
+    assert result.manifest == tmp_path / "videos" / "demo.gif.render.json"
+    payload = result.manifest.read_bytes()
+    record = manifests.load(result.manifest)
+    assert manifests.dumps(record) == payload
+    data = orjson.loads(payload)
+    assert list(data) == sorted(data) and payload.startswith(b'{\n  "chunk_frames"')
+    assert data["format"] == "tokenreel.render" and data["version"] == 1
+    assert record.session == "../sessions/s.json" and record.output == "demo.gif"
+    assert record.session_sha256 == hashlib.sha256(session_file.read_bytes()).hexdigest()
+    assert record.output_sha256 == hashlib.sha256(result.output.read_bytes()).hexdigest()
+    assert record.options == SMALL and record.size == "320x180" and record.fps == 10
+    assert set(record.versions) == set(manifests.VERSION_KEYS)
+    assert str(tmp_path).encode() not in payload and b'"/' not in payload
+    assert any("palettegen" in arg for arg in record.encoder_args[0])
+
+
+CORRUPTIONS = [
+    ("format", lambda d: d.update(format="tokenreel.session"), "not a render manifest"),
+    ("output_sha256", lambda d: d.update(output_sha256="abc"), "64 lowercase hex"),
+    ("session", lambda d: d.pop("session"), "missing"),
+    ("session", lambda d: d.update(session="/abs/s.json"), "relative"),
+    ("options.colour", lambda d: d["options"].update(colour="red"), "unknown option"),
+    ("options.fps", lambda d: d["options"].update(fps="30"), "whole number"),
+    ("options.arms", lambda d: d["options"].update(arms="a,b"), "list of strings"),
+    ("frame_sha256", lambda d: d["frame_sha256"].pop(), "list of"),
+    ("versions.ffmpeg", lambda d: d["versions"].pop("ffmpeg"), "missing"),
+    ("version", lambda d: d.update(version=2), "not one this tokenreel reads"),
+]
+
+
+@pytest.mark.parametrize(("field", "corrupt", "problem"), CORRUPTIONS, ids=[c[0] + ":" + c[2] for c in CORRUPTIONS])
+def test_manifest_errors_name_the_file_and_field(tmp_path: Path, session_file: Path, field: str, corrupt, problem: str) -> None:
+    result = render(session_file, tmp_path / "out.png", SMALL)
+    data = json.loads(result.manifest.read_text())
+    corrupt(data)
+    result.manifest.write_text(json.dumps(data))
+    with pytest.raises(manifests.ManifestError, match=problem) as caught:
+        manifests.load(result.manifest)
+    assert str(caught.value).startswith(f"{result.manifest}: field '{field}': ")
+    assert "\n" not in str(caught.value)

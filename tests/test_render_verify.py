@@ -1,0 +1,145 @@
+"""verify: identical re-renders pass; a changed session, a changed renderer, another encoder
+and a changed output file are each told apart."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+from renderer import encode, frames, verify
+from renderer import manifest as manifests
+from renderer.frames import FrameRenderer
+from renderer.plan import build_plan
+from renderer.render import render
+from tests.test_render_encode import CHUNK, SMALL, write_session
+from tokenreel import archive
+
+SYSTEM_FFMPEG = shutil.which("ffmpeg", path="/usr/bin:/usr/local/bin")
+
+
+@pytest.fixture
+def rendered(tmp_path: Path) -> Path:
+    """A session and its mp4 render, both in tmp_path; returns the manifest."""
+    session_file = write_session(tmp_path / "session.json")
+    return render(session_file, tmp_path / "out.mp4", SMALL, chunk_frames=CHUNK).manifest
+
+
+def delay_from_chunk(session_file: Path, chunk: int, delay_ns: int) -> None:
+    """Edit the saved file: the first run's chunks from `chunk` on arrive delay_ns later."""
+    data = orjson.loads(session_file.read_bytes())
+    t_ns = data["runs"][0]["chunks"]["t_ns"]
+    t_ns[chunk:] = [t + delay_ns for t in t_ns[chunk:]]
+    session_file.write_bytes(orjson.dumps(data))
+
+
+def first_differing_frame(before: Path, after: Path) -> int:
+    """Straight from the renderer, independently of verify's hashes."""
+    a = FrameRenderer(build_plan(archive.load(before), SMALL))
+    b = FrameRenderer(build_plan(archive.load(after), SMALL))
+    index = 0
+    while np.array_equal(a.render(index), b.render(index)):
+        index += 1
+    return index
+
+
+def test_untouched_render_is_identical(rendered: Path) -> None:
+    [result] = verify.verify([rendered])
+    assert result.ok and result.status == verify.IDENTICAL, result.message
+    assert result.message.startswith("identical: ") and result.first_differing_frame is None
+
+
+def test_png_and_gif_verify_too(tmp_path: Path) -> None:
+    session_file = write_session(tmp_path / "session.json")
+    paths = [render(session_file, tmp_path / f"out.{ext}", SMALL).manifest for ext in ("png", "gif")]
+    assert [r.status for r in verify.verify(paths)] == [verify.IDENTICAL] * 2
+
+
+def test_changed_session_names_the_first_differing_frame(rendered: Path, tmp_path: Path) -> None:
+    session_file = tmp_path / "session.json"
+    original = tmp_path / "original.json"
+    shutil.copy(session_file, original)
+    delay_from_chunk(session_file, chunk=15, delay_ns=400_000_000)
+    expected = first_differing_frame(original, session_file)
+    assert 0 < expected < manifests.load(rendered).frame_count - 1  # a frame in the middle
+    [result] = verify.verify([rendered])
+    assert not result.ok and result.status == verify.SESSION_CHANGED
+    assert result.first_differing_frame == expected
+    assert result.message.startswith(f"session changed since the render: frames differ from frame {expected} on")
+
+
+def test_missing_session_is_reported(rendered: Path, tmp_path: Path) -> None:
+    (tmp_path / "session.json").rename(tmp_path / "elsewhere.json")
+    [result] = verify.verify([rendered])
+    assert result.status == verify.SESSION_MISSING and "session.json is missing" in result.message
+
+
+def test_changed_renderer_is_frames_differ_with_the_session_unchanged(rendered: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A renderer that draws frame 20 on differently: verify re-renders in this process (one
+    worker), so patching the renderer here stands for a new tokenreel version."""
+    draw = frames.FrameRenderer.render
+
+    def changed(self: FrameRenderer, index: int) -> np.ndarray:
+        frame = draw(self, index)
+        if index >= 20:
+            frame[0, 0] ^= 1
+        return frame
+
+    monkeypatch.setattr(frames.FrameRenderer, "render", changed)
+    [result] = verify.verify([rendered])
+    assert result.status == verify.FRAMES_DIFFER and result.first_differing_frame == 20
+    assert "frames differ from frame 20 on" in result.message and "session is unchanged" in result.message
+
+
+def test_another_encoder_recipe_is_an_encoding_difference(rendered: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Verify with another x264 preset, as after a tokenreel upgrade that changed the recipe:
+    a real re-encode of the same frames."""
+    monkeypatch.setattr(encode, "X264_PRESET", "ultrafast")
+    [result] = verify.verify([rendered])
+    assert result.status == verify.ENCODING_DIFFERS and result.first_differing_frame is None
+    frame_count = manifests.load(rendered).frame_count
+    assert result.message == f"all {frame_count} frames identical, encoded bytes differ: the encoder arguments changed"
+
+
+@pytest.mark.skipif(SYSTEM_FFMPEG is None, reason="no system ffmpeg (CI installs Debian's with ffprobe)")
+def test_another_ffmpeg_is_an_encoding_difference_naming_both(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Render with the system's ffmpeg through IMAGEIO_FFMPEG_EXE (the way it happens to users),
+    verify with the bundled one. A GIF: Debian's ffmpeg 5.1 writes the same mp4 bytes as the
+    bundled 9.0.2, but not the same GIF."""
+    session_file = write_session(tmp_path / "session.json")
+    monkeypatch.setenv("IMAGEIO_FFMPEG_EXE", str(SYSTEM_FFMPEG))
+    before = render(session_file, tmp_path / "out.gif", SMALL)
+    monkeypatch.delenv("IMAGEIO_FFMPEG_EXE")
+    bundled = render(session_file, tmp_path / "bundled" / "out.gif", SMALL)
+    if before.output_sha256 == bundled.output_sha256:
+        pytest.skip(f"{before.ffmpeg_version} writes the same GIF bytes as the bundled ffmpeg")
+    [result] = verify.verify([before.manifest])
+    assert result.status == verify.ENCODING_DIFFERS and result.first_differing_frame is None
+    assert result.message.startswith(f"all {before.frame_count} frames identical, encoded bytes differ: ffmpeg then: ")
+    assert f"{before.ffmpeg_version!r} (IMAGEIO_FFMPEG_EXE: ffmpeg)" in result.message
+    assert f"now: {bundled.ffmpeg_version!r} (imageio-ffmpeg " in result.message
+
+
+def test_changed_output_file_is_reported(rendered: Path, tmp_path: Path) -> None:
+    video = tmp_path / "out.mp4"
+    video.write_bytes(video.read_bytes()[:-1] + b"\x00")
+    [result] = verify.verify([rendered])
+    assert result.status == verify.OUTPUT_CHANGED and "out.mp4 on disk" in result.message
+
+
+def test_missing_output_file_still_verifies_against_the_manifest(rendered: Path, tmp_path: Path) -> None:
+    (tmp_path / "out.mp4").unlink()
+    [result] = verify.verify([rendered])
+    assert result.ok and "not on disk" in result.message
+
+
+def test_invalid_manifest_and_one_result_per_manifest(rendered: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "broken.mp4.render.json"
+    broken.write_text('{"format": "tokenreel.render", "version": 1}')
+    results = verify.verify([rendered, broken, tmp_path / "absent.render.json"])
+    assert [r.status for r in results] == [verify.IDENTICAL, verify.INVALID, verify.INVALID]
+    assert results[1].message.startswith(f"{broken}: field 'session': missing")
+    assert "no such file" in results[2].message

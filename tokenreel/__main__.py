@@ -1,0 +1,3 @@
+from tokenreel.cli import app
+
+app(prog_name="tokenreel")
