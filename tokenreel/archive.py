@@ -251,6 +251,7 @@ def save(session: Session, path: str | os.PathLike[str]) -> None:
     payload = dumps(session)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.fchmod(fd, 0o644)  # mkstemp's 0600 would make shared session files unreadable to others
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
             handle.flush()
