@@ -22,6 +22,7 @@ import PIL
 import tokenreel
 from renderer.encode import Ffmpeg
 from renderer.plan import RenderOptions
+from tokenreel.archive import read_input
 
 FORMAT = "tokenreel.render"
 VERSION = 1
@@ -212,13 +213,9 @@ def from_dict(data: Any, path: str | os.PathLike[str]) -> Manifest:
 def load(path: str | os.PathLike[str]) -> Manifest:
     """Read and validate a manifest; every problem is a ManifestError naming file and field."""
     try:
-        payload = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise ManifestError(path, "", "no such file") from None
-    except IsADirectoryError:
-        raise ManifestError(path, "", "is a directory, expected a render manifest") from None
+        payload = read_input(path, "a render manifest")
     except OSError as exc:
-        raise ManifestError(path, "", f"cannot read: {exc.strerror}") from None
+        raise ManifestError(path, "", str(exc)) from None
     try:
         data = orjson.loads(payload)
     except orjson.JSONDecodeError as exc:

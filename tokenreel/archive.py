@@ -568,16 +568,25 @@ def loads(payload: bytes, path: str = "<session>") -> Session:
     return from_dict(data, path)
 
 
-def load(path: str | os.PathLike[str]) -> Session:
-    """Read and validate a session file; every problem is an ArchiveError naming file and field."""
+def read_input(path: str | os.PathLike[str], what: str) -> bytes:
+    """The bytes of an input file, or a one-line OSError message for people (shared by loaders)."""
     try:
         payload = Path(path).read_bytes()
     except FileNotFoundError:
-        raise ArchiveError(path, "", "no such file") from None
+        raise OSError("no such file") from None
     except IsADirectoryError:
-        raise ArchiveError(path, "", "is a directory, expected a session file") from None
+        raise OSError(f"is a directory, expected {what}") from None
     except OSError as exc:
-        raise ArchiveError(path, "", f"cannot read: {exc.strerror}") from None
+        raise OSError(f"cannot read: {exc.strerror}") from None
     if not payload.strip():
-        raise ArchiveError(path, "", "the file is empty")
+        raise OSError("the file is empty")
+    return payload
+
+
+def load(path: str | os.PathLike[str]) -> Session:
+    """Read and validate a session file; every problem is an ArchiveError naming file and field."""
+    try:
+        payload = read_input(path, "a session file")
+    except OSError as exc:
+        raise ArchiveError(path, "", str(exc)) from None
     return loads(payload, str(path))
