@@ -4,9 +4,10 @@ Text from real models holds CJK, emoji, control characters, tabs and tokens long
 line. Each character becomes a cluster of 1 or 2 cells (with its combining marks) drawn by the
 first font that covers it, so nothing can spill outside the grid. A whole run is laid out once
 from its final text; a frame shows a prefix of that layout, so words never jump while they
-stream and no frame re-wraps anything. Glyphs are drawn once per (text, font, colours) into
-cell-sized tiles and lines are rows of tiles, because Pillow's per-frame text drawing is far
-too slow for real-time rendering.
+stream and no frame re-wraps anything. Clusters stream through the wrap and the layout keeps
+palette indices and int arrays, so a long run costs a few bytes per character, not an object.
+Glyphs are drawn once per (text, font, colours) into cell-sized tiles and lines are rows of
+tiles, because Pillow's per-frame text drawing is far too slow for real-time rendering.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from __future__ import annotations
 import math
 import unicodedata
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
@@ -86,9 +88,10 @@ def _visible(char: str) -> str | None:
     return None
 
 
-def clusters(text: str, styles: Sequence[str], primary: str = fonts.REGULAR) -> list[Cluster]:
-    """Split text into grid clusters; styles gives one style name per character."""
-    raw: list[list] = []  # [start, kind, chars, style, prefer_emoji]
+def _raw_clusters(text: str, styles: Sequence[str]) -> Iterator[list]:
+    """[start, kind, chars, style, prefer_emoji] per cluster, in order; a cluster is yielded
+    only once the next one has begun, since combining marks and selectors amend the last one."""
+    last: list | None = None
     previous_kind = None
     i = 0
     n = len(text)
@@ -96,44 +99,126 @@ def clusters(text: str, styles: Sequence[str], primary: str = fonts.REGULAR) -> 
         char = text[i]
         style = styles[i]
         stream_kind = style if style in STREAM_KINDS else ""
+        item: list | None = None
         if previous_kind is not None and stream_kind != previous_kind:
-            raw.append([i, BREAK, "", style, False])
+            if last is not None:
+                yield last
+            last = [i, BREAK, "", style, False]
         previous_kind = stream_kind
         code = ord(char)
         if char == "\r" and i + 1 < n and text[i + 1] == "\n":
-            raw.append([i, NEWLINE, "", style, False])
-            i += 2
-            continue
-        if char in _NEWLINES:
-            raw.append([i, NEWLINE, "", style, False])
+            item = [i, NEWLINE, "", style, False]
+            i += 1
+        elif char in _NEWLINES:
+            item = [i, NEWLINE, "", style, False]
         elif char == "\t":
-            raw.append([i, TAB, " ", style, False])
+            item = [i, TAB, " ", style, False]
         elif char == " ":
-            raw.append([i, SPACE, " ", style, False])
+            item = [i, SPACE, " ", style, False]
         elif 0x20 < code < 0x7F:
-            raw.append([i, GLYPH, char, style, False])
+            item = [i, GLYPH, char, style, False]
         elif (picture := _visible(char)) is not None:
-            raw.append([i, GLYPH, picture, "control", False])
+            item = [i, GLYPH, picture, "control", False]
         elif _is_variation_selector(code) or _SKIN_TONES[0] <= code <= _SKIN_TONES[1]:
-            if code == fonts.VARIATION_EMOJI and raw and raw[-1][1] == GLYPH:
-                raw[-1][4] = True
+            if code == fonts.VARIATION_EMOJI and last is not None and last[1] == GLYPH:
+                last[4] = True
         elif unicodedata.category(char) in ("Mn", "Me"):
-            if raw and raw[-1][1] == GLYPH and raw[-1][3] != "control":
-                raw[-1][2] += char
+            if last is not None and last[1] == GLYPH and last[3] != "control":
+                last[2] += char
             else:
-                raw.append([i, GLYPH, "\u00a0" + char, style, False])
+                item = [i, GLYPH, "\u00a0" + char, style, False]
         elif unicodedata.category(char) != "Cf":  # format characters (ZWJ, bidi marks) take no cell
-            raw.append([i, GLYPH, char, style, False])
+            item = [i, GLYPH, char, style, False]
+        if item is not None:
+            if last is not None:
+                yield last
+            last = item
         i += 1
-    out: list[Cluster] = []
-    for start, kind, chars, style, prefer_emoji in raw:
-        if kind != GLYPH:
-            out.append(Cluster(start, kind, Cell(chars, fonts.REGULAR, 1, style)))
-            continue
-        shown, font = _resolve(chars, primary, prefer_emoji)
-        wide = font == fonts.EMOJI or unicodedata.east_asian_width(shown[0]) in ("W", "F")
-        out.append(Cluster(start, kind, Cell(shown, font, 2 if wide else 1, style)))
-    return out
+    if last is not None:
+        yield last
+
+
+def iter_clusters(text: str, styles: Sequence[str], primary: str = fonts.REGULAR) -> Iterator[Cluster]:
+    """clusters() one at a time, so a long stream is never held as one object per character."""
+    cells: dict[tuple[int, str, str, bool], Cell] = {}  # equal clusters share one Cell
+    for start, kind, chars, style, prefer_emoji in _raw_clusters(text, styles):
+        key = (kind, chars, style, prefer_emoji)
+        cell = cells.get(key)
+        if cell is None:
+            if kind != GLYPH:
+                cell = Cell(chars, fonts.REGULAR, 1, style)
+            else:
+                shown, font = _resolve(chars, primary, prefer_emoji)
+                wide = font == fonts.EMOJI or unicodedata.east_asian_width(shown[0]) in ("W", "F")
+                cell = Cell(shown, font, 2 if wide else 1, style)
+            cells[key] = cell
+        yield Cluster(start, kind, cell)
+
+
+def clusters(text: str, styles: Sequence[str], primary: str = fonts.REGULAR) -> list[Cluster]:
+    """Split text into grid clusters; styles gives one style name per character."""
+    return list(iter_clusters(text, styles, primary))
+
+
+class CellLines(Sequence[tuple[Cell, ...]]):
+    """Wrapped lines stored compactly: per placed cell an index into a palette of distinct cells
+    (2 or 4 bytes), per line where its cells start. Indexing gives the line's cells as a tuple."""
+
+    def __init__(self) -> None:
+        self.palette: list[Cell] = []
+        self._index: dict[Cell, int] = {}
+        self.ids = array("H")
+        self.starts = array("I", [0])  # starts[k]..starts[k+1] are line k's cells; the last line is open
+
+    def place(self, cell: Cell) -> None:
+        """Append a cell to the last line."""
+        i = self._index.get(cell)
+        if i is None:
+            i = self._index[cell] = len(self.palette)
+            self.palette.append(cell)
+            if i > 0xFFFF and self.ids.typecode == "H":
+                self.ids = array("I", self.ids)
+        self.ids.append(i)
+
+    def new_line(self) -> None:
+        self.starts.append(len(self.ids))
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, k):  # type: ignore[override]
+        if isinstance(k, slice):
+            return [self[j] for j in range(*k.indices(len(self)))]
+        n = len(self.starts)
+        if k < 0:
+            k += n
+        if not 0 <= k < n:
+            raise IndexError("line index out of range")
+        end = self.starts[k + 1] if k + 1 < n else len(self.ids)
+        return tuple(map(self.palette.__getitem__, self.ids[self.starts[k] : end]))
+
+    def __iter__(self) -> Iterator[tuple[Cell, ...]]:
+        return (self[k] for k in range(len(self)))
+
+
+class Carets(Sequence[tuple[int, int]]):
+    """(line, col) pairs in two int arrays: 8 bytes each instead of a tuple of two ints."""
+
+    def __init__(self) -> None:
+        self.lines = array("i")
+        self.cols = array("i")
+
+    def append(self, line: int, col: int) -> None:
+        self.lines.append(line)
+        self.cols.append(col)
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def __getitem__(self, v):  # type: ignore[override]
+        if isinstance(v, slice):
+            return [self[j] for j in range(*v.indices(len(self)))]
+        return self.lines[v], self.cols[v]
 
 
 @dataclass
@@ -144,25 +229,27 @@ class TextLayout:
     line, and of the caret's line left of col, is visible at that point.
     """
 
-    lines: list[tuple[Cell, ...]]
-    caret: list[tuple[int, int]]
+    lines: Sequence[tuple[Cell, ...]]
+    caret: Sequence[tuple[int, int]]
 
 
-def wrap(items: list[Cluster], cols: int) -> tuple[list[tuple[Cell, ...]], list[tuple[int, int]]]:
-    """Greedy word wrap into cols cells; words longer than a line are hard-wrapped.
-
-    Returns the lines and the caret after each cluster. A space or tab that does not fit ends
-    the line and is not drawn.
-    """
-    lines: list[list[Cell]] = [[]]
-    carets: list[tuple[int, int]] = [(0, 0)] * len(items)
-    col = 0
+def _wrap(
+    items: Iterable[Cluster],
+    cols: int,
+    place: Callable[[Cell], None],
+    new_line: Callable[[], None],
+    caret: Callable[[int, int], None],
+) -> None:
+    """Greedy word wrap into cols cells, told cell by cell: place(cell) on the last line,
+    new_line(), and caret(line, col) once per cluster, in order, with the caret after it."""
+    line = col = 0
     pending = False  # a space overflowed: the next word starts a new line
-    word: list[int] = []
+    word: list[Cell] = []
 
-    def new_line() -> None:
-        nonlocal col
-        lines.append([])
+    def break_line() -> None:
+        nonlocal line, col
+        new_line()
+        line += 1
         col = 0
 
     def place_word() -> None:
@@ -170,58 +257,82 @@ def wrap(items: list[Cluster], cols: int) -> tuple[list[tuple[Cell, ...]], list[
         if not word:
             return
         if pending:
-            new_line()
+            break_line()
             pending = False
-        width = sum(items[k].cell.width for k in word)
+        width = sum(cell.width for cell in word)
         if col and col + width > cols:
-            new_line()
-        for k in word:
-            cell = items[k].cell
+            break_line()
+        for cell in word:
             if col and col + cell.width > cols:
-                new_line()
-            lines[-1].append(cell)
+                break_line()
+            place(cell)
             col += cell.width
-            carets[k] = (len(lines) - 1, col)
+            caret(line, col)
         word.clear()
 
-    for k, item in enumerate(items):
-        if item.kind == GLYPH:
-            if item.cell.width > 1:
+    for item in items:
+        kind, cell = item.kind, item.cell
+        if kind == GLYPH:
+            if cell.width > 1:
                 place_word()
-                word.append(k)
+                word.append(cell)
                 place_word()
             else:
-                word.append(k)
+                word.append(cell)
             continue
-        place_word()
-        if item.kind == NEWLINE:
+        if word:
+            place_word()
+        if kind == NEWLINE:
             pending = False
-            new_line()
-        elif item.kind == BREAK:
+            break_line()
+        elif kind == BREAK:
             if col or pending:
                 pending = False
-                new_line()
+                break_line()
         elif not pending:
-            width = TAB_STOP - col % TAB_STOP if item.kind == TAB else 1
+            width = TAB_STOP - col % TAB_STOP if kind == TAB else 1
             if col + width > cols:
                 pending = True
             else:
-                lines[-1].append(item.cell._replace(width=width))
+                place(cell if cell.width == width else cell._replace(width=width))
                 col += width
-        carets[k] = (len(lines) - 1, col)
+        caret(line, col)
     place_word()
+
+
+def wrap(items: Iterable[Cluster], cols: int) -> tuple[list[tuple[Cell, ...]], list[tuple[int, int]]]:
+    """Greedy word wrap into cols cells; words longer than a line are hard-wrapped.
+
+    Returns the lines and the caret after each cluster. A space or tab that does not fit ends
+    the line and is not drawn.
+    """
+    lines: list[list[Cell]] = [[]]
+    carets: list[tuple[int, int]] = []
+    _wrap(items, cols, lambda cell: lines[-1].append(cell), lambda: lines.append([]), lambda line, col: carets.append((line, col)))
     return [tuple(line) for line in lines], carets
 
 
 def layout_stream(text: str, styles: Sequence[str], chunk_ends: Sequence[int], cols: int) -> TextLayout:
-    """Lay out the final text once; chunk_ends[v] is where the first v+1 chunks end in text."""
-    items = clusters(text, styles)
-    lines, carets = wrap(items, cols)
-    starts = [item.start for item in items]
-    caret = [(0, 0)]
+    """Lay out the final text once; chunk_ends[v] is where the first v+1 chunks end in text.
+
+    Clusters stream through the wrap and the lines are kept compactly, so memory grows by a few
+    bytes per character, not by an object per character.
+    """
+    starts = array("I")
+    after = Carets()  # the caret after each cluster
+    lines = CellLines()
+
+    def tap(items: Iterable[Cluster]) -> Iterator[Cluster]:
+        for item in items:
+            starts.append(item.start)
+            yield item
+
+    _wrap(tap(iter_clusters(text, styles)), cols, lines.place, lines.new_line, after.append)
+    caret = Carets()
+    caret.append(0, 0)
     for end in chunk_ends:
         shown = bisect_left(starts, end)
-        caret.append(carets[shown - 1] if shown else (0, 0))
+        caret.append(*(after[shown - 1] if shown else (0, 0)))
     return TextLayout(lines, caret)
 
 

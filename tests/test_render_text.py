@@ -144,3 +144,35 @@ def test_tiles_are_cell_sized_and_emoji_keep_their_colours(size: int) -> None:
     rocket = painter.tile("🚀", fonts.EMOJI, 2, fg, bg).astype(int)
     assert (rocket.max(axis=2) - rocket.min(axis=2)).max() > 60  # not a grey silhouette
     assert cells_of("\U0010ffff")[0].font is None
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.sampled_from([*"ab \t\n\r.", "漢", "🚀", "\ufe0f", "\u0301", "\x07", "\u200d", "\U0001f3fd", "x" * 25]), max_size=60).map("".join),
+    st.integers(min_value=1, max_value=30),
+    st.lists(st.integers(min_value=0, max_value=120), max_size=12),
+)
+def test_the_compact_stream_layout_matches_wrapping_the_clusters(text: str, cols: int, ends: list[int]) -> None:
+    """layout_stream keeps its lines as palette indices and its carets as int arrays; what it
+    gives back must be exactly what wrapping the whole cluster list gives."""
+    styles = ["reasoning" if k % 17 < 5 else "text" for k in range(len(text))]
+    ends = sorted(min(e, len(text)) for e in ends)
+    layout = layout_stream(text, styles, ends, cols)
+    items = clusters(text, styles)
+    lines, carets = wrap(items, cols)
+    assert list(layout.lines) == lines and len(layout.lines) == len(lines)
+    assert [layout.lines[k] for k in range(-len(lines), len(lines))] == lines + lines
+    starts = [item.start for item in items]
+    expected = [(0, 0)] + [carets[n - 1] if (n := sum(s < end for s in starts)) else (0, 0) for end in ends]
+    assert list(layout.caret) == expected and [layout.caret[v] for v in range(len(ends) + 1)] == expected
+
+
+def test_a_long_stream_is_laid_out_in_a_few_bytes_per_character() -> None:
+    """No object per character: distinct cells are shared, placed cells are 2-byte indices."""
+    text = ("The model streams tokens, 漢字 and 🚀 too.\n" * 6000)[:200_000]
+    ends = list(range(4, len(text), 4))
+    layout = layout_stream(text, ["text"] * len(text), ends, cols=64)
+    assert len(layout.lines.palette) < 64
+    assert layout.lines.ids.itemsize == 2 and len(layout.lines.ids) < len(text)
+    assert layout.caret.lines.itemsize == 4 and len(layout.caret) == len(ends) + 1
+    assert "".join(c.text for c in layout.lines[0]) == "The model streams tokens, 漢字 and 🚀 too."
