@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import httpx
+import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from tokenreel.archive import Acceptance
@@ -56,18 +56,19 @@ def parse_metrics(text: str) -> EngineSnapshot:
     return EngineSnapshot(**totals)
 
 
-async def fetch_snapshot(client: httpx.AsyncClient, url: str, timeout: float = 5.0) -> EngineSnapshot:
+async def fetch_snapshot(http: aiohttp.ClientSession, url: str, timeout: float = 5.0) -> EngineSnapshot:
     """GET and parse /metrics; raises MetricsUnavailable (refused, HTTP error, unknown names)."""
     try:
-        response = await client.get(url, timeout=timeout)
-    except httpx.HTTPError as exc:
+        async with http.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as response:
+            status, content = response.status, await response.read()
+    except (aiohttp.ClientError, TimeoutError) as exc:  # aiohttp's total timeout is a bare TimeoutError
         raise MetricsUnavailable(f"no /metrics at {url} ({type(exc).__name__})") from None
-    if response.status_code != 200:
-        raise MetricsUnavailable(f"no /metrics at {url} (HTTP {response.status_code})")
-    if len(response.content) > MAX_METRICS_BYTES:
+    if status != 200:
+        raise MetricsUnavailable(f"no /metrics at {url} (HTTP {status})")
+    if len(content) > MAX_METRICS_BYTES:
         raise MetricsUnavailable(f"/metrics at {url} is larger than {MAX_METRICS_BYTES} bytes")
     try:
-        snapshot = parse_metrics(response.text)
+        snapshot = parse_metrics(content.decode("utf-8", "replace"))  # the exposition format is UTF-8
     except ValueError as exc:
         raise MetricsUnavailable(f"/metrics at {url} is not Prometheus text ({str(exc)[:80]})") from None
     if snapshot.running is None:

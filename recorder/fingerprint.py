@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import httpx
+import aiohttp
 import orjson
 
 from recorder.config import server_root
@@ -27,7 +27,7 @@ SECRET_KEY = re.compile(
 SECRET_VALUE = re.compile(r"^(sk-|hf_|ghp_|gho_|github_pat_|xox[abp]-|bearer\s)", re.IGNORECASE)
 
 
-async def fingerprint(client: httpx.AsyncClient, arm: Arm, timeout: float = 5.0) -> dict[str, Any]:
+async def fingerprint(http: aiohttp.ClientSession, arm: Arm, timeout: float = 5.0) -> dict[str, Any]:
     """GET the arm's self-description endpoints; returns {probe: json, "max_model_len": n?}."""
     root = server_root(arm.base_url)
     probes = {
@@ -39,7 +39,7 @@ async def fingerprint(client: httpx.AsyncClient, arm: Arm, timeout: float = 5.0)
     key = api_key(arm)
     out: dict[str, Any] = {}
     for name, url in probes.items():
-        data = await _get_json(client, url, auth_headers(arm), timeout)
+        data = await _get_json(http, url, auth_headers(arm), timeout)
         if isinstance(data, dict):
             out[name] = _clean(data, key, 0)
     length = _max_model_len(out.get("models"), arm.model)
@@ -48,15 +48,16 @@ async def fingerprint(client: httpx.AsyncClient, arm: Arm, timeout: float = 5.0)
     return out
 
 
-async def _get_json(client: httpx.AsyncClient, url: str, headers: dict[str, str], timeout: float) -> Any:
+async def _get_json(http: aiohttp.ClientSession, url: str, headers: dict[str, str], timeout: float) -> Any:
     try:
-        response = await client.get(url, headers=headers, timeout=timeout)
-    except httpx.HTTPError:
+        async with http.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)) as response:
+            status, content = response.status, await response.read()
+    except (aiohttp.ClientError, TimeoutError):  # aiohttp's total timeout is a bare TimeoutError
         return None
-    if response.status_code != 200 or len(response.content) > MAX_BODY_BYTES:
+    if status != 200 or len(content) > MAX_BODY_BYTES:
         return None
     try:
-        return orjson.loads(response.content)
+        return orjson.loads(content)
     except orjson.JSONDecodeError:
         return None
 

@@ -12,7 +12,7 @@ import asyncio
 import time
 from typing import Callable
 
-import httpx
+import aiohttp
 
 from recorder.engine_metrics import EngineSnapshot, MetricsUnavailable, delta, fetch_snapshot
 from tokenreel.archive import Gate
@@ -25,14 +25,14 @@ WaitFn = Callable[[float, float, float], None]  # (running, waiting, seconds wai
 
 
 async def wait_idle(
-    client: httpx.AsyncClient, metrics_url: str, idle_wait_s: float, on_wait: WaitFn | None = None
+    http: aiohttp.ClientSession, metrics_url: str, idle_wait_s: float, on_wait: WaitFn | None = None
 ) -> tuple[Gate, EngineSnapshot | None]:
     """Poll until idle or `idle_wait_s` passed; returns the verdict and the last snapshot."""
     start = time.monotonic()
     while True:
         waited = time.monotonic() - start
         try:
-            snapshot = await fetch_snapshot(client, metrics_url)
+            snapshot = await fetch_snapshot(http, metrics_url)
         except MetricsUnavailable as exc:
             detail = f"{exc}; the run was not checked for other traffic"
             return Gate(status="unavailable", waited_s=round(waited, 3), detail=detail), None

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Union
 
-import httpx
+import aiohttp
 
 import tokenreel
 from recorder.config import default_metrics_url
@@ -144,10 +144,11 @@ async def record(
     result = RecordResult(Path(path))
     recorder = _Recorder(session, result, on_event or (lambda event: None), fail_fast)
     save(session, result.path)
-    async with httpx.AsyncClient(headers={"User-Agent": f"tokenreel/{tokenreel.__version__}"}) as client:
+    # One HTTP session for the whole recording: fingerprint, gate, metrics and runs share its connections.
+    async with aiohttp.ClientSession(headers={"User-Agent": f"tokenreel/{tokenreel.__version__}"}) as http:
         try:
             for position, arm in enumerate(arms, start=1):
-                if not await recorder.arm(client, arm, position, len(arms)):
+                if not await recorder.arm(http, arm, position, len(arms)):
                     break
         except (asyncio.CancelledError, KeyboardInterrupt):
             result.interrupted = True
@@ -171,7 +172,7 @@ class _Recorder:
     def __init__(self, session: Session, result: RecordResult, emit: EventFn, fail_fast: bool) -> None:
         self.session, self.result, self.emit, self.fail_fast = session, result, emit, fail_fast
 
-    async def arm(self, client: httpx.AsyncClient, arm: Arm, position: int, arms: int) -> bool:
+    async def arm(self, http: aiohttp.ClientSession, arm: Arm, position: int, arms: int) -> bool:
         """Record one arm; False when recording must stop (fail_fast)."""
         session, settings = self.session, self.session.settings
         done = {run.key for run in session.runs if run.status == "ok"}
@@ -189,12 +190,12 @@ class _Recorder:
         recording = {"started_at": _now()}
         arm.recorded.append(recording)
         try:
-            arm.fingerprint = await fingerprint(client, arm) or arm.fingerprint  # keep the last one if none answers
+            arm.fingerprint = await fingerprint(http, arm) or arm.fingerprint  # keep the last one if none answers
             if arm.fingerprint.get("version", {}).get("simulated") is True:
                 session.simulated = True
             save(session, self.result.path)
             for prompt, index in todo:
-                run = await self._run(client, arm, prompt, index)
+                run = await self._run(http, arm, prompt, index)
                 self._store(run)
                 tally[run.status] += 1
                 setattr(self.result, run.status, getattr(self.result, run.status) + 1)
@@ -208,7 +209,7 @@ class _Recorder:
             self.emit(ArmFinished(arm.id, **tally))
         return True
 
-    async def _run(self, client: httpx.AsyncClient, arm: Arm, prompt: Prompt, index: int) -> Run:
+    async def _run(self, http: aiohttp.ClientSession, arm: Arm, prompt: Prompt, index: int) -> Run:
         settings = self.session.settings
         run = Run(arm=arm.id, prompt=prompt.id, index=index, warmup=index < settings.warmup)
         metrics_url = arm.metrics_url or default_metrics_url(arm.base_url)
@@ -216,13 +217,13 @@ class _Recorder:
         def on_wait(running: float, waiting: float, waited_s: float) -> None:
             self.emit(GateWaiting(arm.id, prompt.id, index, running, waiting, waited_s))
 
-        run.gate, before = await wait_idle(client, metrics_url, settings.idle_wait_s, on_wait)
+        run.gate, before = await wait_idle(http, metrics_url, settings.idle_wait_s, on_wait)
         if run.gate.status == "busy":
             run.status, run.error, run.started_at = "skipped", run.gate.detail, _now()
             return run
         self.emit(RunStarted(arm.id, prompt.id, index, run.warmup, run.gate.status))
-        await stream_run(client, arm, prompt, settings, run, self._progress(run))
-        after = await _snapshot_or_none(client, metrics_url) if before is not None else None
+        await stream_run(http, arm, prompt, settings, run, self._progress(run))
+        after = await _snapshot_or_none(http, metrics_url) if before is not None else None
         run.contended, run.contention_detail = contention(before, after, output_tokens(run))
         if run.acceptance is None and before is not None and after is not None:
             run.acceptance = acceptance_between(before, after)  # the response's own stats win
@@ -250,9 +251,9 @@ class _Recorder:
         save(self.session, self.result.path)
 
 
-async def _snapshot_or_none(client: httpx.AsyncClient, url: str) -> EngineSnapshot | None:
+async def _snapshot_or_none(http: aiohttp.ClientSession, url: str) -> EngineSnapshot | None:
     try:
-        return await fetch_snapshot(client, url)
+        return await fetch_snapshot(http, url)
     except MetricsUnavailable:
         return None
 

@@ -20,6 +20,9 @@ from tokenreel.archive import Acceptance, Chunks
 # SSE fields other than data carry nothing for us; anything else means the body is not SSE.
 _OTHER_FIELDS = (b"event", b"id", b"retry")
 NOT_SSE_HINT = "the endpoint does not stream like an OpenAI server, check base_url and api"
+# Where engines put per-response speculative-decoding stats; most events carry none of them.
+_SPEC_KEYS = frozenset(("metrics", "sglext", "timings"))
+_PLAIN_DELTA = frozenset(("role", "content"))  # a delta with other keys may hold reasoning or tool calls
 
 
 class StreamFailure(Exception):
@@ -100,37 +103,43 @@ class StreamParser:
         return f"{len(self.chunks)} events: {snippet}; {NOT_SSE_HINT}"
 
     def _event(self, t_ns: int, event: dict[str, Any]) -> None:
+        """Once per event, the hot path: common keys read once, rare ones only when present."""
         content = reasoning = tool = ""
         ids_n = logprobs_n = None
         choices = event.get("choices")
-        choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+        choice = choices[0] if choices and type(choices) is list and type(choices[0]) is dict else None
         if choice is not None:
             delta = choice.get("delta")
-            if isinstance(delta, dict):
+            if type(delta) is dict:
                 content = _text(delta.get("content"))
-                reasoning = _text(delta.get("reasoning")) or _text(delta.get("reasoning_content"))
-                tool = _tool_text(delta.get("tool_calls"))
+                if not delta.keys() <= _PLAIN_DELTA:
+                    reasoning = _text(delta.get("reasoning")) or _text(delta.get("reasoning_content"))
+                    tool = _tool_text(delta.get("tool_calls"))
             else:
                 content = _text(choice.get("text"))
             if choice.get("finish_reason"):
                 self._finish_reason = str(choice["finish_reason"])
             ids = choice.get("token_ids")
-            ids_n = len(ids) if isinstance(ids, list) else None
-            logprobs_n = _logprobs_len(choice.get("logprobs"))
-            self._note_spec(choice)
+            ids_n = len(ids) if type(ids) is list else None
+            logprobs = choice.get("logprobs")
+            logprobs_n = None if logprobs is None else _logprobs_len(logprobs)
+            if not _SPEC_KEYS.isdisjoint(choice):
+                self._note_spec(choice)
         usage = event.get("usage")
         cum = None
-        if isinstance(usage, dict):
+        if type(usage) is dict:
             self._usage = usage
             value = usage.get("completion_tokens")
-            cum = value if isinstance(value, int) and not isinstance(value, bool) else None
-        self._note_spec(event)
+            cum = value if type(value) is int else None  # not a bool either
+        if not _SPEC_KEYS.isdisjoint(event):
+            self._note_spec(event)
         self.chunks.append(t_ns, 0, content, reasoning, tool)
         self._usage_cum.append(cum)
         self._token_ids.append(ids_n)
         self._logprobs.append(logprobs_n)
-        has_text = bool(content or reasoning or tool)
-        self.first_text_seen = self.first_text_seen or has_text
+        has_text = content or reasoning or tool
+        if has_text:
+            self.first_text_seen = True
         if cum is not None:
             self.live_tokens = max(self.live_tokens, cum)
         elif ids_n is not None:

@@ -243,3 +243,26 @@ def test_a_run_is_complete_at_done_even_if_the_body_never_ends(
 
     run = asyncio.run(main())
     assert (run.status, run.error, run.chunks.content) == ("ok", "", ["hi"])
+
+
+def test_events_completed_by_one_read_share_its_stamp() -> None:
+    two = b'data: {"choices": [{"delta": {"content": "a"}}]}\n\ndata: {"choices": [{"delta": {"content": "b"}}]}\n\n'
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(two)  # one write, one read: no made-up gap between a and b
+        await asyncio.sleep(0.05)
+        await response.write(b'data: {"choices": [{"delta": {"content": "c"}}]}\n\ndata: [DONE]\n\n')
+        return response
+
+    async def main() -> Run:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", handler)
+        async with serve(app) as root:
+            return await stream_one(arm_for_url(root), CODE, fast_settings(max_tokens=3))
+
+    run = asyncio.run(main())
+    assert run.status == "ok" and run.chunks.content == ["a", "b", "c"]
+    t = run.chunks.t_ns
+    assert t[0] == t[1] and t[2] - t[1] >= 40_000_000

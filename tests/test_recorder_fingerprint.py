@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import httpx
+import aiohttp
 import pytest
 from aiohttp import web
 
@@ -50,8 +50,8 @@ def test_fingerprint_keeps_answers_and_drops_secrets(monkeypatch: pytest.MonkeyP
         app.router.add_get("/props", props)
         async with serve(app) as root:
             arm = Arm(id="a", label="a", base_url=f"{root}/v1", model="m", api_key_env="TR_FP_KEY")
-            async with httpx.AsyncClient() as client:
-                return await fingerprint(client, arm)
+            async with aiohttp.ClientSession() as http:
+                return await fingerprint(http, arm)
 
     fp = asyncio.run(main())
     assert seen_auth == [f"Bearer {KEY}"]
@@ -65,8 +65,8 @@ def test_fingerprint_keeps_answers_and_drops_secrets(monkeypatch: pytest.MonkeyP
 
 def test_unreachable_endpoints_give_an_empty_fingerprint() -> None:
     async def main() -> dict[str, Any]:
-        async with httpx.AsyncClient() as client:
+        async with aiohttp.ClientSession() as http:
             arm = Arm(id="a", label="a", base_url="http://127.0.0.1:9/v1", model="m")
-            return await fingerprint(client, arm, timeout=1)
+            return await fingerprint(http, arm, timeout=1)
 
     assert asyncio.run(main()) == {}

@@ -6,7 +6,7 @@ import asyncio
 import time
 from typing import Any
 
-import httpx
+import aiohttp
 import pytest
 from aiohttp import web
 
@@ -102,8 +102,8 @@ def gate(url: str, idle_wait_s: float) -> tuple[Gate, EngineSnapshot | None, lis
     waits: list[float] = []
 
     async def main() -> tuple[Gate, EngineSnapshot | None]:
-        async with httpx.AsyncClient() as client:
-            return await wait_idle(client, url, idle_wait_s, lambda r, w, s: waits.append(s))
+        async with aiohttp.ClientSession() as http:
+            return await wait_idle(http, url, idle_wait_s, lambda r, w, s: waits.append(s))
 
     return (*asyncio.run(main()), waits)
 
@@ -195,9 +195,9 @@ def test_gate_unavailable_without_usable_metrics_and_the_run_proceeds(
 
 def test_refused_metrics_is_unavailable() -> None:
     async def main() -> None:
-        async with httpx.AsyncClient() as client:
-            with pytest.raises(MetricsUnavailable, match="ConnectError"):
-                await fetch_snapshot(client, "http://127.0.0.1:9/metrics", timeout=1)
+        async with aiohttp.ClientSession() as http:
+            with pytest.raises(MetricsUnavailable, match="ClientConnectorError"):
+                await fetch_snapshot(http, "http://127.0.0.1:9/metrics", timeout=1)
 
     started = time.monotonic()
     asyncio.run(main())

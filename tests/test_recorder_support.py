@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
+import aiohttp
 import httpx
 from aiohttp import web
 
@@ -61,10 +62,10 @@ def seed(profile_id: str, **changes: Any) -> Profile:
 
 
 async def stream_one(arm: Arm, prompt: Prompt, settings: Settings) -> Run:
-    """One streamed run through a fresh client, as the runner does it."""
+    """One streamed run through a fresh session, as the runner does it."""
     run = Run(arm=arm.id, prompt=prompt.id, index=0, warmup=False)
-    async with httpx.AsyncClient() as client:
-        await stream_run(client, arm, prompt, settings, run)
+    async with aiohttp.ClientSession() as http:
+        await stream_run(http, arm, prompt, settings, run)
     return run
 
 
