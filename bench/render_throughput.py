@@ -2,8 +2,9 @@
 
 A synthetic three-arm session (about 97, 137 and 458 tok/s; 60 s of the slowest arm) rendered
 at 1920x1080, 30 fps:
-  (a) ffmpeg alone: the frames rendered once to a raw file, then encoded from that file with
-      the same recipe (one stream): the floor the renderer cannot beat;
+  (a) ffmpeg alone: the frames rendered once to a raw file as the encoder reads them (yuv420p),
+      then encoded from that file with the same recipe (one stream): the floor the renderer
+      cannot beat;
   (b) the full render (frames, hashes, chunks, join) with workers=1 and workers=2;
   (c) a long render (10 minutes), once per worker count, for memory.
 Every measured run is a process of its own, as `tokenreel render` would be (so a render's time
@@ -34,6 +35,7 @@ from renderer.encode import X264_PRESET, X264_THREADS, fill, find_ffmpeg, steps 
 from renderer.frames import FrameRenderer  # noqa: E402
 from renderer.plan import RenderOptions, build_plan  # noqa: E402
 from renderer.render import CHUNK_FRAMES, render  # noqa: E402
+from renderer.yuv import Yuv420Converter  # noqa: E402
 from tokenreel import archive  # noqa: E402
 from tokenreel.archive import Arm, Chunks, Prompt, Run, Session, Settings  # noqa: E402
 
@@ -139,9 +141,10 @@ def render_command(session_file: Path, out: Path, workers: int) -> list[str]:
 def write_raw(session_file: Path, options: RenderOptions, raw: Path) -> None:
     plan = build_plan(archive.load(session_file), options)
     renderer = FrameRenderer(plan)
+    converter = Yuv420Converter(plan.width, plan.height)
     with open(raw, "wb") as handle:
         for index in range(plan.frame_count):
-            handle.write(renderer.render(index).data)
+            handle.write(converter.convert(*renderer.frame(index)).data)
 
 
 def ffmpeg_alone(session_file: Path, options: RenderOptions, work: Path, repeats: int) -> float:

@@ -1,8 +1,9 @@
-"""ffmpeg recipes per output format, and the pipe that feeds raw RGB frames to ffmpeg.
+"""ffmpeg recipes per output format, and the pipe that feeds raw frames to ffmpeg.
 
 Every recipe is pinned so the same frames give the same bytes on every run and every CPU
-(REFERENCE.md §4): fixed thread counts, CPU-independent x264, bit-exact RGB->YUV conversion,
-no version strings or tags, a fixed timescale. Recipes are argument templates with
+(REFERENCE.md §4): fixed thread counts, CPU-independent x264, no version strings or tags, a
+fixed timescale. Video gets yuv420p frames converted by yuv.py, so ffmpeg does no colour
+conversion at all (its bit-exact one cost as much as x264); GIF gets RGB. Recipes are argument templates with
 placeholders ({chunk}, {list}, {palette}, {output}) so the manifest can record exactly what
 was run without recording any path.
 """
@@ -24,30 +25,26 @@ import numpy as np
 FORMATS = ("mp4", "webm", "gif", "png")
 
 # bench/render_throughput.py frames, 1080p, 2 cores, ffmpeg alone: medium ~27-41 fps at 1.5 Mbit/s
-# (and ~600 MB), veryfast ~65 fps at 2.6 Mbit/s, ultrafast ~74 fps at 7.5 Mbit/s: the bit-exact
-# RGB->YUV conversion costs ~13 ms a frame whatever the preset. medium cannot keep up with real
-# time; veryfast is the fastest preset before the file size triples.
+# (and ~600 MB), veryfast ~65-77 fps at 2.6 Mbit/s, ultrafast ~74 fps at 7.5 Mbit/s. medium cannot
+# keep up with real time; veryfast is the fastest preset before the file size triples.
 X264_PRESET = "veryfast"
 # Part of the bytes (another count gives another stream): a constant, never the CPU count. One:
-# chunk workers and ffmpeg's own conversion thread fill the cores; each x264 thread costs ~50 MB.
+# chunk workers fill the cores; each x264 thread costs ~50 MB.
 X264_THREADS = 1
 VP9_CPU_USED = 5
 VP9_THREADS = 1  # libvpx with one thread and one tile column: nothing left to schedule
-SWS_FLAGS = "bitexact+accurate_rnd+full_chroma_int"
 # Pillow writes no metadata chunks unless asked; zlib level fixed (the bytes follow Pillow's zlib).
 PNG_SAVE = {"format": "PNG", "compress_level": 9, "optimize": False}
 
 PIPE_BYTES = 1 << 20
+RGB24, YUV420P = "rgb24", "yuv420p"  # raw frame formats, as ffmpeg names them
 
 CHUNK, LIST, PALETTE, OUTPUT = "{chunk}", "{list}", "{palette}", "{output}"
 
 _GLOBAL = ("-hide_banner", "-nostdin", "-loglevel", "error", "-y")
 _BITEXACT = ("-map_metadata", "-1", "-fflags", "+bitexact", "-flags:v", "+bitexact")
-# Browsers assume BT.709 for HD video; ffmpeg converts with BT.601 unless told, so say it and tag it.
-_BT709 = (
-    "scale=out_color_matrix=bt709:out_range=tv,format=yuv420p,"
-    "setparams=color_primaries=bt709:color_trc=bt709:colorspace=bt709:range=tv"
-)
+# Browsers assume BT.709 for HD video; yuv.py converts with it, and the stream says so.
+_BT709 = "setparams=color_primaries=bt709:color_trc=bt709:colorspace=bt709:range=tv"
 _CONTEXT = re.compile(r"^(\[[^\]]*\] )+")  # "[vost#0:0 @ 0x5563...] " prefixes
 
 
@@ -66,9 +63,20 @@ def output_format(path: str | os.PathLike[str]) -> str:
     return fmt
 
 
-def _raw_input(width: int, height: int, fps: int) -> list[str]:
-    """Raw RGB frames on stdin."""
-    return ["-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{width}x{height}", "-r", str(fps), "-i", "-"]
+def frame_format(fmt: str) -> str:
+    """The raw frames a format's encoder reads: yuv420p for video (converted by yuv.py), RGB for
+    GIF (its palette is made from the colours as drawn)."""
+    return RGB24 if fmt == "gif" else YUV420P
+
+
+def frame_shape(pix_fmt: str, width: int, height: int) -> tuple[int, ...]:
+    """Shape of one raw frame as a uint8 array: (height, width, 3) RGB, or flat yuv420p planes."""
+    return (height, width, 3) if pix_fmt == RGB24 else (width * height * 3 // 2,)
+
+
+def _raw_input(pix_fmt: str, width: int, height: int, fps: int) -> list[str]:
+    """Raw frames on stdin."""
+    return ["-f", "rawvideo", "-pix_fmt", pix_fmt, "-s", f"{width}x{height}", "-r", str(fps), "-i", "-"]
 
 
 def _timescale(fps: int) -> list[str]:
@@ -83,10 +91,10 @@ def steps(fmt: str, width: int, height: int, fps: int) -> list[list[str]]:
     mp4/webm: [encode one chunk, join the chunks]; gif: [palette pass, encode pass]: ffmpeg
     argument templates. png: [the Pillow save settings] (the poster frame is not ffmpeg's).
     """
-    source = _raw_input(width, height, fps)
+    source = _raw_input(frame_format(fmt), width, height, fps)
     if fmt == "mp4":
         encode = [
-            *source, "-sws_flags", SWS_FLAGS, "-vf", _BT709,
+            *source, "-vf", _BT709,
             "-c:v", "libx264", "-preset", X264_PRESET, "-crf", "20", "-pix_fmt", "yuv420p",
             "-threads", str(X264_THREADS), "-x264-params", "cpu-independent=1",
             *_BITEXACT, "-bsf:v", "filter_units=remove_types=6", *_timescale(fps), "-f", "mp4", CHUNK,
@@ -98,7 +106,7 @@ def steps(fmt: str, width: int, height: int, fps: int) -> list[list[str]]:
         return [encode, join]
     if fmt == "webm":
         encode = [
-            *source, "-sws_flags", SWS_FLAGS, "-vf", _BT709,
+            *source, "-vf", _BT709,
             "-c:v", "libvpx-vp9", "-deadline", "good", "-cpu-used", str(VP9_CPU_USED),
             "-crf", "32", "-b:v", "0", "-pix_fmt", "yuv420p", "-threads", str(VP9_THREADS),
             "-row-mt", "0", "-tile-columns", "0", "-frame-parallel", "0", "-lag-in-frames", "16",
@@ -186,19 +194,19 @@ def run(ffmpeg: Ffmpeg, args: list[str]) -> None:
 
 
 class FramePipe:
-    """One ffmpeg process reading raw RGB frames on stdin; frames stream, nothing accumulates.
+    """One ffmpeg process reading raw frames of one shape on stdin; frames stream, nothing accumulates.
 
     ffmpeg's messages go to a temporary file rather than a pipe nobody reads while frames are
     being written (a full stderr pipe would block ffmpeg and so this process).
     """
 
-    def __init__(self, ffmpeg: Ffmpeg, args: list[str], width: int, height: int) -> None:
-        self.shape = (height, width, 3)
+    def __init__(self, ffmpeg: Ffmpeg, args: list[str], shape: tuple[int, ...]) -> None:
+        self.shape = shape
         self.argv = ffmpeg.command(args)
         self._stderr = tempfile.TemporaryFile()
         self._proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._stderr)
         assert self._proc.stdin is not None
-        try:  # a 6 MB frame through 64 KiB at a time costs ~100 context switches; Linux allows 1 MiB
+        try:  # a 3-6 MB frame through 64 KiB at a time costs ~100 context switches; Linux allows 1 MiB
             fcntl.fcntl(self._proc.stdin.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
         except (AttributeError, OSError):
             pass  # not Linux, or a lower /proc/sys/fs/pipe-max-size: the default pipe works too

@@ -20,7 +20,7 @@ from renderer.layout import ColumnLayout, Rect
 from renderer.plan import ArmTrack, RenderPlan
 from renderer.text import Cell, GlyphPainter, clusters, fit, layout_stream, wrap
 from renderer.theme import RGB, Theme
-from renderer.timeline import END, TITLE, ArmTimeline
+from renderer.timeline import END, REPLAY, TITLE, ArmTimeline
 from tokenreel.metrics import NS_PER_S
 
 BOLD_ROLES = ("label", "big", "title")
@@ -180,7 +180,8 @@ class ArmColumn:
         cursor = not self.finished(visible) and col < self.geo.cols and (blink_on or not waiting)
         return top, line, col, cursor
 
-    def draw_text(self, canvas: Canvas, base: np.ndarray, key: tuple[int, int, int, bool], previous: Hashable) -> None:
+    def draw_text(self, canvas: Canvas, base: np.ndarray, key: tuple[int, int, int, bool], previous: Hashable) -> Rect:
+        """Bring the text region from `previous` (its last key, if any) to `key`; the part redrawn."""
         top, line, col, cursor = key
         rect, lh, cw = self.geo.text, self.painter.line_h, self.painter.cell_w
         if isinstance(previous, tuple) and previous[0] == top and previous[1] <= line:
@@ -200,6 +201,7 @@ class ArmColumn:
             y = rect.y + (line - top) * lh
             inset = max(1, lh // 8)
             canvas.fill(Rect(rect.x + col * cw, y + inset, max(1, cw // 2), lh - 2 * inset), canvas.color(self.accent))
+        return redraw
 
     def figures(self, visible: int, cutoff_ns: int) -> tuple[tuple[Span, ...], ...]:
         """The two figure lines as spans: (big left, big right, stats)."""
@@ -222,12 +224,14 @@ class ArmColumn:
         live = (_rate(self.timeline.live_decode(visible)), "big", self.accent)
         return (live, unit), (clock,), ((stats + "".join(accept), "small", "dim"),)
 
-    def draw_figures(self, canvas: Canvas, base: np.ndarray, key: tuple[tuple[Span, ...], ...]) -> None:
+    def draw_figures(self, canvas: Canvas, base: np.ndarray, key: tuple[tuple[Span, ...], ...]) -> tuple[Rect, Rect]:
+        """Redraw the figure lines; the regions redrawn."""
         big_left, big_right, stats = key
         for rect in (self.geo.big, self.geo.stats):
             canvas.pixels[rect.slices] = base[rect.slices]
         canvas.spans(self.geo.big, "big", canvas.theme.panel, big_left, big_right)
         canvas.spans(self.geo.stats, "small", canvas.theme.panel, stats)
+        return self.geo.big, self.geo.stats
 
 
 class FrameRenderer:
@@ -245,21 +249,36 @@ class FrameRenderer:
         self._canvas = Canvas(self._base.copy(), self.painters, plan.theme)
         self._keys: dict[Hashable, Hashable] = {}
         self._cards: dict[str, np.ndarray] = {}
+        self._shown: str | None = None  # phase of the frame returned last
 
     def render(self, index: int) -> np.ndarray:
         """(height, width, 3) uint8 RGB, C-contiguous, a fresh array the caller may keep."""
+        return self.frame(index)[0].copy()
+
+    def frame(self, index: int) -> tuple[np.ndarray, tuple[Rect, ...] | None]:
+        """Frame `index` without a copy, and the regions outside which it equals the frame this
+        renderer returned last (None: it may differ anywhere). The array is a read-only view of
+        the renderer's own canvas, valid until the next call: the encoder hashes it and
+        converts only the regions that changed, instead of copying 6 MB a frame."""
         phase = self.clock.phase(index)
         if phase in (TITLE, END):
             if phase not in self._cards:
                 self._cards[phase] = self._title_card() if phase == TITLE else self._end_card()
-            return self._cards[phase].copy()
-        self._compose(self._canvas, self._keys, index)
-        return self._canvas.pixels.copy()
+            pixels, changed = self._cards[phase], () if self._shown == phase else None
+        else:
+            redrawn = self._compose(self._canvas, self._keys, index)
+            pixels, changed = self._canvas.pixels, tuple(redrawn) if self._shown == REPLAY else None
+        self._shown = phase
+        view = pixels.view()
+        view.flags.writeable = False
+        return view, changed
 
     # -- replay ------------------------------------------------------------------------------
 
-    def _compose(self, canvas: Canvas, keys: dict[Hashable, Hashable], index: int) -> None:
-        """Bring every region of canvas to what frame `index` shows, redrawing changed ones."""
+    def _compose(self, canvas: Canvas, keys: dict[Hashable, Hashable], index: int) -> list[Rect]:
+        """Bring every region of canvas to what frame `index` shows, redrawing changed ones;
+        the rectangles redrawn."""
+        redrawn = []
         cutoff = self.clock.cutoff_ns(index)
         replay_frame = index - self.clock.title_frames
         clock_key = _seconds(cutoff)
@@ -268,16 +287,18 @@ class FrameRenderer:
             canvas.pixels[rect.slices] = self._base[rect.slices]
             canvas.spans(rect, "title", self.plan.theme.background, (), ((clock_key, "title", "title"),))
             keys["clock"] = clock_key
+            redrawn.append(rect)
         for n, column in enumerate(self.columns):
             visible = column.timeline.visible(cutoff)
             text_key = column.text_key(visible, replay_frame, self.clock.fps)
             if keys.get(("text", n)) != text_key:
-                column.draw_text(canvas, self._base, text_key, keys.get(("text", n)))
+                redrawn.append(column.draw_text(canvas, self._base, text_key, keys.get(("text", n))))
                 keys[("text", n)] = text_key
             figures_key = column.figures(visible, cutoff)
             if keys.get(("figures", n)) != figures_key:
-                column.draw_figures(canvas, self._base, figures_key)
+                redrawn.extend(column.draw_figures(canvas, self._base, figures_key))
                 keys[("figures", n)] = figures_key
+        return redrawn
 
     # -- static scenery ----------------------------------------------------------------------
 

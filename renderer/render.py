@@ -7,7 +7,9 @@ number of workers or CPUs, and each chunk's bytes depend only on its frames, so 
 doing the chunks one after the other writes the same file as several workers in parallel.
 
 Frames stream from the renderer through the pipe and are never kept, so memory does not grow
-with the length of the video; only their SHA-256 hashes are kept, for the manifest.
+with the length of the video; only their SHA-256 hashes are kept, for the manifest. Video
+frames go to ffmpeg as yuv420p, converted here only where the renderer redrew (yuv.py); a
+frame the renderer reports unchanged keeps the hash of the one before.
 """
 
 from __future__ import annotations
@@ -25,9 +27,12 @@ from pathlib import Path
 from PIL import Image
 
 from renderer import manifest as manifests
-from renderer.encode import PNG_SAVE, Ffmpeg, FramePipe, fill, find_ffmpeg, output_format, run, steps
+from renderer.encode import (
+    PNG_SAVE, YUV420P, Ffmpeg, FramePipe, fill, find_ffmpeg, frame_format, frame_shape, output_format, run, steps,
+)
 from renderer.frames import FrameRenderer
 from renderer.plan import RenderOptions, RenderPlan, build_plan
+from renderer.yuv import Yuv420Converter
 from tokenreel import archive
 
 # 8 s at 30 fps. Each chunk starts with a key frame, and x264 puts one every 250 frames anyway,
@@ -54,11 +59,12 @@ class RenderResult:
 
 @dataclass(frozen=True)
 class _Job:
-    """Frames [start, stop) piped to one ffmpeg run with these arguments."""
+    """Frames [start, stop) piped as pix_fmt to one ffmpeg run with these arguments."""
 
     start: int
     stop: int
     args: list[str]
+    pix_fmt: str
 
 
 class _Counter:
@@ -94,13 +100,15 @@ def poster_index(plan: RenderPlan) -> int:
 def _encode_span(
     renderer: FrameRenderer, plan: RenderPlan, ffmpeg: Ffmpeg, job: _Job, tick: Callable[[], None]
 ) -> list[str]:
-    """Render the job's frames in order into its ffmpeg; their hashes."""
-    hashes = []
-    with FramePipe(ffmpeg, job.args, plan.width, plan.height) as pipe:
+    """Render the job's frames in order into its ffmpeg; their hashes (of the RGB frames)."""
+    converter = Yuv420Converter(plan.width, plan.height) if job.pix_fmt == YUV420P else None
+    hashes: list[str] = []
+    with FramePipe(ffmpeg, job.args, frame_shape(job.pix_fmt, plan.width, plan.height)) as pipe:
         for index in range(job.start, job.stop):
-            frame = renderer.render(index)
-            pipe.write(frame)
-            hashes.append(hashlib.sha256(frame.data).hexdigest())
+            pixels, changed = renderer.frame(index)
+            same = changed == () and hashes  # the same pixels as the frame before, in this job
+            hashes.append(hashes[-1] if same else hashlib.sha256(pixels.data).hexdigest())
+            pipe.write(pixels if converter is None else converter.convert(pixels, changed))
             tick()
     return hashes
 
@@ -164,7 +172,8 @@ def _encode_chunked(
     jobs = []
     for start in range(0, plan.frame_count, chunk_frames):
         names.append(f"chunk{len(names):05d}.{fmt}")
-        jobs.append(_Job(start, min(start + chunk_frames, plan.frame_count), fill(encode, chunk=work / names[-1])))
+        stop = min(start + chunk_frames, plan.frame_count)
+        jobs.append(_Job(start, stop, fill(encode, chunk=work / names[-1]), frame_format(fmt)))
     hashes = _run_jobs(plan, ffmpeg, jobs, workers, progress)
     listing = work / "chunks.txt"  # the concat demuxer reads names relative to this file
     listing.write_text("".join(f"file '{name}'\n" for name in names))
@@ -180,7 +189,7 @@ def _encode_gif(plan: RenderPlan, ffmpeg: Ffmpeg, work: Path, staged: Path, prog
     renderer = FrameRenderer(plan)
     passes = [fill(make_palette, palette=palette), fill(encode, palette=palette, output=staged)]
     first, second = [
-        _encode_span(renderer, plan, ffmpeg, _Job(0, plan.frame_count, args), progress.advance) for args in passes
+        _encode_span(renderer, plan, ffmpeg, _Job(0, plan.frame_count, args, frame_format("gif")), progress.advance) for args in passes
     ]
     for index, (a, b) in enumerate(zip(first, second)):
         if a != b:

@@ -8,6 +8,7 @@ another machine.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_right
 from dataclasses import dataclass
 from fractions import Fraction
@@ -59,7 +60,8 @@ class ArmTimeline:
     def __init__(self, t_ns: tuple[int, ...], tokens: tuple[int, ...], first_index: int) -> None:
         self.t_ns = t_ns
         self.first = first_index
-        self.cumulative = [0, *accumulate(tokens)]  # cumulative[v]: tokens in the first v chunks
+        # cumulative[v]: tokens in the first v chunks; 8 bytes an entry, not a Python int's ~36
+        self.cumulative = array("q", [0, *accumulate(tokens)])
 
     @property
     def chunks(self) -> int:

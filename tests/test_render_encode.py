@@ -200,11 +200,11 @@ def test_ffmpeg_override_warns_and_is_named_without_its_path(tmp_path: Path, ses
 def test_ffmpeg_failure_is_an_encode_error_with_its_message(tmp_path: Path) -> None:
     args = ["-f", "rawvideo", "-pix_fmt", "rgb24", "-s", "32x16", "-r", "10", "-i", "-", "-c:v", "no_such_codec", str(tmp_path / "x.mp4")]
     with pytest.raises(EncodeError, match="status .*no_such_codec"):
-        with FramePipe(find_ffmpeg(), args, 32, 16) as pipe:
+        with FramePipe(find_ffmpeg(), args, (16, 32, 3)) as pipe:
             for _ in range(50):
                 pipe.write(np.zeros((16, 32, 3), np.uint8))
     null = [*args[:-3], "-f", "null", "-"]
-    with FramePipe(find_ffmpeg(), null, 32, 16) as pipe:
+    with FramePipe(find_ffmpeg(), null, (16, 32, 3)) as pipe:
         with pytest.raises(ValueError, match="shape"):
             pipe.write(np.zeros((16, 30, 3), np.uint8))
         pipe.write(np.zeros((16, 32, 3), np.uint8))

@@ -101,6 +101,34 @@ def test_any_render_order_gives_the_same_pixels(ttft_plan: RenderPlan) -> None:
         assert np.array_equal(FrameRenderer(ttft_plan).render(i), reference[i]), i
 
 
+def test_frame_names_every_region_that_changed(ttft_plan: RenderPlan) -> None:
+    """Outside the rectangles frame() names, a frame equals the one returned before it. The
+    encoder converts and hashes only those, so a region left out would freeze in the video."""
+    count = ttft_plan.frame_count
+    reference = FrameRenderer(ttft_plan)
+    renderer = FrameRenderer(ttft_plan)
+    order = [*range(count), 40, 41, 41, 12, count - 1, count - 1, 0, 1, 60]  # in order, then jumps
+    previous: np.ndarray | None = None
+    partial = 0
+    for index in order:
+        pixels, changed = renderer.frame(index)
+        assert not pixels.flags.writeable
+        assert np.array_equal(pixels, reference.render(index)), index
+        if previous is None:
+            assert changed is None
+        elif changed is not None:
+            outside = np.ones(pixels.shape[:2], dtype=bool)
+            for rect in changed:
+                outside[rect.slices] = False
+            assert np.array_equal(pixels[outside], previous[outside]), index
+            partial += outside.any()
+        previous = pixels.copy()
+    assert partial > count // 2  # most frames name only part of the frame
+    title = ttft_plan.clock.title_frames
+    assert renderer.frame(1)[1] is None and renderer.frame(2)[1] == ()  # a card after a replay frame; the same card
+    assert renderer.frame(title)[1] is None and renderer.frame(title)[1] == ()  # back to the replay; the same frame
+
+
 def test_frames_are_fresh_contiguous_rgb_arrays(ttft_plan: RenderPlan, ttft_renderer: FrameRenderer) -> None:
     frame = ttft_renderer.render(40)
     assert frame.shape == (360, 640, 3) and frame.dtype == np.uint8 and frame.flags.c_contiguous

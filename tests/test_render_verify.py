@@ -13,6 +13,7 @@ import pytest
 from renderer import encode, frames, verify
 from renderer import manifest as manifests
 from renderer.frames import FrameRenderer
+from renderer.layout import Rect
 from renderer.plan import build_plan
 from renderer.render import render
 from tests.test_render_encode import CHUNK, SMALL, write_session
@@ -80,15 +81,17 @@ def test_missing_session_is_reported(rendered: Path, tmp_path: Path) -> None:
 def test_changed_renderer_is_frames_differ_with_the_session_unchanged(rendered: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A renderer that draws frame 20 on differently: verify re-renders in this process (one
     worker), so patching the renderer here stands for a new tokenreel version."""
-    draw = frames.FrameRenderer.render
+    draw = frames.FrameRenderer.frame
 
-    def changed(self: FrameRenderer, index: int) -> np.ndarray:
-        frame = draw(self, index)
-        if index >= 20:
-            frame[0, 0] ^= 1
-        return frame
+    def changed(self: FrameRenderer, index: int) -> tuple[np.ndarray, tuple[Rect, ...] | None]:
+        pixels, regions = draw(self, index)
+        if index < 20:
+            return pixels, regions
+        pixels = pixels.copy()
+        pixels[0, 0] ^= 1
+        return pixels, None
 
-    monkeypatch.setattr(frames.FrameRenderer, "render", changed)
+    monkeypatch.setattr(frames.FrameRenderer, "frame", changed)
     [result] = verify.verify([rendered])
     assert result.status == verify.FRAMES_DIFFER and result.first_differing_frame == 20
     assert "frames differ from frame 20 on" in result.message and "session is unchanged" in result.message
