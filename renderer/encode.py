@@ -24,9 +24,9 @@ import numpy as np
 
 FORMATS = ("mp4", "webm", "gif", "png")
 
-# bench/render_throughput.py frames, 1080p, 2 cores, ffmpeg alone: medium ~27-41 fps at 1.5 Mbit/s
-# (and ~600 MB), veryfast ~65-77 fps at 2.6 Mbit/s, ultrafast ~74 fps at 7.5 Mbit/s. medium cannot
-# keep up with real time; veryfast is the fastest preset before the file size triples.
+# bench/render_throughput.py frames, 1080p yuv420p, ffmpeg alone, one thread: medium 39 fps at
+# 1.6 Mbit/s, veryfast 73-77 fps at 2.8 Mbit/s, ultrafast 163-179 fps at 8.1 Mbit/s. medium cannot
+# keep up with real time; veryfast can, twice over with two workers, at a third of ultrafast's size.
 X264_PRESET = "veryfast"
 # Part of the bytes (another count gives another stream): a constant, never the CPU count. One:
 # chunk workers fill the cores; each x264 thread costs ~50 MB.
