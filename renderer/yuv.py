@@ -4,7 +4,7 @@ ffmpeg's own bit-exact conversion (the only one of its conversions that gives th
 on every CPU, REFERENCE.md §4) costs ~13 ms a 1080p frame, as much as x264 itself. Converting
 here instead costs ~6 ms a whole frame in Pillow's C loops, and a replay frame redraws only a
 few regions (the clock, each column's newest line, its figures: about a fifth of the frame on
-average), so converting only those keeps the conversion near 1 ms a frame.
+average), so converting only those keeps the conversion near 2 ms a frame.
 
 The conversion is BT.709, limited ("TV") range, what encode.py tags the streams with:
   Y  from each pixel;
