@@ -3,8 +3,8 @@
 Every recipe is pinned so the same frames give the same bytes on every run and every CPU
 (REFERENCE.md §4): fixed thread counts, CPU-independent x264, no version strings or tags, a
 fixed timescale. Video gets yuv420p frames converted by yuv.py, so ffmpeg does no colour
-conversion at all (its bit-exact one cost as much as x264); GIF gets RGB. Recipes are argument templates with
-placeholders ({chunk}, {list}, {palette}, {output}) so the manifest can record exactly what
+conversion at all (its bit-exact one cost as much as x264); GIF gets RGB. Recipes are
+argument templates with placeholders ({chunk}, {list}, {palette}, {output}) so the manifest can record exactly what
 was run without recording any path.
 """
 
@@ -21,6 +21,8 @@ from types import TracebackType
 
 import imageio_ffmpeg
 import numpy as np
+
+from renderer import yuv
 
 FORMATS = ("mp4", "webm", "gif", "png")
 
@@ -43,8 +45,9 @@ CHUNK, LIST, PALETTE, OUTPUT = "{chunk}", "{list}", "{palette}", "{output}"
 
 _GLOBAL = ("-hide_banner", "-nostdin", "-loglevel", "error", "-y")
 _BITEXACT = ("-map_metadata", "-1", "-fflags", "+bitexact", "-flags:v", "+bitexact")
-# Browsers assume BT.709 for HD video; yuv.py converts with it, and the stream says so.
-_BT709 = "setparams=color_primaries=bt709:color_trc=bt709:colorspace=bt709:range=tv"
+# How yuv.py converts, said in the stream: BT.709 (what browsers assume for HD anyway), limited
+# range, chroma sited at the centre of each 2x2 block.
+_COLOUR_TAGS = "setparams=color_primaries=bt709:color_trc=bt709:colorspace=bt709:range=tv:chroma_location=center"
 _CONTEXT = re.compile(r"^(\[[^\]]*\] )+")  # "[vost#0:0 @ 0x5563...] " prefixes
 
 
@@ -71,7 +74,7 @@ def frame_format(fmt: str) -> str:
 
 def frame_shape(pix_fmt: str, width: int, height: int) -> tuple[int, ...]:
     """Shape of one raw frame as a uint8 array: (height, width, 3) RGB, or flat yuv420p planes."""
-    return (height, width, 3) if pix_fmt == RGB24 else (width * height * 3 // 2,)
+    return (height, width, 3) if pix_fmt == RGB24 else (yuv.frame_bytes(width, height),)
 
 
 def _raw_input(pix_fmt: str, width: int, height: int, fps: int) -> list[str]:
@@ -94,7 +97,7 @@ def steps(fmt: str, width: int, height: int, fps: int) -> list[list[str]]:
     source = _raw_input(frame_format(fmt), width, height, fps)
     if fmt == "mp4":
         encode = [
-            *source, "-vf", _BT709,
+            *source, "-vf", _COLOUR_TAGS,
             "-c:v", "libx264", "-preset", X264_PRESET, "-crf", "20", "-pix_fmt", "yuv420p",
             "-threads", str(X264_THREADS), "-x264-params", "cpu-independent=1",
             *_BITEXACT, "-bsf:v", "filter_units=remove_types=6", *_timescale(fps), "-f", "mp4", CHUNK,
@@ -106,7 +109,7 @@ def steps(fmt: str, width: int, height: int, fps: int) -> list[list[str]]:
         return [encode, join]
     if fmt == "webm":
         encode = [
-            *source, "-vf", _BT709,
+            *source, "-vf", _COLOUR_TAGS,
             "-c:v", "libvpx-vp9", "-deadline", "good", "-cpu-used", str(VP9_CPU_USED),
             "-crf", "32", "-b:v", "0", "-pix_fmt", "yuv420p", "-threads", str(VP9_THREADS),
             "-row-mt", "0", "-tile-columns", "0", "-frame-parallel", "0", "-lag-in-frames", "16",

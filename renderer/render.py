@@ -188,9 +188,8 @@ def _encode_gif(plan: RenderPlan, ffmpeg: Ffmpeg, work: Path, staged: Path, prog
     palette = work / "palette.png"
     renderer = FrameRenderer(plan)
     passes = [fill(make_palette, palette=palette), fill(encode, palette=palette, output=staged)]
-    first, second = [
-        _encode_span(renderer, plan, ffmpeg, _Job(0, plan.frame_count, args, frame_format("gif")), progress.advance) for args in passes
-    ]
+    jobs = [_Job(0, plan.frame_count, args, frame_format("gif")) for args in passes]
+    first, second = [_encode_span(renderer, plan, ffmpeg, job, progress.advance) for job in jobs]
     for index, (a, b) in enumerate(zip(first, second)):
         if a != b:
             raise RuntimeError(
