@@ -23,12 +23,25 @@ from tests.test_recorder_support import (
     set_state,
     stream_one,
 )
-from tokenreel.archive import Arm, Run
+from tokenreel.archive import Arm, Run, Settings
 from tokenreel.metrics import first_token_index, run_metrics
 
 def arm_for_url(root: str) -> Arm:
     """An arm for a small test server that is not the simulator."""
     return Arm(id="x", label="x", base_url=f"{root}/v1", model="m")
+
+
+def stream_from(handler: Any, settings: Settings | None = None, **arm_changes: Any) -> Run:
+    """One request streamed from a small aiohttp server that answers chat completions with handler."""
+
+    async def main() -> Run:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", handler)
+        async with serve(app) as root:
+            arm = replace(arm_for_url(root), **arm_changes)
+            return await stream_one(arm, CODE, settings or fast_settings())
+
+    return asyncio.run(main())
 
 
 CODE = chat_prompt("Implement a Python function that merges overlapping intervals, with type hints.")
@@ -182,14 +195,7 @@ def test_api_key_is_sent_but_never_in_an_error(monkeypatch: pytest.MonkeyPatch) 
         seen.append(request.headers.get("Authorization", ""))
         return web.json_response({"error": {"message": f"bad key {request.headers.get('Authorization')}"}}, status=401)
 
-    async def main() -> Run:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", echo_401)
-        async with serve(app) as root:
-            arm = replace(arm_for_url(root), api_key_env="TR_TEST_KEY")
-            return await stream_one(arm, CODE, fast_settings())
-
-    run = asyncio.run(main())
+    run = stream_from(echo_401, api_key_env="TR_TEST_KEY")
     assert seen == [f"Bearer {SENTINEL}"]
     assert run.status == "failed" and SENTINEL not in run.error and "Bearer ***" in run.error
     assert "set TR_TEST_KEY to a valid key" in run.error
@@ -207,14 +213,7 @@ def test_first_token_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
         await asyncio.sleep(10)
         return web.Response()
 
-    async def main() -> Run:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", silent)
-        async with serve(app) as root:
-            settings = fast_settings(timeouts={"first_token": 0.2})
-            return await stream_one(arm_for_url(root), CODE, settings)
-
-    run = asyncio.run(main())
+    run = stream_from(silent, fast_settings(timeouts={"first_token": 0.2}))
     assert run.status == "failed" and run.error.startswith("no first token within 0.2 s;")
 
 
@@ -235,13 +234,7 @@ def test_a_run_is_complete_at_done_even_if_the_body_never_ends(
             await asyncio.sleep(10)
         return response
 
-    async def main() -> Run:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", handler)
-        async with serve(app) as root:
-            return await stream_one(arm_for_url(root), CODE, fast_settings(max_tokens=1))
-
-    run = asyncio.run(main())
+    run = stream_from(handler, fast_settings(max_tokens=1))
     assert (run.status, run.error, run.chunks.content) == ("ok", "", ["hi"])
 
 
@@ -256,13 +249,7 @@ def test_events_completed_by_one_read_share_its_stamp() -> None:
         await response.write(b'data: {"choices": [{"delta": {"content": "c"}}]}\n\ndata: [DONE]\n\n')
         return response
 
-    async def main() -> Run:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", handler)
-        async with serve(app) as root:
-            return await stream_one(arm_for_url(root), CODE, fast_settings(max_tokens=3))
-
-    run = asyncio.run(main())
+    run = stream_from(handler, fast_settings(max_tokens=3))
     assert run.status == "ok" and run.chunks.content == ["a", "b", "c"]
     t = run.chunks.t_ns
     assert t[0] == t[1] and t[2] - t[1] >= 40_000_000
