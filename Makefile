@@ -4,16 +4,16 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test tools bench verify clean
+.PHONY: demo test tools bench verify clean lock check-lock wheel
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip setuptools
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
+	$(BIN)/python -m pip install -q -c constraints.txt pip setuptools
+	$(BIN)/python -m pip install -q -c constraints.txt --no-build-isolation -e '.[test]'
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/tokenreel demo
+	$(BIN)/tokenreel demo --out out/demo --force
 
 # The tests probe videos with ffprobe and encode with a second ffmpeg build; Debian's ffmpeg
 # package has both. (The encoder itself is imageio-ffmpeg's, installed with the venv.)
@@ -23,8 +23,9 @@ tools:
 	  || { echo "make test needs ffprobe: install ffmpeg (Debian/Ubuntu: sudo apt-get install ffmpeg)" >&2; exit 2; }
 
 test: $(STAMP) tools
+	$(BIN)/python .ci/check_lock.py
 	$(BIN)/python -m pytest -q
-	$(BIN)/tokenreel verify sessions/*.render.json
+	$(BIN)/tokenreel verify sessions/
 
 bench: $(STAMP)
 	$(BIN)/python bench/render_throughput.py
@@ -32,3 +33,24 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) out .pytest_cache
+
+# constraints.txt is the lock: every package of the venv at one version. `make test` checks the venv
+# against it first; `make lock` re-resolves it with uv (pinned, in a scratch venv), keeping the
+# versions already there unless an input needs others (LOCK_ARGS='--upgrade-package NAME' moves one).
+UV_VERSION := 0.13.9
+LOCK_CMD := uv pip compile pyproject.toml .ci/lock.in --extra test --python-version 3.11 -o constraints.txt
+lock:
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(PYTHON) -m venv "$$tmp/uv"; "$$tmp/uv/bin/python" -m pip install -q uv==$(UV_VERSION); \
+	PATH="$$tmp/uv/bin:$$PATH" $(LOCK_CMD) $(LOCK_ARGS) >/dev/null; \
+	{ echo "# The lock: every package of the venv (runtime, the test extra, pip, setuptools), installed with"; \
+	  echo "# pip install -c constraints.txt and checked by .ci/check_lock.py. Generated: do not edit. Regenerate"; \
+	  echo "# with make lock, which runs the command below with uv==$(UV_VERSION) from a scratch venv."; \
+	  cat constraints.txt; } > "$$tmp/lock"; cat "$$tmp/lock" > constraints.txt
+
+check-lock: $(STAMP)
+	$(BIN)/python .ci/check_lock.py
+
+# The wheel and the sdist, installed into a fresh venv outside the checkout and used from there.
+wheel: $(STAMP)
+	bash .ci/wheel

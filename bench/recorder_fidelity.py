@@ -54,16 +54,15 @@ import aiohttp
 import numpy as np
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# tokenreel is the installed package (make: the venv); reference_server sits beside this script.
+from reference_server import LAST_CHUNK, ReferenceServer, StreamLog
 
-from reference_server import LAST_CHUNK, ReferenceServer, StreamLog  # noqa: E402
-
-import tokenreel  # noqa: E402
-from recorder.runner import new_session  # noqa: E402
-from recorder.sse_client import completions_url, request_body, stream_run  # noqa: E402
-from tokenreel import archive  # noqa: E402
-from tokenreel.archive import Arm, Prompt, Run, Settings  # noqa: E402
-from tokenreel.metrics import decode_rate, first_token_index, run_metrics  # noqa: E402
+import tokenreel
+from tokenreel.recorder.runner import new_session
+from tokenreel.recorder.sse_client import completions_url, request_body, stream_run
+from tokenreel import archive
+from tokenreel.archive import Arm, Prompt, Run, Settings
+from tokenreel.metrics import decode_rate, first_token_index, run_metrics
 
 RATES = (100, 1_000, 10_000, 50_000)
 JUDGED_UP_TO_TOK_S = 10_000

@@ -22,24 +22,20 @@ import ctypes
 import multiprocessing
 import select
 import socket
-import sys
 import threading
 import time
 import zlib
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from pathlib import Path
 from time import perf_counter_ns
 from typing import Any
 
 import numpy as np
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from recorder.sim_text import reply_for, tokenize  # noqa: E402
-from recorder.simulate import ROLE_CHOICE, _Shape, _sse, _usage  # noqa: E402
-from tokenreel.metrics import NS_PER_S  # noqa: E402
+from tokenreel.simulator.text import reply_for, tokenize
+from tokenreel.simulator.server import ROLE_CHOICE, _Shape, _sse, _usage
+from tokenreel.metrics import NS_PER_S
 
 # With 1 ns timer slack, time.sleep wakes 20-60 us late (50 us more with the default slack):
 # sleep until this close to a target, then busy-wait. Short on purpose: on 2 cores a server

@@ -28,16 +28,14 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from recorder.sim_text import reply_for  # noqa: E402
-from renderer.encode import X264_PRESET, X264_THREADS, fill, find_ffmpeg, steps  # noqa: E402
-from renderer.frames import FrameRenderer  # noqa: E402
-from renderer.plan import RenderOptions, build_plan  # noqa: E402
-from renderer.render import CHUNK_FRAMES, render  # noqa: E402
-from renderer.yuv import Yuv420Converter  # noqa: E402
-from tokenreel import archive  # noqa: E402
-from tokenreel.archive import Arm, Chunks, Prompt, Run, Session, Settings  # noqa: E402
+from tokenreel.simulator.text import reply_for
+from tokenreel.renderer.encode import X264_PRESET, X264_THREADS, fill, find_ffmpeg, steps
+from tokenreel.renderer.frames import FrameRenderer
+from tokenreel.renderer.plan import RenderOptions, build_plan
+from tokenreel.renderer.render import CHUNK_FRAMES, render
+from tokenreel.renderer.yuv import Yuv420Converter
+from tokenreel import archive
+from tokenreel.archive import Arm, Chunks, Prompt, Run, Session, Settings
 
 PROMPT = "Explain how speculative decoding speeds up generation without changing the output."
 # (id, label, tok/s, tokens per streamed chunk in turn: 1 for plain decoding, more when drafts are accepted)

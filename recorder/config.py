@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recorder.prompts import load_prompts
+from tokenreel import assets
+from tokenreel.recorder.prompts import load_prompts
 from tokenreel.archive import Arm, Prompt, Settings
 
 TIMEOUT_KEYS = ("connect", "first_token", "between_chunks", "total")
@@ -42,8 +43,9 @@ class Config:
 
 
 def load_config(path: str | Path) -> Config:
-    """Read and validate a TOML config; relative prompt paths resolve against its folder."""
-    path = Path(path)
+    """Read and validate a TOML config (a path, or `builtin:NAME` for one shipped with tokenreel);
+    relative prompt paths resolve against its folder."""
+    path = _builtin_config(str(path)) if str(path).startswith("builtin:") else Path(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -59,6 +61,14 @@ def load_config(path: str | Path) -> Config:
     arms = _arms(check, data.get("arms"))
     prompts = load_prompts(settings.prompts, path.parent)
     return Config(path=path, name=name, settings=settings, prompts=prompts, arms=arms)
+
+
+def _builtin_config(spec: str) -> Path:
+    name = spec.removeprefix("builtin:")
+    known = assets.names("configs", ".toml")
+    if name not in known:
+        raise ConfigError(f"config {spec!r}: no such built-in config; known: {', '.join(known) or 'none'}")
+    return assets.file("configs", f"{name}.toml")
 
 
 def _session(check: _Checker, table: dict[str, Any], default_name: str) -> tuple[str, Settings]:

@@ -14,8 +14,8 @@ from typing import Any
 import aiohttp
 import orjson
 
-from recorder.config import server_root
-from recorder.sse_client import api_key, auth_headers
+from tokenreel.recorder.config import server_root
+from tokenreel.recorder.sse_client import api_key, auth_headers
 from tokenreel.archive import Arm
 
 MAX_BODY_BYTES = 256 * 1024

@@ -14,7 +14,7 @@ from typing import Callable
 
 import aiohttp
 
-from recorder.engine_metrics import EngineSnapshot, MetricsUnavailable, delta, fetch_snapshot
+from tokenreel.recorder.engine_metrics import EngineSnapshot, MetricsUnavailable, delta, fetch_snapshot
 from tokenreel.archive import Gate
 
 POLL_S = 0.2

@@ -1,6 +1,6 @@
 """Prompt suites: where they come from and what each API is sent.
 
-A suite is `builtin:NAME` (assets/prompts/NAME.jsonl), a JSONL file, or `random:N` (one seeded
+A suite is `builtin:NAME` (NAME.jsonl among the shipped assets), a JSONL file, or `random:N` (one seeded
 synthetic prompt of about N tokens, so a length sweep needs no files). Every problem raises a
 one-line `PromptError` naming the file and line, because a bad suite found mid-recording
 wastes the endpoints' time.
@@ -14,9 +14,9 @@ from typing import Any
 
 import orjson
 
+from tokenreel import assets
 from tokenreel.archive import Prompt
 
-ASSETS = Path(__file__).resolve().parents[1] / "assets" / "prompts"
 MAX_RANDOM_TOKENS = 1_000_000
 ROW_KEYS = {"id", "category", "messages", "prompt"}
 
@@ -44,11 +44,10 @@ def load_prompts(spec: str, base_dir: Path) -> list[Prompt]:
     """Load a suite from `builtin:NAME`, `random:N` or a JSONL path relative to base_dir."""
     if spec.startswith("builtin:"):
         name = spec.removeprefix("builtin:")
-        path = ASSETS / f"{name}.jsonl"
-        if not name or "/" in name or not path.is_file():
-            known = ", ".join(sorted(p.stem for p in ASSETS.glob("*.jsonl"))) or "none"
-            raise PromptError(f"prompts {spec!r}: no such built-in suite; known: {known}")
-        return read_jsonl(path)
+        known = assets.names("prompts", ".jsonl")
+        if name not in known:
+            raise PromptError(f"prompts {spec!r}: no such built-in suite; known: {', '.join(known) or 'none'}")
+        return read_jsonl(assets.file("prompts", f"{name}.jsonl"))
     if spec.startswith("random:"):
         return [random_prompt(_random_size(spec))]
     path = Path(spec).expanduser()

@@ -18,11 +18,11 @@ from typing import Callable, Union
 import aiohttp
 
 import tokenreel
-from recorder.config import default_metrics_url
-from recorder.engine_metrics import EngineSnapshot, MetricsUnavailable, acceptance_between, fetch_snapshot
-from recorder.fingerprint import fingerprint
-from recorder.gate import contention, wait_idle
-from recorder.sse_client import ProgressFn, stream_run
+from tokenreel.recorder.config import default_metrics_url
+from tokenreel.recorder.engine_metrics import EngineSnapshot, MetricsUnavailable, acceptance_between, fetch_snapshot
+from tokenreel.recorder.fingerprint import fingerprint
+from tokenreel.recorder.gate import contention, wait_idle
+from tokenreel.recorder.sse_client import ProgressFn, stream_run
 from tokenreel.archive import Arm, Prompt, Run, Session, Settings, save
 from tokenreel.metrics import NS_PER_S, output_tokens, run_metrics
 
@@ -157,13 +157,25 @@ async def record(
 
 def select_arms(session: Session, arm_ids: list[str] | None) -> list[Arm]:
     """The arms to record, always in the session's (config) order; unknown ids are an error."""
+    return select_arms_of(session.arms, arm_ids)
+
+
+def select_arms_of(arms: list[Arm], arm_ids: list[str] | None) -> list[Arm]:
+    """The arms named by arm_ids (all when None), in their own order; unknown ids are an error."""
     if arm_ids is None:
-        return list(session.arms)
-    known = [arm.id for arm in session.arms]
+        return list(arms)
+    known = [arm.id for arm in arms]
     unknown = [arm_id for arm_id in arm_ids if arm_id not in known]
     if unknown:
-        raise ValueError(f"unknown arm {unknown[0]!r}; the session has: {', '.join(known)}")
-    return [arm for arm in session.arms if arm.id in arm_ids]
+        raise ValueError(f"unknown arm {unknown[0]!r}; known arms: {', '.join(known)}")
+    return [arm for arm in arms if arm.id in arm_ids]
+
+
+def runs_todo(session: Session, arm: Arm) -> list[tuple[Prompt, int]]:
+    """The (prompt, run index) pairs of an arm that are not ok yet: what recording it would do."""
+    done = {run.key for run in session.runs if run.status == "ok"}
+    runs = range(session.settings.warmup + session.settings.repeats)
+    return [(prompt, index) for prompt in session.prompts for index in runs if (arm.id, prompt.id, index) not in done]
 
 
 class _Recorder:
@@ -175,13 +187,7 @@ class _Recorder:
     async def arm(self, http: aiohttp.ClientSession, arm: Arm, position: int, arms: int) -> bool:
         """Record one arm; False when recording must stop (fail_fast)."""
         session, settings = self.session, self.session.settings
-        done = {run.key for run in session.runs if run.status == "ok"}
-        todo = [
-            (prompt, index)
-            for prompt in session.prompts
-            for index in range(settings.warmup + settings.repeats)
-            if (arm.id, prompt.id, index) not in done
-        ]
+        todo = runs_todo(session, arm)
         self.result.already_ok += len(session.prompts) * (settings.warmup + settings.repeats) - len(todo)
         if not todo:
             return True

@@ -30,8 +30,8 @@ from typing import Any, Callable
 import aiohttp
 import orjson
 
-from recorder.prompts import chat_messages, completion_text
-from recorder.stream import StreamFailure, StreamParser, one_line
+from tokenreel.recorder.prompts import chat_messages, completion_text
+from tokenreel.recorder.stream import StreamFailure, StreamParser, one_line
 from tokenreel.archive import Arm, Chunks, Prompt, Run, Settings
 from tokenreel.metrics import output_tokens
 

@@ -22,7 +22,7 @@ from types import TracebackType
 import imageio_ffmpeg
 import numpy as np
 
-from renderer import yuv
+from tokenreel.renderer import yuv
 
 FORMATS = ("mp4", "webm", "gif", "png")
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import struct
 from functools import lru_cache
-from pathlib import Path
 
 from PIL import ImageFont
 
-FONT_DIR = Path(__file__).resolve().parent.parent / "assets" / "fonts"
+from tokenreel import assets
 
 REGULAR = "JetBrainsMono-Regular.ttf"
 BOLD = "JetBrainsMono-Bold.ttf"
@@ -65,7 +64,7 @@ def _cmap_format12(data: bytes, at: int) -> set[int]:
 @lru_cache(maxsize=None)
 def coverage(filename: str) -> frozenset[int]:
     """Codepoints that the font's Unicode cmap subtables map to a real glyph (not .notdef)."""
-    data = (FONT_DIR / filename).read_bytes()
+    data = assets.file("fonts", filename).read_bytes()
     tables = struct.unpack_from(">H", data, 4)[0]
     cmap = None
     for t in range(tables):
@@ -106,4 +105,4 @@ def load(filename: str, size: int) -> ImageFont.FreeTypeFont:
     """A font at a pixel size; the emoji font ignores size and opens at EMOJI_SIZE."""
     if filename == EMOJI:
         size = EMOJI_SIZE
-    return ImageFont.truetype(str(FONT_DIR / filename), size, layout_engine=ImageFont.Layout.BASIC)
+    return ImageFont.truetype(str(assets.file("fonts", filename)), size, layout_engine=ImageFont.Layout.BASIC)

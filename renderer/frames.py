@@ -14,13 +14,13 @@ from functools import lru_cache
 
 import numpy as np
 
-from renderer import fonts
-from renderer.highlight import styled_stream
-from renderer.layout import ColumnLayout, Rect
-from renderer.plan import ArmTrack, RenderPlan
-from renderer.text import Cell, GlyphPainter, clusters, fit, layout_stream, wrap
-from renderer.theme import RGB, Theme
-from renderer.timeline import END, REPLAY, TITLE, ArmTimeline
+from tokenreel.renderer import fonts
+from tokenreel.renderer.highlight import styled_stream
+from tokenreel.renderer.layout import ColumnLayout, Rect
+from tokenreel.renderer.plan import ArmTrack, RenderPlan
+from tokenreel.renderer.text import Cell, GlyphPainter, clusters, fit, layout_stream, wrap
+from tokenreel.renderer.theme import RGB, Theme
+from tokenreel.renderer.timeline import END, REPLAY, TITLE, ArmTimeline
 from tokenreel.metrics import NS_PER_S
 
 BOLD_ROLES = ("label", "big", "title")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from renderer.text import cell_metrics
+from tokenreel.renderer.text import cell_metrics
 
 DESIGN_SIZE = 1080
 FONT_SIZES = {"body": 18, "small": 15, "label": 22, "big": 40, "title": 30}  # px at the design size

@@ -20,8 +20,8 @@ import orjson
 import PIL
 
 import tokenreel
-from renderer.encode import Ffmpeg
-from renderer.plan import RenderOptions
+from tokenreel.renderer.encode import Ffmpeg
+from tokenreel.renderer.plan import RenderOptions
 from tokenreel.archive import read_input
 
 FORMAT = "tokenreel.render"

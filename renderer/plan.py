@@ -10,9 +10,9 @@ import re
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from renderer.layout import FrameLayout, compute
-from renderer.theme import Theme, load_theme
-from renderer.timeline import Clock, first_frame_showing
+from tokenreel.renderer.layout import FrameLayout, compute
+from tokenreel.renderer.theme import Theme, load_theme
+from tokenreel.renderer.timeline import Clock, first_frame_showing
 from tokenreel.archive import Prompt, Run, Session
 from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, median_run
 from tokenreel.metrics import first_token_index, output_tokens, run_metrics

@@ -26,13 +26,13 @@ from pathlib import Path
 
 from PIL import Image
 
-from renderer import manifest as manifests
-from renderer.encode import (
+from tokenreel.renderer import manifest as manifests
+from tokenreel.renderer.encode import (
     PNG_SAVE, YUV420P, Ffmpeg, FramePipe, fill, find_ffmpeg, frame_format, frame_shape, output_format, run, steps,
 )
-from renderer.frames import FrameRenderer
-from renderer.plan import RenderOptions, RenderPlan, build_plan
-from renderer.yuv import Yuv420Converter
+from tokenreel.renderer.frames import FrameRenderer
+from tokenreel.renderer.plan import RenderOptions, RenderPlan, build_plan
+from tokenreel.renderer.yuv import Yuv420Converter
 from tokenreel import archive
 
 # 8 s at 30 fps. Each chunk starts with a key frame, and x264 puts one every 250 frames anyway,

@@ -24,8 +24,8 @@ from typing import NamedTuple
 import numpy as np
 from PIL import Image, ImageDraw
 
-from renderer import fonts
-from renderer.theme import RGB
+from tokenreel.renderer import fonts
+from tokenreel.renderer.theme import RGB
 
 TAB_STOP = 4
 LINE_SPACING = 1.45  # line height / font size

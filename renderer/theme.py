@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import orjson
 
-THEME_DIR = Path(__file__).resolve().parent.parent / "assets" / "themes"
+from tokenreel import assets
 
 RGB = tuple[int, int, int]
 SYNTAX_STYLES = ("code", "keyword", "name", "builtin", "string", "number", "comment", "operator", "punctuation", "fence")
@@ -46,7 +45,7 @@ class Theme:
 
 
 def available() -> list[str]:
-    return sorted(p.stem for p in THEME_DIR.glob("*.json"))
+    return assets.names("themes", ".json")
 
 
 def _rgb(value: object, where: str) -> RGB:
@@ -56,10 +55,10 @@ def _rgb(value: object, where: str) -> RGB:
 
 
 def load_theme(name: str) -> Theme:
-    """Read assets/themes/<name>.json; ValueError names the theme option and the bad field."""
+    """Read the shipped themes/<name>.json; ValueError names the theme option and the bad field."""
     if name not in available():
         raise ValueError(f"theme: unknown theme {name!r} (known: {', '.join(available())})")
-    data = orjson.loads((THEME_DIR / f"{name}.json").read_bytes())
+    data = orjson.loads(assets.file("themes", f"{name}.json").read_bytes())
     plain = [f for f in Theme.__dataclass_fields__ if f not in ("name", "accents", "syntax")]
     missing = [key for key in (*plain, "accents", "syntax") if key not in data]
     if missing:

@@ -12,8 +12,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from renderer import manifest as manifests
-from renderer.render import Progress, RenderResult, file_sha256, render
+from tokenreel.renderer import manifest as manifests
+from tokenreel.renderer.render import Progress, RenderResult, file_sha256, render
 
 IDENTICAL = "identical"
 SESSION_MISSING = "session_missing"
@@ -22,6 +22,11 @@ FRAMES_DIFFER = "frames_differ"  # frames differ from the same session: the rend
 ENCODING_DIFFERS = "encoding_differs"  # same frames, other bytes: the encoder changed
 OUTPUT_CHANGED = "output_changed"  # the re-render matches the manifest, the file on disk does not
 INVALID = "invalid"  # the manifest cannot be read, or the render failed
+
+# What `tokenreel verify` exits with: a re-render that failed (a broken install, a missing or
+# unreadable session) proves nothing about the video, so it must never read as "differs".
+EXIT_IDENTICAL, EXIT_DIFFERS, EXIT_UNVERIFIED = 0, 1, 2
+_EXIT_CODES = {IDENTICAL: EXIT_IDENTICAL, INVALID: EXIT_UNVERIFIED, SESSION_MISSING: EXIT_UNVERIFIED}
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,11 @@ class VerifyResult:
     @property
     def ok(self) -> bool:
         return self.status == IDENTICAL
+
+    @property
+    def exit_code(self) -> int:
+        """0 identical, 1 differs, 2 could not be checked (the reason is in the message)."""
+        return _EXIT_CODES.get(self.status, EXIT_DIFFERS)
 
 
 def _first_difference(then: tuple[str, ...], now: tuple[str, ...]) -> int | None:
@@ -107,11 +117,36 @@ def verify_one(path: str | os.PathLike[str], workers: int = 1, progress: Progres
         out = Path(tmp) / record.output
         try:
             result = render(session, out, record.options, workers, progress, record.chunk_frames)
-        except (ValueError, RuntimeError) as exc:  # bad session or options (ValueError), ffmpeg (EncodeError)
-            if session_changed:
-                return VerifyResult(path, SESSION_CHANGED, f"session changed since the render; re-render failed: {exc}")
-            return VerifyResult(path, INVALID, f"re-render failed: {exc}")
+        except Exception as exc:  # a bad session, a broken install, ffmpeg: nothing was compared
+            reason = str(exc) if isinstance(exc, (ValueError, OSError, RuntimeError)) else f"{type(exc).__name__}: {exc}"
+            changed = "the session changed since the render, and " if session_changed else ""
+            return VerifyResult(path, INVALID, f"could not re-render: {changed}{reason}")
         return _compare(path, record, session_changed, result)
+
+
+def find_manifests(paths: list[Path]) -> list[Path]:
+    """Manifest paths as given, and every *.render.json under each folder (sorted, so the order
+    never depends on the file system). ValueError when a path is missing or a folder has none."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            inside = sorted(p for p in path.rglob("*.render.json") if p.is_file())
+            if not inside:
+                raise ValueError(f"{path}: no *.render.json manifests in this folder")
+            found.extend(inside)
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise ValueError(f"{path}: no such manifest or folder; give FILE.render.json files or folders of them")
+    return found
+
+
+def overall_exit_code(results: list[VerifyResult]) -> int:
+    """1 when any output differs (a finding), else 2 when any could not be checked, else 0."""
+    codes = {result.exit_code for result in results}
+    if EXIT_DIFFERS in codes:
+        return EXIT_DIFFERS
+    return EXIT_UNVERIFIED if EXIT_UNVERIFIED in codes else EXIT_IDENTICAL
 
 
 def verify(

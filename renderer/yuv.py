@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 from PIL import Image
 
-from renderer.layout import Rect
+from tokenreel.renderer.layout import Rect
 
 KR, KB = 0.2126, 0.0722  # BT.709 luma weights of red and blue
 KG = 1 - KR - KB

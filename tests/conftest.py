@@ -6,8 +6,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 
-from recorder.sim_profiles import SEED_LADDER, Profile
-from recorder.simulate import SimCluster, running
+from tokenreel.simulator.profiles import SEED_LADDER, Profile
+from tokenreel.simulator.server import SimCluster, running
 
 FAST = 0.02  # time scale: 50x faster than the profiles' real timing
 

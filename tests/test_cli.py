@@ -17,9 +17,9 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from recorder import sse_client
-from recorder.sim_profiles import SEED_LADDER
-from recorder.simulate import SimCluster
+from tokenreel.recorder import sse_client
+from tokenreel.simulator.profiles import SEED_LADDER
+from tokenreel.simulator.server import SimCluster
 from tests.test_recorder_support import FAST_TIMEOUTS, seed
 from tokenreel import archive
 from tokenreel.cli import app
@@ -66,10 +66,13 @@ def test_record_report_render_never_write_the_key(tmp_path: Path, make_sim) -> N
     config = write_config(tmp_path / "c.toml", cluster, prompts="builtin:ladder4", key_env="TR_KEY")
     session = tmp_path / "s.json"
     env = {"TR_KEY": SENTINEL}
-    recorded = invoke("record", "--config", config, "--out", session, env=env)
+    checked = invoke("record", "--config", config, "--out", session, env=env)
+    assert checked.exit_code == 2 and not session.exists()  # the preflight finds the locked arm
+    assert "locked: http" in checked.output and "refused the request (HTTP 401); check TR_KEY" in checked.output
+    recorded = invoke("record", "--config", config, "--out", session, "--no-preflight", env=env)
     assert recorded.exit_code == 1  # the locked arm fails
     assert "locked" in recorded.output and "401" in recorded.output
-    outputs = [recorded.output]
+    outputs = [checked.output, recorded.output]
     for fmt in ("md", "json", "csv"):
         result = invoke("report", session, "--format", fmt, "--out", tmp_path / f"r.{fmt}")
         assert result.exit_code == 0, result.output
@@ -101,7 +104,7 @@ def test_every_fault_is_one_line_a_saved_run_and_exit_1(tmp_path: Path, make_sim
     timeouts = {**FAST_TIMEOUTS, "between_chunks": 0.5}
     config = write_config(tmp_path / "c.toml", cluster, prompts="builtin:ladder4", timeouts=timeouts)
     session_path = tmp_path / "s.json"
-    result = invoke("record", "--config", config, "--out", session_path)
+    result = invoke("record", "--config", config, "--out", session_path, "--no-preflight")
     assert result.exit_code == 1
     session = archive.load(session_path)
     for fault in faults:

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-import recorder.sse_client as sse_client
-from recorder.sim_profiles import FAULTS
-from recorder.sim_text import prompt_digest, reply_for
-from recorder.simulate import SimCluster, plan_steps
+import tokenreel.recorder.sse_client as sse_client
+from tokenreel.simulator.profiles import FAULTS
+from tokenreel.simulator.text import prompt_digest, reply_for
+from tokenreel.simulator.server import SimCluster, plan_steps
 from tests.test_recorder_support import (
     arm_for,
     chat_prompt,

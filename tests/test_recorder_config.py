@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from recorder.config import ConfigError, load_config
+from tokenreel.recorder.config import ConfigError, load_config
 
 EXAMPLE = """
 [session]

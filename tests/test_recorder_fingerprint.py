@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from recorder.fingerprint import fingerprint
+from tokenreel.recorder.fingerprint import fingerprint
 from tests.test_recorder_support import serve
 from tokenreel.archive import Arm
 

@@ -10,17 +10,17 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from recorder.engine_metrics import (
+from tokenreel.recorder.engine_metrics import (
     EngineSnapshot,
     MetricsUnavailable,
     acceptance_between,
     fetch_snapshot,
     parse_metrics,
 )
-from recorder.gate import contention, wait_idle
-from recorder.runner import new_session, record
-from recorder.sim_text import prompt_digest, reply_for
-from recorder.simulate import SimCluster, plan_steps
+from tokenreel.recorder.gate import contention, wait_idle
+from tokenreel.recorder.runner import new_session, record
+from tokenreel.simulator.text import prompt_digest, reply_for
+from tokenreel.simulator.server import SimCluster, plan_steps
 from tests.test_recorder_support import arm_for, chat_prompt, fast_settings, seed, serve, set_state
 from tokenreel.archive import Gate, Session
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from recorder.prompts import PromptError, chat_messages, completion_text, load_prompts, random_prompt
+from tokenreel.recorder.prompts import PromptError, chat_messages, completion_text, load_prompts, random_prompt
 
 
 def test_builtin_suite_loads() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import tokenreel
-from recorder.runner import (
+from tokenreel.recorder.runner import (
     ArmFinished,
     ArmStarted,
     RecordEvent,
@@ -26,7 +26,7 @@ from recorder.runner import (
     new_session,
     record,
 )
-from recorder.simulate import SimCluster
+from tokenreel.simulator.server import SimCluster
 from tests.test_recorder_support import arm_for, chat_prompt, fast_settings, seed, sent_bodies, set_state
 from tokenreel.archive import Session, dumps, load
 from tokenreel.metrics import run_metrics
@@ -127,7 +127,7 @@ def test_recording_only_some_arms_leaves_the_others_untouched(sim: SimCluster, t
     assert result.ok == 2 and [r for r in after.runs if r.arm == "bf16"] == before
     assert {r.arm for r in after.runs} == {"bf16", "nvfp4"}
     assert len(after.arm("bf16").recorded) == 1 and len(after.arm("nvfp4").recorded) == 1
-    with pytest.raises(ValueError, match="unknown arm 'fp8'; the session has: bf16, nvfp4"):
+    with pytest.raises(ValueError, match="unknown arm 'fp8'; known arms: bf16, nvfp4"):
         asyncio.run(record(session, path, arm_ids=["fp8"]))
 
 
@@ -179,8 +179,8 @@ def test_cancel_saves_completed_runs_and_stops_cleanly(sim: SimCluster, tmp_path
 
 CHILD = """
 import asyncio, sys
-from recorder.config import load_config
-from recorder.runner import new_session, record
+from tokenreel.recorder.config import load_config
+from tokenreel.recorder.runner import new_session, record
 config = load_config(sys.argv[1])
 session = new_session(config.name, config.settings, config.prompts, config.arms)
 asyncio.run(record(session, sys.argv[2]))

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recorder.stream import StreamFailure, StreamParser, response_acceptance
+from tokenreel.recorder.stream import StreamFailure, StreamParser, response_acceptance
 from tokenreel.archive import Chunks
 from tokenreel.metrics import first_token_index
 

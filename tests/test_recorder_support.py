@@ -11,9 +11,9 @@ import aiohttp
 import httpx
 from aiohttp import web
 
-from recorder.sim_profiles import Profile, profile_by_id
-from recorder.simulate import SimCluster
-from recorder.sse_client import stream_run
+from tokenreel.simulator.profiles import Profile, profile_by_id
+from tokenreel.simulator.server import SimCluster
+from tokenreel.recorder.sse_client import stream_run
 from tokenreel.archive import Arm, Prompt, Run, Settings
 
 # Short enough for a fast suite, long enough that a loaded CI machine does not look like a stall.

@@ -14,11 +14,11 @@ import orjson
 import pytest
 from PIL import Image
 
-from renderer import manifest as manifests
-from renderer.encode import EncodeError, FramePipe, find_ffmpeg, output_format
-from renderer.frames import FrameRenderer
-from renderer.plan import RenderOptions, build_plan
-from renderer.render import poster_index, render
+from tokenreel.renderer import manifest as manifests
+from tokenreel.renderer.encode import EncodeError, FramePipe, find_ffmpeg, output_format
+from tokenreel.renderer.frames import FrameRenderer
+from tokenreel.renderer.plan import RenderOptions, build_plan
+from tokenreel.renderer.render import poster_index, render
 from tests.session_factory import MS, session, stream, words
 from tokenreel import archive
 

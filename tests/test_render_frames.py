@@ -8,12 +8,12 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from renderer import fonts
-from renderer.frames import FrameRenderer
-from renderer.layout import Rect
-from renderer.plan import RenderOptions, RenderPlan, build_plan
-from renderer.theme import load_theme
-from renderer.timeline import first_frame_showing
+from tokenreel.renderer import fonts
+from tokenreel.renderer.frames import FrameRenderer
+from tokenreel.renderer.layout import Rect
+from tokenreel.renderer.plan import RenderOptions, RenderPlan, build_plan
+from tokenreel.renderer.theme import load_theme
+from tokenreel.renderer.timeline import first_frame_showing
 from tests.session_factory import MS, session, stream, words
 
 SMALL = "640x360"

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from renderer import fonts
-from renderer.highlight import content_styles, styled_stream
-from renderer.text import BREAK, GLYPH, NEWLINE, GlyphPainter, clusters, fit, layout_stream, wrap
+from tokenreel.renderer import fonts
+from tokenreel.renderer.highlight import content_styles, styled_stream
+from tokenreel.renderer.text import BREAK, GLYPH, NEWLINE, GlyphPainter, clusters, fit, layout_stream, wrap
 
 SAMPLES = ["漢字かな", "🚀✅", "café naïve", "a\tb", "x\ry", "bell\x07", "x" * 300, "e\u0301", "👨\u200d👩\u200d👧 👍🏽"]
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from renderer.plan import RenderOptions, build_plan
-from renderer.timeline import END, REPLAY, TITLE, ArmTimeline, Clock, first_frame_showing
+from tokenreel.renderer.plan import RenderOptions, build_plan
+from tokenreel.renderer.timeline import END, REPLAY, TITLE, ArmTimeline, Clock, first_frame_showing
 from tests.session_factory import MS, session, stream, words
 from tokenreel.archive import Chunks, Run
 from tokenreel.metrics import NS_PER_S, run_metrics

@@ -10,12 +10,12 @@ import numpy as np
 import orjson
 import pytest
 
-from renderer import encode, frames, verify
-from renderer import manifest as manifests
-from renderer.frames import FrameRenderer
-from renderer.layout import Rect
-from renderer.plan import build_plan
-from renderer.render import render
+from tokenreel.renderer import encode, frames, verify
+from tokenreel.renderer import manifest as manifests
+from tokenreel.renderer.frames import FrameRenderer
+from tokenreel.renderer.layout import Rect
+from tokenreel.renderer.plan import build_plan
+from tokenreel.renderer.render import render
 from tests.test_render_encode import CHUNK, SMALL, write_session
 from tokenreel import archive
 
@@ -151,3 +151,53 @@ def test_invalid_manifest_and_one_result_per_manifest(rendered: Path, tmp_path: 
     assert [r.status for r in results] == [verify.IDENTICAL, verify.INVALID, verify.INVALID]
     assert results[1].message.startswith(f"{broken}: field 'session': missing")
     assert "no such file" in results[2].message
+
+
+# --- the command: exit codes and folders ------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[1]
+INSTALLED_LAYOUT = {"tokenreel": "tokenreel", "recorder": "tokenreel/recorder", "renderer": "tokenreel/renderer",
+                    "simulator": "tokenreel/simulator", "assets": "tokenreel/assets"}
+
+
+def run_tokenreel(*args: object, pythonpath: Path | None = None, cwd: Path | None = None):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, **({"PYTHONPATH": str(pythonpath)} if pythonpath else {})}
+    return subprocess.run([sys.executable, "-m", "tokenreel", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=cwd)
+
+
+def test_verify_takes_folders_and_exits_1_naming_the_frame_when_frames_differ(rendered: Path, tmp_path: Path) -> None:
+    second = render(tmp_path / "session.json", tmp_path / "more" / "out.gif", SMALL, chunk_frames=CHUNK).manifest
+    result = run_tokenreel("verify", tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert [line.split(": ")[1] for line in result.stdout.splitlines()] == [str(second), str(rendered)]
+    delay_from_chunk(tmp_path / "session.json", 3, 200_000_000)
+    changed = run_tokenreel("verify", rendered)
+    assert changed.returncode == 1 and f"DIFFERS: {rendered}: session changed since the render: frames differ from frame" \
+        in changed.stderr
+
+
+def test_verify_of_a_folder_without_manifests_is_bad_input(tmp_path: Path) -> None:
+    result = run_tokenreel("verify", tmp_path)
+    assert result.returncode == 2 and "no *.render.json manifests" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_verify_on_a_broken_install_exits_2_not_1(rendered: Path, tmp_path: Path) -> None:
+    """The package laid out as a wheel installs it, without its themes: nothing can be
+    re-rendered, which must read as 'could not verify', never as 'differs'."""
+    site = tmp_path / "site"
+    for source, target in INSTALLED_LAYOUT.items():
+        shutil.copytree(REPO / source, site / target, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.rmtree(site / "tokenreel" / "assets" / "themes")
+    where = run_tokenreel("--version", pythonpath=site, cwd=tmp_path)
+    assert where.returncode == 0
+    probe = run_tokenreel("verify", rendered, pythonpath=site, cwd=tmp_path)
+    assert probe.returncode == 2, probe.stderr
+    assert f"UNVERIFIED: {rendered}: could not re-render:" in probe.stderr and "themes" in probe.stderr
+    assert "DIFFERS" not in probe.stderr and "Traceback" not in probe.stderr
+    healthy = run_tokenreel("verify", rendered, cwd=tmp_path)
+    assert healthy.returncode == 0, healthy.stderr

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from renderer.encode import find_ffmpeg
-from renderer.frames import FrameRenderer
-from renderer.layout import Rect
-from renderer.plan import RenderOptions, build_plan
-from renderer.render import render
-from renderer.yuv import Yuv420Converter, frame_bytes, to_yuv420p
+from tokenreel.renderer.encode import find_ffmpeg
+from tokenreel.renderer.frames import FrameRenderer
+from tokenreel.renderer.layout import Rect
+from tokenreel.renderer.plan import RenderOptions, build_plan
+from tokenreel.renderer.render import render
+from tokenreel.renderer.yuv import Yuv420Converter, frame_bytes, to_yuv420p
 from tests.session_factory import MS, session, stream, words
 from tokenreel import archive
 

@@ -13,24 +13,40 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
-from rich.console import Console
 
 from tokenreel import __version__, archive
 from tokenreel.archive import ArchiveError, Session
+from tokenreel.terminal import CliConsole, Command, Group
 
+# Help pages use click's plain formatting: a paragraph after a line holding only "\b" keeps its
+# line breaks, so examples stay one command a line.
 app = typer.Typer(
+    cls=Group,
     add_completion=False,
     no_args_is_help=True,
     rich_markup_mode=None,
-    help="Measure serving configurations one arm at a time, report the ladder, replay it as video.",
+    help="""Measure serving configurations one arm at a time, report the ladder, replay it as video.
+
+Example (simulated endpoints, no GPU; `tokenreel demo` does all of it at once):
+
+\b
+  tokenreel simulate &
+  tokenreel record --config builtin:simulated-ladder
+  tokenreel report sessions/simulated-ladder.json -o ladder.md
+  tokenreel render sessions/simulated-ladder.json --prompt code-1
+  tokenreel verify out/
+
+`tokenreel COMMAND --help` explains each command, with an example.""",
 )
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+# To a terminal, output fits its width; to a pipe or a CI log, no line is ever wrapped.
+out = CliConsole(highlight=False)
+err = CliConsole(stderr=True, highlight=False)
 EXIT_BAD_INPUT = 2
 
 if TYPE_CHECKING:
-    from recorder.config import Config
-    from renderer.plan import RenderOptions
+    from tokenreel.archive import Arm, Prompt, Settings
+    from tokenreel.recorder.config import Config
+    from tokenreel.renderer.plan import RenderOptions
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
@@ -44,7 +60,7 @@ def user_errors() -> Iterator[None]:
     """Turn the project's input errors into one line and exit code 2."""
     try:
         yield
-    except (ArchiveError, ValueError, FileExistsError, FileNotFoundError) as exc:
+    except (ArchiveError, ValueError, FileExistsError, FileNotFoundError, PermissionError, NotADirectoryError) as exc:
         fail(str(exc))
 
 
@@ -83,19 +99,62 @@ def main(
     """tokenreel: how much faster did that change make our model, and the video that shows it."""
 
 
-@app.command()
+REPORT_FORMATS = {".md": "md", ".json": "json", ".csv": "csv"}
+
+
+def report_format(fmt: str | None, out_path: Path | None) -> str:
+    """--format, else the extension of --out, else md; the two must agree when both are given."""
+    if out_path is None:
+        return fmt or "md"
+    extension = out_path.suffix.lower()
+    implied = REPORT_FORMATS.get(extension)
+    if fmt is None:
+        if implied is None:
+            known = ", ".join(REPORT_FORMATS)
+            fail(f"--out {out_path}: no format for {extension or 'a name without an extension'}; "
+                 f"end it in {known}, or pass --format md|json|csv")
+        return implied
+    if implied is not None and implied != fmt:
+        fail(
+            f"--format {fmt} contradicts --out {out_path} (a {extension} file is {implied}); "
+            "drop one or make them agree"
+        )
+    return fmt
+
+
+@app.command(cls=Command, short_help="The ladder (each arm vs the prior and the first): md, json, csv.")
 def report(
     session_path: Annotated[Path, typer.Argument(metavar="SESSION", help="A session file from `tokenreel record`.")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="md (tables like the seeds'), json or csv.")] = "md",
-    baseline: Annotated[
-        str | None, typer.Option(help="Arm that 'vs first' is relative to (default: the first arm).")
+    fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--format", "-f", metavar="md|json|csv",
+            help="md (tables like the seeds'), json or csv (default: from the --out extension, else md).",
+        ),
     ] = None,
-    out_path: Annotated[Path | None, typer.Option("--out", "-o", help="Write to this file instead of stdout.")] = None,
+    baseline: Annotated[
+        str | None, typer.Option(metavar="ARM", help="Arm that 'vs first' is relative to (default: the first arm).")
+    ] = None,
+    out_path: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", metavar="FILE", help="Write to FILE (.md, .json or .csv) instead of stdout."),
+    ] = None,
     force: Annotated[bool, typer.Option(help="Overwrite --out if it exists.")] = False,
 ) -> None:
-    """The ladder (each arm vs the prior arm vs the first), per category, and every cell."""
+    """The ladder (each arm vs the prior arm vs the first), per category, and every cell.
+
+    The format is --format, else the extension of --out (.md, .json, .csv), else markdown.
+
+    Examples:
+
+    \b
+      tokenreel report sessions/ladder.json
+      tokenreel report sessions/ladder.json -o ladder.csv
+      tokenreel report sessions/ladder.json --format json --baseline nvfp4
+    """
     from tokenreel.report import render_report
 
+    fmt = report_format(fmt, out_path)
     session = load_session(session_path)
     with user_errors():
         text = render_report(session, fmt, baseline)
@@ -104,14 +163,14 @@ def report(
         return
     check_writable(out_path, force)
     out_path.write_text(text, encoding="utf-8")
-    err.print(f"report written to {out_path}")
+    err.print(f"report written to {out_path}", markup=False)
 
 
 def _record_into(session: Session, path: Path, arm_ids: list[str] | None, fail_fast: bool) -> int:
     """Record with the live display; returns the exit code (1 when a run failed or was skipped)."""
     import asyncio
 
-    from recorder.runner import record as record_session
+    from tokenreel.recorder.runner import record as record_session
     from tokenreel.console import RecordDisplay, summary_tables
 
     with user_errors(), RecordDisplay(err) as display:
@@ -131,30 +190,51 @@ def _record_into(session: Session, path: Path, arm_ids: list[str] | None, fail_f
     return 0
 
 
-@app.command()
+@app.command(cls=Command, short_help="Record each arm's token timings into a session file.")
 def record(
-    config: Annotated[Path, typer.Option("--config", "-c", help="TOML config: [session] and [[arms]].")],
+    config: Annotated[
+        Path, typer.Option("--config", "-c", metavar="FILE", help="TOML config: [session] and [[arms]] (or builtin:NAME).")
+    ],
     out_path: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Session file (default: sessions/<name>.json).")
+        Path | None, typer.Option("--out", "-o", metavar="FILE", help="Session file (default: sessions/<name>.json).")
     ] = None,
     arms: Annotated[
-        str | None, typer.Option(help="Record only these arm ids (comma-separated) into the session.")
+        str | None, typer.Option(metavar="IDS", help="Record only these arm ids (comma-separated) into the session.")
     ] = None,
     repeats: Annotated[int | None, typer.Option(min=1, help="Measured runs per prompt (config: repeats).")] = None,
     warmup: Annotated[int | None, typer.Option(min=0, help="Discarded warmup runs per prompt (config: warmup).")] = None,
     resume: Annotated[bool, typer.Option(help="Continue an interrupted session: redo only what is not ok yet.")] = False,
     fail_fast: Annotated[bool, typer.Option(help="Stop at the first failed run.")] = False,
     force: Annotated[bool, typer.Option(help="Start over even if the session file exists.")] = False,
+    check: Annotated[
+        bool, typer.Option("--check", help="Only run the preflight: check every arm's endpoint, record nothing.")
+    ] = False,
+    preflight: Annotated[
+        bool,
+        typer.Option(help="Check the arms before the first run (--no-preflight: an endpoint that hides /v1/models)."),
+    ] = True,
 ) -> None:
     """Record each arm alone, one request at a time, into a self-contained session file.
+
+    Before the first run a preflight checks every arm that has runs to do (key variable set,
+    endpoint reachable, model served, context long enough, /metrics present) and lists every
+    problem at once, exiting 2 before anything is recorded; --check does only that.
 
     Arms run in config order; before every run the endpoint must be idle. A warmup run is
     discarded, then --repeats measured runs per prompt. The session is saved after every run,
     so an interrupted recording loses nothing: rerun with --resume. With one GPU, record arm by
     arm with --arms (swap the served model in between); the session keeps when each arm ran.
+
+    Examples:
+
+    \b
+      tokenreel record --config ladder.toml --check
+      tokenreel record --config ladder.toml
+      tokenreel record --config ladder.toml --arms nvfp4 --out sessions/ladder.json
+      tokenreel record --config ladder.toml --resume
     """
-    from recorder.config import load_config
-    from recorder.runner import new_session, select_arms
+    from tokenreel.recorder.config import load_config
+    from tokenreel.recorder.runner import new_session, runs_todo, select_arms, select_arms_of
 
     with user_errors():
         cfg = load_config(config)
@@ -164,6 +244,10 @@ def record(
         cfg.settings.warmup = warmup
     path = out_path or Path("sessions") / f"{cfg.name}.json"
     arm_ids = split_ids(arms)
+    if check:
+        with user_errors():
+            selected = select_arms_of(cfg.arms, arm_ids)
+        raise typer.Exit(_preflight(selected, cfg.prompts, cfg.settings, verbose=True))
     if path.exists() and not force:
         if not (resume or arm_ids):
             fail(f"{path} already exists; use --resume to continue it, --arms to add arms, or --force to start over")
@@ -172,8 +256,35 @@ def record(
     else:
         session = new_session(cfg.name, cfg.settings, cfg.prompts, cfg.arms)
     with user_errors():
-        select_arms(session, arm_ids)
+        selected = select_arms(session, arm_ids)
+    if preflight:
+        code = _preflight([arm for arm in selected if runs_todo(session, arm)], session.prompts, session.settings)
+        if code:
+            raise typer.Exit(code)
     raise typer.Exit(_record_into(session, path, arm_ids, fail_fast))
+
+
+def _preflight(arms: list[Arm], prompts: list[Prompt], settings: Settings, verbose: bool = False) -> int:
+    """Check the arms, print every problem (and warning) once; 2 when any problem stops recording."""
+    import asyncio
+
+    from tokenreel.recorder.preflight import preflight
+
+    checks = asyncio.run(preflight(arms, prompts, settings))
+    for result in checks:
+        for warning in result.warnings:
+            err.print(f"warning: {result.arm}: {warning}", markup=False, soft_wrap=True)
+        if verbose and not result.problems:
+            out.print(f"ok: {result.arm}: {'; '.join(result.notes) or 'reachable'}", markup=False, soft_wrap=True)
+    problems = [(result.arm, problem) for result in checks for problem in result.problems]
+    if problems:
+        err.print(f"tokenreel: preflight found {len(problems)} problem(s); nothing was recorded:", soft_wrap=True)
+        for arm_id, problem in problems:
+            err.print(f"  {arm_id}: {problem}", markup=False, soft_wrap=True)
+        return EXIT_BAD_INPUT
+    if verbose:
+        out.print(f"preflight: {len(checks)} arm(s) ready to record")
+    return 0
 
 
 def _merge_config(session: Session, cfg: Config, path: Path) -> None:
@@ -193,25 +304,47 @@ def _merge_config(session: Session, cfg: Config, path: Path) -> None:
             session.arms.append(arm)
 
 
-@app.command()
+@app.command(cls=Command, short_help="Serve vLLM-like endpoints that imitate the seed ladder (no GPU).")
 def simulate(
     profiles: Annotated[
-        str, typer.Option(help="Profiles to serve, comma-separated, one port each (bf16, nvfp4, nvfp4-dflash2).")
+        str,
+        typer.Option(metavar="IDS", help="Profiles to serve, comma-separated, one port each (bf16, nvfp4, nvfp4-dflash2)."),
     ] = "bf16,nvfp4,nvfp4-dflash2",
-    port: Annotated[int, typer.Option(min=1, max=65535, help="Port of the first profile; the next get +1, +2...")] = 8100,
-    host: Annotated[str, typer.Option(help="Address to listen on (loopback unless you mean otherwise).")] = "127.0.0.1",
-    time_scale: Annotated[float, typer.Option(min=0.0001, help="Multiply every delay (0.1 = ten times faster).")] = 1.0,
+    port: Annotated[
+        int, typer.Option(min=1, max=65535, metavar="PORT", help="Port of the first profile; the next get +1, +2...")
+    ] = 8100,
+    host: Annotated[
+        str, typer.Option(metavar="ADDRESS", help="Address to listen on (loopback unless you mean otherwise).")
+    ] = "127.0.0.1",
+    time_scale: Annotated[
+        float, typer.Option(min=0.0001, metavar="FACTOR", help="Multiply every delay (0.1 = ten times faster).")
+    ] = 1.0,
     fault: Annotated[
         list[str] | None,
-        typer.Option(help="PROFILE=MODE, e.g. nvfp4=429 (modes: refuse 401 404 429 500 error_event drop stall malformed no_done early_stop busy)."),
+        typer.Option(
+            metavar="PROFILE=MODE",
+            help="Make a profile fail, e.g. nvfp4=429; repeatable (modes: refuse 401 404 429 500 error_event drop "
+            "stall malformed no_done early_stop busy).",
+        ),
     ] = None,
 ) -> None:
-    """Serve vLLM-like OpenAI endpoints that imitate the seed ladder, without a GPU."""
+    """Serve vLLM-like OpenAI endpoints that imitate the seed ladder, without a GPU.
+
+    Each profile gets its own port (/v1/chat/completions, /v1/completions, /v1/models,
+    /metrics), streaming at the profile's speed. Point a config's base_url at them.
+
+    Examples:
+
+    \b
+      tokenreel simulate
+      tokenreel simulate --profiles bf16,nvfp4 --port 9000 --time-scale 0.1
+      tokenreel simulate --fault nvfp4=429 --fault bf16=stall
+    """
     import asyncio
     import dataclasses
 
-    from recorder.sim_profiles import FAULTS, profile_by_id
-    from recorder.simulate import serve_forever
+    from tokenreel.simulator.profiles import FAULTS, profile_by_id
+    from tokenreel.simulator.server import serve_forever
 
     chosen = []
     with user_errors():
@@ -242,8 +375,8 @@ def _split_fault(item: str, known: tuple[str, ...]) -> tuple[str, str]:
 
 def _render_to(session_path: Path, out_file: Path, options: RenderOptions, workers: int, force: bool) -> None:
     """Render with a progress bar, then say where the file and its manifest are."""
-    from renderer.encode import EncodeError
-    from renderer.render import render as render_video
+    from tokenreel.renderer.encode import EncodeError
+    from tokenreel.renderer.render import render as render_video
     from tokenreel.console import RenderBar
 
     check_writable(out_file, force)
@@ -254,8 +387,10 @@ def _render_to(session_path: Path, out_file: Path, options: RenderOptions, worke
         fail(f"ffmpeg failed while writing {out_file}: {exc}", code=1)
     for warning in result.warnings:
         err.print(f"warning: {warning}", markup=False)
-    out.print(f"video: {result.output}  ({result.frame_count} frames, sha256 {result.output_sha256[:16]}…)")
-    out.print(f"manifest: {result.manifest}  (check it later with `tokenreel verify {result.manifest}`)")
+    out.print(
+        f"video: {result.output}  ({result.frame_count} frames, sha256 {result.output_sha256[:16]}…)", markup=False
+    )
+    out.print(f"manifest: {result.manifest}  (check it later with `tokenreel verify {result.manifest}`)", markup=False)
 
 
 def _default_workers() -> int:
@@ -264,95 +399,168 @@ def _default_workers() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
-@app.command()
+class _RenderCommand(Command):
+    optional_values = ("--prompt",)  # a bare --prompt lists the session's prompt ids
+
+
+@app.command(cls=_RenderCommand, short_help="Replay a session side by side as video (mp4, webm, gif, png).")
 def render(
     session_path: Annotated[Path, typer.Argument(metavar="SESSION", help="A session file from `tokenreel record`.")],
     out_file: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Output: .mp4 (H.264), .webm (VP9), .gif, or .png (poster).")
+        Path | None,
+        typer.Option(
+            "--out", "-o", metavar="FILE",
+            help="Output: .mp4 (H.264), .webm (VP9), .gif, or .png (poster).  "
+            "[default: out/<session-stem>-<prompt>.mp4]",
+        ),
     ] = None,
-    prompt: Annotated[str | None, typer.Option(help="Prompt id (default: the session's first prompt).")] = None,
-    run: Annotated[str, typer.Option(help="'median' (median-speed measured run of each arm) or a run index.")] = "median",
-    arms: Annotated[str | None, typer.Option(help="Arm ids side by side, comma-separated (default: all).")] = None,
-    fps: Annotated[int, typer.Option(help="Frames per second.")] = 30,
-    size: Annotated[str, typer.Option(help="WxH: 1920x1080, 1080x1920 (vertical, arms stacked), 3840x2160.")] = "1920x1080",
-    speed: Annotated[str, typer.Option(help="Playback speed; 1 is real time (fractions like 1/2 work).")] = "1",
-    theme: Annotated[str, typer.Option(help="dark or light.")] = "dark",
-    title: Annotated[str, typer.Option("--title-s", help="Seconds of title card before t = 0.")] = "0",
-    hold: Annotated[str, typer.Option("--hold-s", help="Seconds the end card (the ladder) is shown.")] = "2",
-    at: Annotated[str | None, typer.Option(help="Poster time in seconds, for .png output.")] = None,
+    prompt: Annotated[
+        str | None,
+        typer.Option(metavar="ID", help="Prompt id (default: the session's first prompt); a bare --prompt lists them."),
+    ] = None,
+    run: Annotated[
+        str, typer.Option(metavar="median|N", help="'median' (median-speed measured run of each arm) or a run index.")
+    ] = "median",
+    arms: Annotated[
+        str | None, typer.Option(metavar="IDS", help="Arm ids side by side, comma-separated, at most 4 (default: all).")
+    ] = None,
+    fps: Annotated[int, typer.Option(metavar="N", help="Frames per second (1 to 240).")] = 30,
+    size: Annotated[
+        str, typer.Option(metavar="WxH", help="1920x1080, 3840x2160, or 1080x1920 (vertical, arms stacked).")
+    ] = "1920x1080",
+    speed: Annotated[
+        str, typer.Option(metavar="FACTOR", help="Playback speed; 1 is real time (fractions like 1/2 work).")
+    ] = "1",
+    theme: Annotated[str, typer.Option(metavar="dark|light", help="Colour theme.")] = "dark",
+    title: Annotated[
+        str, typer.Option("--title-s", metavar="SECONDS", help="Seconds of title card before t = 0.")
+    ] = "0",
+    hold: Annotated[
+        str, typer.Option("--hold-s", metavar="SECONDS", help="Seconds the end card (the ladder) is shown.")
+    ] = "2",
+    at: Annotated[str | None, typer.Option(metavar="SECONDS", help="Poster time in seconds, for .png output.")] = None,
     workers: Annotated[
-        int | None, typer.Option(min=1, help="Worker processes (the output is the same for any number).")
+        int | None, typer.Option(min=1, metavar="N", help="Worker processes (the output is the same for any number).")
     ] = None,
     force: Annotated[bool, typer.Option(help="Overwrite --out if it exists.")] = False,
 ) -> None:
     """Replay a session side by side at real speed into a video, deterministically.
 
+    One prompt, one run per arm: up to 4 arms (2 to 4 read best; 1 works too), side by side
+    at 1920x1080 or 3840x2160, or stacked at 1080x1920 for a vertical video (any even WxH
+    from 16 to 7680 works). The --out extension picks the format; without --out the video is
+
+    \b
+      out/<session-stem>-<prompt>.mp4   (e.g. out/ladder-code-1.mp4)
+
     Each frame is a pure function of its index, computed from the archived token arrival
     times, so the same session and options give the same file byte for byte on any machine
     of the same platform. A FILE.render.json manifest is written next to the output.
+
+    Examples (the first renders the first prompt, every arm; the second lists the prompt ids):
+
+    \b
+      tokenreel render sessions/ladder.json
+      tokenreel render sessions/ladder.json --prompt
+      tokenreel render sessions/ladder.json --prompt code-1 --arms bf16,nvfp4
+      tokenreel render sessions/ladder.json --size 1080x1920 -o out/vertical.mp4
+      tokenreel render sessions/ladder.json --at 5 -o poster.png
     """
-    from renderer.plan import RenderOptions
+    from tokenreel.renderer.plan import RenderOptions
 
     session = load_session(session_path)
+    prompt_ids = [p.id for p in session.prompts]
+    if not prompt_ids:
+        fail(f"{session_path}: the session has no prompts; nothing to render")
+    if prompt is not None and prompt not in prompt_ids:
+        unknown = f"no prompt {prompt!r} in the session; " if prompt else ""
+        fail(f"--prompt: {unknown}choose one of {', '.join(prompt_ids)} (session {session_path})")
     arm_ids = split_ids(arms)
     options = RenderOptions(
         prompt=prompt, run=run, arms=tuple(arm_ids or ()), fps=fps, size=size, speed=speed,
         theme=theme, title_s=title, hold_s=hold, at=at,
     )
-    target = out_file or Path("out") / f"{Path(session_path).stem}-{prompt or session.prompts[0].id}.mp4"
+    target = out_file or Path("out") / f"{Path(session_path).stem}-{prompt or prompt_ids[0]}.mp4"
     _render_to(session_path, target, options, workers or _default_workers(), force)
 
 
-@app.command()
+@app.command(cls=Command, short_help="Re-render from render manifests (or folders of them) and compare.")
 def verify(
-    manifests: Annotated[list[Path], typer.Argument(metavar="PATH...", help="FILE.render.json manifests.")],
+    manifests: Annotated[
+        list[Path], typer.Argument(metavar="PATH...", help="FILE.render.json manifests, or folders of them.")
+    ],
     workers: Annotated[int | None, typer.Option(min=1, help="Worker processes for the re-render.")] = None,
 ) -> None:
     """Re-render what each manifest describes and compare, frame by frame and byte by byte.
 
-    Exit 0 when every output is identical; otherwise name the first differing frame and
-    whether the frames differ or only the encoding does.
-    """
-    from renderer.verify import verify_one
-    from tokenreel.console import RenderBar
+    A folder stands for every *.render.json under it. Exit 0 when every output is identical;
+    1 when one differs (the first differing frame is named, and whether the frames differ or
+    only the encoding does); 2 when one could not be re-rendered (the reason is named: a missing
+    session, a broken installation...), since that proves nothing either way.
 
-    failures = 0
-    for path in manifests:
+    Examples:
+
+    \b
+      tokenreel verify out/ladder-code-1.mp4.render.json
+      tokenreel verify out/ --workers 8
+    """
+    from tokenreel.console import RenderBar
+    from tokenreel.renderer.verify import find_manifests, overall_exit_code, verify_one
+
+    with user_errors():
+        paths = find_manifests(manifests)
+    results = []
+    for path in paths:
         with RenderBar(err, f"verifying {path.name}") as bar:
             result = verify_one(path, workers or _default_workers(), bar)
-        mark = "ok" if result.ok else "DIFFERS"
-        (out if result.ok else err).print(f"{mark}: {path}: {result.message}", markup=False)
-        failures += not result.ok
-    if failures:
-        raise typer.Exit(1)
+        mark = {0: "ok", 1: "DIFFERS"}.get(result.exit_code, "UNVERIFIED")
+        (out if result.ok else err).print(f"{mark}: {path}: {result.message}", markup=False, soft_wrap=True)
+        results.append(result)
+    raise typer.Exit(overall_exit_code(results))
 
 
-@app.command()
+@app.command(cls=Command, short_help="Record and render the seed ladder on simulated endpoints (no GPU).")
 def demo(
     max_tokens: Annotated[int, typer.Option(min=16, help="Forced output length per run.")] = 256,
     repeats: Annotated[int, typer.Option(min=1, help="Measured runs per prompt (after one warmup).")] = 3,
     time_scale: Annotated[
         float, typer.Option(min=0.001, help="Simulator speed: 1 is real speed; 0.1 records ten times faster.")
     ] = 1.0,
-    video: Annotated[bool, typer.Option(help="Also render out/demo.mp4.")] = True,
+    video: Annotated[bool, typer.Option(help="Also render DIR/demo.mp4.")] = True,
     workers: Annotated[int | None, typer.Option(min=1, help="Render worker processes.")] = None,
+    out_dir: Annotated[
+        Path, typer.Option("--out", "-o", metavar="DIR", help="A new folder for demo.json and demo.mp4.")
+    ] = Path("tokenreel-demo"),
+    force: Annotated[bool, typer.Option(help="Reuse --out even if it holds files (they are overwritten).")] = False,
 ) -> None:
     """Record the seed ladder (bf16 → NVFP4 → NVFP4 + DFlash2) on simulated endpoints, then render it.
 
     Starts vLLM-like simulated endpoints on loopback, records one prompt of each category
-    (conversation, reasoning, prose, code) into sessions/demo.json, prints the ladder and
-    renders the code prompt side by side into out/demo.mp4. No GPU needed.
+    (conversation, reasoning, prose, code) into DIR/demo.json, prints the ladder and renders
+    the code prompt side by side into DIR/demo.mp4 (DIR is --out, a new folder). No GPU needed.
+
+    Examples:
+
+    \b
+      tokenreel demo
+      tokenreel demo --time-scale 0.1 --repeats 1 --no-video --out /tmp/demo
     """
-    from recorder.prompts import load_prompts
-    from recorder.runner import new_session
-    from recorder.sim_profiles import SEED_LADDER
-    from recorder.simulate import running
-    from renderer.plan import RenderOptions
+    from tokenreel.recorder.prompts import load_prompts
+    from tokenreel.recorder.runner import new_session
+    from tokenreel.simulator.profiles import SEED_LADDER
+    from tokenreel.simulator.server import running
+    from tokenreel.renderer.plan import RenderOptions
     from tokenreel.archive import Arm, Settings
 
+    if out_dir.exists() and not out_dir.is_dir():
+        fail(f"--out {out_dir} is a file; give a folder for demo.json and demo.mp4")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not force:
+        fail(f"--out {out_dir} already holds files; pass --force to overwrite them or choose another --out")
     settings = Settings(prompts="builtin:ladder4", max_tokens=max_tokens, warmup=1, repeats=repeats)
     prompts = load_prompts(settings.prompts, Path.cwd())
-    path = Path("sessions") / "demo.json"
+    with user_errors():
+        out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "demo.json"
     with running(SEED_LADDER, time_scale) as cluster:
         arms = [
             Arm(id=p.id, label=p.label, base_url=cluster.base_url(p.id), model=p.model) for p in SEED_LADDER
@@ -363,4 +571,4 @@ def demo(
     if code or not video:
         raise typer.Exit(code)
     code_prompt = next((p.id for p in prompts if p.category == "code"), None)
-    _render_to(path, Path("out") / "demo.mp4", RenderOptions(prompt=code_prompt), workers or _default_workers(), True)
+    _render_to(path, out_dir / "demo.mp4", RenderOptions(prompt=code_prompt), workers or _default_workers(), True)

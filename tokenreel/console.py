@@ -20,8 +20,9 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
-from recorder.runner import (
+from tokenreel.recorder.runner import (
     ArmFinished,
     ArmStarted,
     GateWaiting,
@@ -32,6 +33,7 @@ from recorder.runner import (
 )
 from tokenreel.archive import Session
 from tokenreel.ladder import build_cells, build_ladder, category_table
+from tokenreel.terminal import FitTable
 
 
 def _num(value: float | None, digits: int = 1, suffix: str = "") -> str:
@@ -134,13 +136,15 @@ def summary_tables(session: Session) -> list[Table]:
     cells = build_cells(session)
     ladder = build_ladder(session, cells)
     title = session.name + (" (simulated endpoints)" if session.simulated else "")
-    table = Table(title=title, title_justify="left")
-    for column in ("Step", "Arm", "Decode tok/s", "vs prior", "vs first", "TTFT s", "Accept. len"):
-        table.add_column(column, justify="left" if column in ("Step", "Arm") else "right")
+    table = FitTable(title=Text(title, style="table.title"), title_justify="left")
+    table.number_column("Step", justify="left")
+    table.label_column("Arm")
+    for column in ("Decode tok/s", "vs prior", "vs first", "TTFT s", "Accept. len"):
+        table.number_column(column)
     for i, row in enumerate(ladder, start=1):
         table.add_row(
             str(i),
-            row.label,
+            Text(row.label),
             _num(row.decode_tok_s),
             _num(row.vs_prior, 2, "x"),
             _num(row.vs_first, 2, "x"),
@@ -148,10 +152,10 @@ def summary_tables(session: Session) -> list[Table]:
             _num(row.acceptance_length, 2),
         )
     categories = category_table(session, cells)
-    by_category = Table(title="Decode tok/s by prompt category", title_justify="left")
-    by_category.add_column("Category")
+    by_category = FitTable(title="Decode tok/s by prompt category", title_justify="left")
+    by_category.label_column("Category")
     for row in ladder:
-        by_category.add_column(row.arm, justify="right")
+        by_category.number_column(Text(row.arm))
     for category, values in categories.items():
-        by_category.add_row(category, *(_num(values.get(row.arm)) for row in ladder))
+        by_category.add_row(Text(category), *(_num(values.get(row.arm)) for row in ladder))
     return [table, by_category]

@@ -51,8 +51,8 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
-from recorder.sim_profiles import FAULTS, Profile
-from recorder.sim_text import prompt_digest, reply_for, token_id, tokenize
+from tokenreel.simulator.profiles import FAULTS, Profile
+from tokenreel.simulator.text import prompt_digest, reply_for, token_id, tokenize
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,7 @@ ROLE_CHOICE = {
     "finish_reason": None,
 }
 SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
+TEMPLATE_TOKEN_ID = 0  # the chat template's own tokens, as far as the simulated vocabulary goes
 UNAUTHORIZED = {"error": "Unauthorized"}  # what vLLM's --api-key middleware answers
 SHUTDOWN_TIMEOUT_S = 0.25
 REQUEST_LOG_LEN = 100
@@ -146,6 +147,27 @@ def plan_steps(profile: Profile, category: str, n: int, seed: int) -> tuple[list
     sizes = (draws[:used] + 1).tolist()
     sizes[-1] -= int(reached[used - 1]) - rest
     return [1] + sizes, draws[:used].tolist()
+
+
+def _prompt_token_ids(body: dict[str, Any], chat: bool) -> tuple[str, list[int]]:
+    """The prompt text a reply is chosen by, and the prompt's token ids as the engine counts
+    them (chat: a few template tokens around each message). BadRequest when malformed."""
+    if not chat:
+        raw = body.get("prompt")
+        if isinstance(raw, list) and raw and isinstance(raw[0], str):
+            raw = raw[0]
+        if not isinstance(raw, str):
+            raise BadRequest("prompt must be a string", "prompt")
+        return raw, [token_id(p) for p in tokenize(raw)] or [TEMPLATE_TOKEN_ID]
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("messages must be a non-empty list", "messages")
+    texts = [_message_text(m.get("content")) for m in messages if isinstance(m, dict)]
+    users = [_message_text(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    ids = [TEMPLATE_TOKEN_ID] * 2
+    for text in texts:
+        ids += [TEMPLATE_TOKEN_ID] * 4 + [token_id(p) for p in tokenize(text)]
+    return (users[-1] if users else texts[-1]), ids
 
 
 def _message_text(content: Any) -> str:
@@ -269,6 +291,7 @@ class SimServer:
                 web.post("/v1/chat/completions", self._chat),
                 web.post("/v1/completions", self._completions),
                 web.get("/v1/models", self._models),
+                web.post("/tokenize", self._tokenize),
                 web.get("/version", self._version),
                 web.get("/health", self._health),
                 web.get("/metrics", self._metrics),
@@ -442,33 +465,29 @@ class SimServer:
         finally:
             self.in_flight -= 1
 
+    async def _tokenize(self, request: web.Request) -> web.Response:
+        """vLLM's POST /tokenize: `messages` (chat template applied) or `prompt`, counted."""
+        try:
+            body = await request.json(loads=orjson.loads)
+            if not isinstance(body, dict):
+                raise BadRequest("body must be a JSON object", None)
+            _, ids = _prompt_token_ids(body, chat="messages" in body)
+        except (orjson.JSONDecodeError, UnicodeDecodeError):
+            return _error(400, "invalid JSON body", "BadRequestError")
+        except BadRequest as exc:
+            return _error(400, str(exc), "BadRequestError", exc.param)
+        return _json({"count": len(ids), "max_model_len": self.profile.max_model_len, "tokens": ids})
+
     def _plan(self, body: dict[str, Any], chat: bool, fault: str | None) -> Plan:
+        prompt, ids = _prompt_token_ids(body, chat)
+        prompt_tokens = len(ids)
         if chat:
-            messages = body.get("messages")
-            if not isinstance(messages, list) or not messages:
-                raise BadRequest("messages must be a non-empty list", "messages")
-            texts = [_message_text(m.get("content")) for m in messages if isinstance(m, dict)]
-            users = [
-                _message_text(m.get("content"))
-                for m in messages
-                if isinstance(m, dict) and m.get("role") == "user"
-            ]
-            prompt = users[-1] if users else texts[-1]
-            # the chat template adds a few tokens per message
-            prompt_tokens = sum(len(tokenize(t)) + 4 for t in texts) + 2
             limit = _int_param(body, "max_completion_tokens")
             if limit is None:
                 limit = _int_param(body, "max_tokens")
             if limit is None:
                 limit = max(0, self.profile.max_model_len - prompt_tokens)
         else:
-            raw = body.get("prompt")
-            if isinstance(raw, list) and raw and isinstance(raw[0], str):
-                raw = raw[0]
-            if not isinstance(raw, str):
-                raise BadRequest("prompt must be a string", "prompt")
-            prompt = raw
-            prompt_tokens = max(1, len(tokenize(prompt)))
             limit = _int_param(body, "max_tokens")
             if limit is None:
                 limit = 16

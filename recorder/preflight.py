@@ -1,0 +1,183 @@
+"""Check every arm before the first run: a missing key or a wrong model found after two arms were
+recorded costs half an hour of GPU time, so all problems are found at once and listed together.
+
+Per arm: its key variable is set, the endpoint answers `/v1/models` and serves the model, the
+context length fits the longest prompt plus max_tokens (prompt lengths from vLLM's `/tokenize`
+where it answers), and `/metrics` answers. A missing /metrics is a warning, not a problem: the
+run can still be measured, but without the idle gate and the contention check, and that is said.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+
+import tokenreel
+from tokenreel.archive import Arm, Prompt, Settings
+from tokenreel.recorder.config import default_metrics_url, server_root
+from tokenreel.recorder.engine_metrics import MetricsUnavailable, fetch_snapshot
+from tokenreel.recorder.prompts import chat_messages, completion_text
+from tokenreel.recorder.sse_client import api_key, auth_headers
+
+TIMEOUT_S = 5.0
+MAX_BODY_BYTES = 1024 * 1024
+
+
+@dataclass
+class ArmCheck:
+    """What the preflight found for one arm: problems stop the recording, warnings do not."""
+
+    arm: str
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what was checked and passed, for --check
+
+
+@dataclass(frozen=True)
+class _Answer:
+    status: int | None  # None: no HTTP answer at all
+    body: Any = None  # parsed JSON, or None
+    error: str = ""  # why there was no answer
+
+
+async def preflight(arms: list[Arm], prompts: list[Prompt], settings: Settings) -> list[ArmCheck]:
+    """Check the arms concurrently (each is a handful of GETs, no generation); config order kept."""
+    headers = {"User-Agent": f"tokenreel/{tokenreel.__version__}"}
+    async with aiohttp.ClientSession(headers=headers) as http:
+        return list(await asyncio.gather(*(check_arm(http, arm, prompts, settings) for arm in arms)))
+
+
+async def check_arm(http: aiohttp.ClientSession, arm: Arm, prompts: list[Prompt], settings: Settings) -> ArmCheck:
+    check = ArmCheck(arm.id)
+    if arm.api_key_env and api_key(arm) is None:
+        check.problems.append(
+            f"environment variable {arm.api_key_env} (its api_key_env) is not set; export it, or remove"
+            " api_key_env if the endpoint needs no key"
+        )
+    models_url = f"{arm.base_url}/models"
+    answer = await _request(http, "GET", models_url, auth_headers(arm))
+    if answer.status is None:
+        check.problems.append(f"endpoint unreachable: {models_url} ({answer.error}); start the server or fix base_url")
+        return check  # nothing else can answer either
+    if answer.status in (401, 403):
+        fix = f"check {arm.api_key_env}" if arm.api_key_env else "set api_key_env to the variable that holds the key"
+        check.problems.append(f"{models_url} refused the request (HTTP {answer.status}); {fix}")
+    elif answer.status != 200 or not isinstance(answer.body, dict):
+        check.problems.append(
+            f"{models_url} answered HTTP {answer.status} without a model list; is base_url the OpenAI API root"
+            " (it usually ends in /v1)?"
+        )
+    else:
+        card = _model_card(check, arm, answer.body)
+        await _check_context(http, check, arm, card, prompts, settings)
+    await _check_metrics(http, check, arm)
+    return check
+
+
+def _model_card(check: ArmCheck, arm: Arm, models: dict[str, Any]) -> dict[str, Any] | None:
+    """The served card of the arm's model; a problem when the endpoint serves other models.
+
+    llama.cpp's server answers every request with its one model, whatever the request names,
+    so there a different name is only a warning.
+    """
+    cards = [c for c in models.get("data") or [] if isinstance(c, dict) and isinstance(c.get("id"), str)]
+    for card in cards:
+        if card["id"] == arm.model:
+            check.notes.append(f"serves {arm.model}")
+            return card
+    served = ", ".join(c["id"] for c in cards) or "none"
+    if len(cards) == 1 and cards[0].get("owned_by") == "llamacpp":
+        check.warnings.append(f"llama.cpp serves {served} whatever the request names (model = {arm.model!r})")
+        return cards[0]
+    check.problems.append(f"model {arm.model!r} is not served at {arm.base_url}; it serves: {served}; fix model")
+    return None
+
+
+async def _check_context(
+    http: aiohttp.ClientSession,
+    check: ArmCheck,
+    arm: Arm,
+    card: dict[str, Any] | None,
+    prompts: list[Prompt],
+    settings: Settings,
+) -> None:
+    """max_model_len must hold the longest prompt plus the forced output length."""
+    length = card.get("max_model_len") if card else None
+    if not isinstance(length, int) or isinstance(length, bool):
+        return  # the engine does not say (llama.cpp, SGLang without it): nothing to contradict
+    longest = await _longest_prompt_tokens(http, arm, prompts)
+    need = settings.max_tokens + (longest or 0)
+    counted = f" + the longest prompt, {longest} tokens" if longest is not None else " (prompt lengths unknown: no /tokenize)"
+    if need > length:
+        check.problems.append(
+            f"max_model_len {length} < max_tokens {settings.max_tokens}{counted}; lower max_tokens or serve a longer"
+            " context"
+        )
+    else:
+        check.notes.append(f"context {length} tokens holds max_tokens {settings.max_tokens}{counted}")
+
+
+async def _longest_prompt_tokens(http: aiohttp.ClientSession, arm: Arm, prompts: list[Prompt]) -> int | None:
+    """Prompt lengths as the engine counts them, from vLLM's /tokenize; None if it does not answer."""
+    url = f"{server_root(arm.base_url)}/tokenize"
+    longest = 0
+    for prompt in prompts:
+        body: dict[str, Any] = {"model": arm.model}
+        if arm.api == "chat":
+            body["messages"] = chat_messages(prompt)
+        else:
+            body["prompt"] = completion_text(prompt)
+        answer = await _request(http, "POST", url, auth_headers(arm), body)
+        count = answer.body.get("count") if answer.status == 200 and isinstance(answer.body, dict) else None
+        if not isinstance(count, int) or isinstance(count, bool):
+            return None
+        longest = max(longest, count)
+    return longest
+
+
+async def _check_metrics(http: aiohttp.ClientSession, check: ArmCheck, arm: Arm) -> None:
+    url = arm.metrics_url or default_metrics_url(arm.base_url)
+    try:
+        await fetch_snapshot(http, url, TIMEOUT_S)
+    except MetricsUnavailable as exc:
+        check.warnings.append(
+            f"{exc}: the idle gate and the contention check will be unavailable for this arm (runs are marked so);"
+            " start SGLang with --enable-metrics, llama.cpp with --metrics, or set metrics_url"
+        )
+    else:
+        check.notes.append(f"/metrics answers at {url}")
+
+
+async def _request(
+    http: aiohttp.ClientSession, method: str, url: str, headers: dict[str, str], body: Any = None
+) -> _Answer:
+    """One bounded request; never raises for network trouble (that is what is being checked)."""
+    data = None if body is None else orjson.dumps(body)
+    if data is not None:
+        headers = {**headers, "Content-Type": "application/json"}
+    try:
+        async with http.request(
+            method, url, headers=headers, data=data, timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)
+        ) as response:
+            content = await response.content.read(MAX_BODY_BYTES + 1)
+            status = response.status
+    except aiohttp.ClientConnectorError as exc:
+        return _Answer(None, error=_connect_reason(exc))
+    except (aiohttp.ClientError, TimeoutError) as exc:  # aiohttp's total timeout is a bare TimeoutError
+        return _Answer(None, error=type(exc).__name__ if str(exc) == "" else str(exc).splitlines()[0])
+    if len(content) > MAX_BODY_BYTES:
+        return _Answer(status)
+    try:
+        return _Answer(status, orjson.loads(content))
+    except orjson.JSONDecodeError:
+        return _Answer(status)
+
+
+def _connect_reason(exc: aiohttp.ClientConnectorError) -> str:
+    if isinstance(exc.os_error, ConnectionRefusedError):
+        return "connection refused"
+    return (exc.os_error.strerror if exc.os_error and exc.os_error.strerror else str(exc.os_error or exc)).lower()

@@ -1,0 +1,30 @@
+"""`tokenreel demo` writes into a fresh folder and never overwrites without --force."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.test_cli import invoke
+from tokenreel import archive
+
+QUICK = ("--max-tokens", "16", "--repeats", "1", "--time-scale", "0.005", "--no-video")
+
+
+def test_demo_records_into_a_new_folder_and_asks_for_force_to_reuse_it(tmp_path: Path) -> None:
+    folder = tmp_path / "demo"
+    first = invoke("demo", "--out", folder, *QUICK)
+    assert first.exit_code == 0, first.output
+    session = archive.load(folder / "demo.json")
+    assert session.simulated and [arm.id for arm in session.arms] == ["bf16", "nvfp4", "nvfp4-dflash2"]
+    before = (folder / "demo.json").read_bytes()
+    again = invoke("demo", "--out", folder, *QUICK)
+    assert again.exit_code == 2 and "already holds files; pass --force" in again.output
+    assert (folder / "demo.json").read_bytes() == before
+    forced = invoke("demo", "--out", folder, "--force", *QUICK)
+    assert forced.exit_code == 0 and (folder / "demo.json").read_bytes() != before
+
+
+def test_demo_into_a_file_is_bad_input(tmp_path: Path) -> None:
+    (tmp_path / "taken").write_text("mine")
+    result = invoke("demo", "--out", tmp_path / "taken", *QUICK)
+    assert result.exit_code == 2 and "is a file" in result.output

@@ -1,0 +1,229 @@
+"""How the CLI's text reads, in a terminal and in a log: consoles, tables and help pages.
+
+Light on purpose (rich and typer only): `tokenreel --help` imports it before anything else.
+
+- CliConsole fits a terminal's width; written to a pipe, a file or a CI log it never wraps,
+  so a path, a sha256 or a table row stays whole on its line (grep finds it, copy works).
+- FitTable fits a narrow terminal by truncating its label columns with "…"; numbers are never
+  wrapped, truncated or cut.
+- Command and Group keep help pages in plain words: a metavar is SESSION, N, PATH..., never a
+  Python type, and the command list shows each command's short help whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console, ConsoleDimensions, ConsoleOptions, RenderResult
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
+
+if TYPE_CHECKING:
+    from typer import _click
+
+UNWRAPPED_WIDTH = 10_000  # a pipe or a log is as wide as the longest line
+MIN_LABEL = 6  # a label column narrower than this would say nothing ("Orig…")
+
+
+class CliConsole(Console):
+    """A rich Console that wraps only in a terminal window.
+
+    Whether the output is a terminal is asked at each print (tests swap sys.stdout), not
+    once: to a terminal, lines fit its width as usual; otherwise plain lines are soft-wrapped
+    (never broken) and tables take their natural width. A CI log with FORCE_COLOR set gets
+    colours but is still no window: nothing is wrapped there either.
+    """
+
+    @property
+    def in_window(self) -> bool:
+        isatty = getattr(self.file, "isatty", None)
+        try:
+            return bool(isatty is not None and isatty())
+        except ValueError:  # a closed file
+            return False
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        if self.in_window:
+            return size
+        return ConsoleDimensions(UNWRAPPED_WIDTH, size.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._width, self._height = new_size
+
+    def print(self, *objects: Any, soft_wrap: bool | None = None, **kwargs: Any) -> None:
+        if soft_wrap is None and not self.in_window:
+            soft_wrap = True
+        super().print(*objects, soft_wrap=soft_wrap, **kwargs)
+
+
+class FitTable(Table):
+    """A table whose label columns give way when the width is short; its numbers never do.
+
+    Add columns with label_column() and number_column(). When the table is wider than the
+    space it is given, first the headers of number columns wrap at their spaces, then label
+    columns are truncated with "…" (widest first, down to a few characters), then headers of
+    number columns are truncated. A number column is never narrower than its widest value, so
+    a value is never wrapped, truncated or cut. The title is kept on one line when it fits.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.labels: set[int] = set()
+
+    def label_column(self, header: str | Text, **kwargs: Any) -> None:
+        self.labels.add(len(self.columns))
+        self.add_column(header, no_wrap=True, overflow="ellipsis", **kwargs)
+
+    def number_column(self, header: str | Text, **kwargs: Any) -> None:
+        kwargs.setdefault("justify", "right")
+        self.add_column(header, overflow="ellipsis", **kwargs)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        self._fit(console, options)
+        yield from super().__rich_console__(console, options)
+
+    def _fit(self, console: Console, options: ConsoleOptions) -> None:
+        """Set each column's max_width so that the table fits options.max_width, if it can."""
+
+        def width(renderables: Iterable[Any]) -> int:
+            return max((Measurement.get(console, options, r).maximum for r in renderables), default=0)
+
+        natural, stages = [], ([], [], [])
+        for index, column in enumerate(self.columns):
+            column.max_width = None
+            values = width(column.cells)
+            header = str(column.header)
+            full = max(values, width([header]))
+            natural.append(full)
+            if index in self.labels:
+                stages[0].append(full)
+                stages[1].append(min(full, MIN_LABEL))
+            else:
+                words = max((len(word) for word in header.split()), default=0)
+                stages[0].append(max(values, min(full, words)))
+                stages[1].append(stages[0][-1])
+            stages[2].append(stages[1][-1] if index in self.labels else values)
+        _, right, _, left = self.padding
+        overhead = self._extra_width + (left + right) * len(self.columns)
+        widths = list(natural)
+        excess = sum(widths) + overhead - options.max_width
+        for floors in stages:
+            while excess > 0:
+                shrinkable = [i for i, (w, f) in enumerate(zip(widths, floors)) if w > f]
+                if not shrinkable:
+                    break
+                widths[max(shrinkable, key=lambda i: widths[i] - floors[i])] -= 1
+                excess -= 1
+        # Still too wide (a terminal narrower than the numbers alone): rich squeezes every column.
+        for column, fitted, full in zip(self.columns, widths, natural):
+            if fitted < full:
+                column.max_width = fitted
+        if self.title:
+            title = width([self.title])
+            self.min_width = title if title <= options.max_width else None
+
+
+def plain_metavar(param: _click.Parameter) -> str:
+    """A word for a parameter's value in help pages: N, NUMBER, PATH, TEXT or the choices."""
+    if param.metavar:
+        return param.metavar
+    desc = getattr(param, "type_descriptor", None)
+    if desc is None:
+        return "VALUE"
+    if desc.is_choice:
+        return "|".join(str(getattr(c, "value", c)) for c in desc.choices or ())
+    if desc.is_path:
+        return "PATH"
+    annotation = desc.annotation
+    if desc.is_list:
+        annotation = getattr(annotation, "__args__", (str,))[0]
+    if annotation is int:
+        return "N"
+    if annotation is float:
+        return "NUMBER"
+    return "TEXT"
+
+
+class Command(TyperCommand):
+    """A command whose help page names values in plain words (SESSION, N, PATH...).
+
+    typer shows an argument as `{SESSION}` in the usage line and `SESSION <path>` in the list,
+    and an option without a metavar as `<int range>`; here they read SESSION and N.
+    """
+
+    # Options that may be given without a value: then they get "" (the command says what to
+    # give, e.g. a bare `render --prompt` lists the prompt ids) instead of click's error.
+    optional_values: tuple[str, ...] = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if isinstance(param, TyperOption) and not param.is_flag and not param.count and not param.metavar:
+                param.metavar = plain_metavar(param)
+
+    def parse_args(self, ctx: _click.Context, args: list[str]) -> list[str]:
+        args = list(args)
+        for i, arg in enumerate(args):
+            if arg == "--":
+                break
+            if arg in self.optional_values:
+                following = args[i + 1] if i + 1 < len(args) else None
+                if following is None or (following.startswith("-") and following != "-"):
+                    args[i] = f"{arg}="
+        return super().parse_args(ctx, args)
+
+    @staticmethod
+    def _argument_name(param: TyperArgument) -> str:
+        name = param.metavar or (param.name or "value").upper()
+        if param.nargs != 1 and not name.endswith("..."):
+            name += "..."
+        return name
+
+    def collect_usage_pieces(self, ctx: _click.Context) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if isinstance(param, TyperArgument):
+                name = self._argument_name(param)
+                pieces.append(name if param.required else f"[{name}]")
+            else:
+                pieces.extend(param.get_usage_pieces(ctx))
+        return pieces
+
+    def format_options(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
+        args, opts = [], []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if isinstance(param, TyperArgument):
+                args.append((self._argument_name(param), record[1]))
+            else:
+                opts.append(record)
+        if args:
+            with formatter.section("Arguments"):
+                formatter.write_dl(args)
+        if opts:
+            with formatter.section("Options"):
+                formatter.write_dl(opts)
+
+
+class Group(TyperGroup):
+    """The top-level command: its list shows each command's short help whole, never cut."""
+
+    def format_commands(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is None or command.hidden:
+                continue
+            text = command.short_help or (command.help or "").split("\n\n")[0]
+            rows.append((name, " ".join(text.split())))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
