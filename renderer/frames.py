@@ -21,6 +21,7 @@ from tokenreel.renderer.plan import ArmTrack, RenderPlan
 from tokenreel.renderer.text import Cell, GlyphPainter, clusters, fit, layout_stream, wrap
 from tokenreel.renderer.theme import RGB, Theme
 from tokenreel.renderer.timeline import END, REPLAY, TITLE, ArmTimeline
+from tokenreel.figures import figure, multiplier
 from tokenreel.metrics import NS_PER_S
 
 BOLD_ROLES = ("label", "big", "title")
@@ -37,14 +38,6 @@ def _seconds(ns: int) -> str:
 
 def _width(cells: Sequence[Cell]) -> int:
     return sum(c.width for c in cells)
-
-
-def _rate(value: float | None) -> str:
-    return "—" if value is None else f"{value:.1f}"
-
-
-def _ratio(value: float | None) -> str:
-    return "—" if value is None else f"{value:.2f}x"
 
 
 @lru_cache(maxsize=256)
@@ -206,22 +199,22 @@ class ArmColumn:
     def figures(self, visible: int, cutoff_ns: int) -> tuple[tuple[Span, ...], ...]:
         """The two figure lines as spans: (big left, big right, stats)."""
         track = self.track
-        accept = () if track.acceptance_length is None else (f" · accept {track.acceptance_length:.2f}",)
+        accept = () if track.acceptance_length is None else (f" · accept {figure(track.acceptance_length, 2)}",)
         unit: Span = (" tok/s", "label", "dim")
         if self.finished(visible):
             if self.baseline is None:
                 verdict: Span = ("baseline", "label", "dim")
             else:
                 better = track.vs_first is not None and track.vs_first >= 1
-                verdict = (f"{_ratio(track.vs_first)} vs {self.baseline}", "label", "good" if better else "dim")
+                verdict = (f"{multiplier(track.vs_first)} vs {self.baseline}", "label", "good" if better else "dim")
             stats = f"✓ {_seconds(track.t_ns[-1])} · {track.output_tokens} tokens · TTFT {_seconds(track.ttft_ns)}"
-            final: Span = (_rate(track.decode_tok_s), "big", self.accent)
+            final: Span = (figure(track.decode_tok_s), "big", self.accent)
             return (final, unit), (verdict,), ((stats + "".join(accept), "small", "dim"),)
         clock: Span = (_seconds(max(0, cutoff_ns)), "label", "text")
         if visible <= track.first_index:
             return (("—", "big", "faint"), unit), (clock,), (("waiting for the first token", "small", "dim"),)
         stats = f"{self.timeline.tokens(visible)} tokens · TTFT {_seconds(track.ttft_ns)}"
-        live = (_rate(self.timeline.live_decode(visible)), "big", self.accent)
+        live = (figure(self.timeline.live_decode(visible)), "big", self.accent)
         return (live, unit), (clock,), ((stats + "".join(accept), "small", "dim"),)
 
     def draw_figures(self, canvas: Canvas, base: np.ndarray, key: tuple[tuple[Span, ...], ...]) -> tuple[Rect, Rect]:
@@ -429,6 +422,6 @@ class FrameRenderer:
                 bar_h = max(2, label.line_h // 2)
                 bar = Rect(bar_x, middle + (label.line_h - bar_h) // 2, max(bar_h, round(bar_w * row.decode_tok_s / fastest)), bar_h)
                 canvas.blend(bar, canvas.color(f"accent{i}"), bar_h // 2)
-            figures = (f"{_rate(row.decode_tok_s)} tok/s", _ratio(row.vs_prior), _ratio(row.vs_first))
+            figures = (f"{figure(row.decode_tok_s)} tok/s", multiplier(row.vs_prior), multiplier(row.vs_first))
             for text, right in zip(figures, rights):
                 canvas.spans(Rect(rect.x, middle, right - rect.x, label.line_h), "label", theme.panel, (), ((text, "label", "text"),))

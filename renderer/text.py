@@ -4,8 +4,10 @@ Text from real models holds CJK, emoji, control characters, tabs and tokens long
 line. Each character becomes a cluster of 1 or 2 cells (with its combining marks) drawn by the
 first font that covers it, so nothing can spill outside the grid. A whole run is laid out once
 from its final text; a frame shows a prefix of that layout, so words never jump while they
-stream and no frame re-wraps anything. Clusters stream through the wrap and the layout keeps
-palette indices and int arrays, so a long run costs a few bytes per character, not an object.
+stream and no frame re-wraps anything. Wrapped code keeps a hanging indent: a code line's
+continuation rows start right of its own indentation, behind one blank cell. Clusters stream
+through the wrap and the layout keeps palette indices and int arrays, so a long run costs a few
+bytes per character, not an object.
 Glyphs are drawn once per (text, font, colours) into cell-sized tiles and lines are rows of
 tiles, because Pillow's per-frame text drawing is far too slow for real-time rendering.
 """
@@ -25,9 +27,15 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from tokenreel.renderer import fonts
+from tokenreel.renderer.highlight import CODE_STYLES
 from tokenreel.renderer.theme import RGB
 
 TAB_STOP = 4
+# Wrapped rows of a code line start this many cells right of the line's indentation: off the
+# 4-cell grid most answers' code is indented on (Python, the default language, uses 4), so a
+# continuation cannot be mistaken for a nested block or the next statement, and cheap enough
+# for a 51-column third of a 1080p frame.
+HANGING_INDENT = 2
 LINE_SPACING = 1.45  # line height / font size
 EMOJI_FILL = 0.86  # emoji height / line height
 RESAMPLE = Image.Resampling.LANCZOS  # fixed, so scaled glyphs are the same pixels everywhere
@@ -233,6 +241,16 @@ class TextLayout:
     caret: Sequence[tuple[int, int]]
 
 
+def continuation_indent(lead: int, cols: int) -> int:
+    """Where the wrapped rows of a code line indented by lead cells start, in a cols-cell column.
+
+    Its own indentation plus HANGING_INDENT, so a continuation never reads as the next
+    statement; at most half the column (and none below 3 cols), so at least half the width,
+    and never less than 2 cells (a wide glyph), is left for text.
+    """
+    return min(lead + HANGING_INDENT, cols // 2, max(0, cols - 2))
+
+
 def _wrap(
     items: Iterable[Cluster],
     cols: int,
@@ -241,16 +259,33 @@ def _wrap(
     caret: Callable[[int, int], None],
 ) -> None:
     """Greedy word wrap into cols cells, told cell by cell: place(cell) on the last line,
-    new_line(), and caret(line, col) once per cluster, in order, with the caret after it."""
+    new_line(), and caret(line, col) once per cluster, in order, with the caret after it.
+
+    A source line whose first glyph is code (highlight.CODE_STYLES) continues its wrapped rows
+    behind a blank cell at its own indentation plus HANGING_INDENT (see continuation_indent).
+    That depends only on the line's own leading whitespace and first glyph, so the layout stays
+    a function of the text and cols, and cells already placed never move."""
     line = col = 0
+    start = 0  # where the current row's text starts: 0, or a continuation row's indent
     pending = False  # a space overflowed: the next word starts a new line
     word: list[Cell] = []
+    leading = True  # still in the source line's leading whitespace
+    lead = 0  # width of that whitespace, in cells
+    hang: Cell | None = None  # the blank cell continuation rows of this source line start with
 
-    def break_line() -> None:
-        nonlocal line, col
+    def break_line(continued: bool = True) -> None:
+        """End the row; a continued source line carries on behind its hanging indent."""
+        nonlocal line, col, start
         new_line()
         line += 1
-        col = 0
+        col = start = 0
+        if continued and hang is not None:
+            place(hang)
+            col = start = hang.width
+
+    def new_source_line() -> None:
+        nonlocal leading, lead, hang
+        leading, lead, hang = True, 0, None
 
     def place_word() -> None:
         nonlocal col, pending
@@ -260,10 +295,10 @@ def _wrap(
             break_line()
             pending = False
         width = sum(cell.width for cell in word)
-        if col and col + width > cols:
+        if col > start and col + width > cols:
             break_line()
         for cell in word:
-            if col and col + cell.width > cols:
+            if col > start and col + cell.width > cols:
                 break_line()
             place(cell)
             col += cell.width
@@ -272,6 +307,12 @@ def _wrap(
 
     for item in items:
         kind, cell = item.kind, item.cell
+        if leading and kind in (SPACE, TAB):
+            lead += TAB_STOP - lead % TAB_STOP if kind == TAB else 1
+        elif leading and kind == GLYPH:
+            leading = False
+            indent = continuation_indent(lead, cols) if cell.style in CODE_STYLES else 0
+            hang = Cell(" ", fonts.REGULAR, indent, "code") if indent else None  # blank: one tile per width
         if kind == GLYPH:
             if cell.width > 1:
                 place_word()
@@ -284,11 +325,13 @@ def _wrap(
             place_word()
         if kind == NEWLINE:
             pending = False
-            break_line()
+            new_source_line()
+            break_line(continued=False)
         elif kind == BREAK:
+            new_source_line()
             if col or pending:
                 pending = False
-                break_line()
+                break_line(continued=False)
         elif not pending:
             width = TAB_STOP - col % TAB_STOP if kind == TAB else 1
             if col + width > cols:
@@ -304,7 +347,8 @@ def wrap(items: Iterable[Cluster], cols: int) -> tuple[list[tuple[Cell, ...]], l
     """Greedy word wrap into cols cells; words longer than a line are hard-wrapped.
 
     Returns the lines and the caret after each cluster. A space or tab that does not fit ends
-    the line and is not drawn.
+    the line and is not drawn. Wrapped rows of a code line start with one blank cell as wide as
+    their hanging indent; prose rows start at column 0.
     """
     lines: list[list[Cell]] = [[]]
     carets: list[tuple[int, int]] = []

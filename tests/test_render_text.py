@@ -6,10 +6,22 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pygments.token import STANDARD_TYPES
 
 from tokenreel.renderer import fonts
-from tokenreel.renderer.highlight import content_styles, styled_stream
-from tokenreel.renderer.text import BREAK, GLYPH, NEWLINE, GlyphPainter, clusters, fit, layout_stream, wrap
+from tokenreel.renderer.highlight import CODE_STYLES, _style, content_styles, styled_stream
+from tokenreel.renderer.text import (
+    BREAK,
+    GLYPH,
+    HANGING_INDENT,
+    NEWLINE,
+    GlyphPainter,
+    clusters,
+    continuation_indent,
+    fit,
+    layout_stream,
+    wrap,
+)
 
 SAMPLES = ["漢字かな", "🚀✅", "café naïve", "a\tb", "x\ry", "bell\x07", "x" * 300, "e\u0301", "👨\u200d👩\u200d👧 👍🏽"]
 
@@ -176,3 +188,152 @@ def test_a_long_stream_is_laid_out_in_a_few_bytes_per_character() -> None:
     assert layout.lines.ids.itemsize == 2 and len(layout.lines.ids) < len(text)
     assert layout.caret.lines.itemsize == 4 and len(layout.caret) == len(ends) + 1
     assert "".join(c.text for c in layout.lines[0]) == "The model streams tokens, 漢字 and 🚀 too."
+
+
+def shown(line) -> str:
+    """A row as it reads: blank cells (tabs, hanging indents) as spaces of their width."""
+    return "".join(c.text * c.width if c.text == " " else c.text for c in line)
+
+
+FIXED = (
+    "Here is a fixed version of the parser:\n```python\n"
+    "def parse(lines):\n"
+    "    for raw in lines:\n"
+    "        raise ValueError(f\"bad line: {raw!r}\")  # skip it\n"
+    "    return 'a string literal that wraps'\n"
+    "```\n"
+)
+
+
+def test_wrapped_code_rows_keep_their_indent_plus_a_hanging_indent() -> None:
+    """Continuation rows of a code line start at its indentation + HANGING_INDENT; prose
+    around the fence still wraps to column 0."""
+    assert HANGING_INDENT == 2
+    styles = content_styles(FIXED, code=True)
+    layout = layout_stream(FIXED, styles, [len(FIXED)], cols=28)
+    assert [shown(line) for line in layout.lines] == [
+        "Here is a fixed version of ",
+        "the parser:",  # prose: no hanging indent
+        "```python",
+        "def parse(lines):",
+        "    for raw in lines:",
+        "        raise ",
+        "          ValueError(f\"bad ",  # 8 + 2
+        "          line: {raw!r}\")  #",
+        "          skip it",
+        "    return 'a string literal",
+        "      that wraps'",  # 4 + 2
+        "```",
+        "",
+    ]
+    hang = layout.lines[6][0]
+    assert (hang.text, hang.width) == (" ", 10)  # one blank cell, not ten: the row's text starts after it
+    # the unfenced answer of a code prompt is code from its first line
+    text = "total = compute(a, b, c, d)\n\tif total:\n\t\treturn total + 10\n"
+    layout = layout_stream(text, content_styles(text, code=True), [len(text)], cols=24)
+    assert [shown(line) for line in layout.lines] == [
+        "total = compute(a, b, c,",
+        "  d)",
+        "    if total:",
+        "        return total + ",
+        "          10",  # a tab stop is 4 cells: two tabs are 8, + 2
+        "",
+    ]
+    # the same text as prose keeps wrapping to column 0
+    layout = layout_stream(text, content_styles(text, code=False), [len(text)], cols=24)
+    assert [shown(line) for line in layout.lines] == ["total = compute(a, b, c,", "d)", "    if total:", "        return total + ", "10", ""]
+
+
+@pytest.mark.parametrize(
+    ("lead", "cols", "expected"),
+    [(0, 80, 2), (8, 80, 10), (8, 51, 10), (40, 51, 25), (12, 20, 10), (6, 4, 2), (3, 3, 1), (0, 2, 0), (0, 1, 0)],
+)
+def test_the_hanging_indent_leaves_at_least_half_the_column(lead: int, cols: int, expected: int) -> None:
+    assert continuation_indent(lead, cols) == expected
+    text = " " * lead + "y = " + "word " * 30
+    lines, _ = wrap(clusters(text, ["code"] * len(text)), cols)
+    if cols >= 2:
+        assert all(sum(c.width for c in line) <= cols for line in lines)
+    if expected:
+        assert all(line[0].text == " " and line[0].width == expected and line[1].text != " " for line in lines[1:])
+    else:
+        assert all(line[0].text != " " for line in lines[1:])
+
+
+def glyphs(lines) -> list[tuple[str, str]]:
+    return [(c.text, c.style) for line in lines for c in line if c.text != " "]
+
+
+def test_highlighting_survives_wraps() -> None:
+    """Every glyph keeps the style the lexer gave its character, whichever row it lands on: a
+    string literal or comment split over rows is coloured as one on both."""
+    styles = content_styles(FIXED, code=True)
+    items = clusters(FIXED, styles)
+    expected = [(item.cell.text, item.cell.style) for item in items if item.kind == GLYPH]
+    for cols in (12, 19, 28, 51, 200):
+        layout = layout_stream(FIXED, styles, [len(FIXED)], cols)
+        assert glyphs(layout.lines) == expected, cols
+    layout = layout_stream(FIXED, styles, [len(FIXED)], cols=28)
+    rows = {shown(line).strip(): line for line in layout.lines}
+    assert {c.style for c in rows["return 'a string literal"][11:]} == {"string"}
+    assert {c.style for c in rows["that wraps'"][1:]} == {"string"}  # after the hanging indent
+    assert {c.style for c in rows["skip it"][1:]} == {"comment"}
+    assert [c.style for c in rows['line: {raw!r}")  #'][1:6]] == ["string"] * 5
+
+
+CODE_PIECES = st.sampled_from([*"ab ()\n\t漢🚀", "    ", "word", "x" * 25, "'str'"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.lists(CODE_PIECES, max_size=80).map("".join), cols=st.integers(4, 40), code=st.booleans())
+def test_each_source_line_wraps_on_its_own_behind_its_hanging_indent(text: str, cols: int, code: bool) -> None:
+    """A stream's rows are its source lines' rows, each wrapped alone (a continuation depends
+    only on its own line); code continuation rows start with one blank cell at
+    continuation_indent, prose ones with text; no row outgrows the column; glyphs keep order."""
+    style = "code" if code else "text"
+    lines, carets = wrap(clusters(text, [style] * len(text)), cols)
+    assert all(sum(c.width for c in line) <= cols for line in lines)
+    assert carets == sorted(carets)
+    assert glyphs(lines) == [(c.text, style) for c in cells_of(text, style)]
+    rows: list[tuple] = []
+    for source in text.split("\n"):
+        own, _ = wrap(clusters(source, [style] * len(source)), cols)
+        rows += own
+        stripped = source.lstrip(" \t")
+        lead = len(shown(wrap(clusters(source[: len(source) - len(stripped)], [style] * len(source)), 10_000)[0][0]))
+        indent = continuation_indent(lead, cols) if code and stripped else 0
+        for row in own[1:]:
+            if indent:
+                assert row[0].text == " " and row[0].width == indent and row[1].text != " "
+            else:
+                assert row[0].text != " "
+    assert rows == lines
+
+
+def test_wrapped_code_streams_without_moving_what_is_shown() -> None:
+    """A frame shows a prefix of the final layout: with hanging indents too, the cells visible
+    after each chunk are exactly that chunk prefix's glyphs, and the layout is the same each time."""
+    pieces = [FIXED[k : k + 7] for k in range(0, len(FIXED), 7)]
+    text, styles, ends = styled_stream(pieces, [""] * len(pieces), [""] * len(pieces), code=True)
+    layout = layout_stream(text, styles, ends, cols=19)
+    again = layout_stream(text, styles, ends, cols=19)
+    assert list(layout.lines) == list(again.lines) and list(layout.caret) == list(again.caret)
+    assert any(line[0].text == " " and line[0].style == "code" and line[0].width > 1 for line in layout.lines)
+    items = clusters(text, styles)
+    for v in range(len(pieces) + 1):
+        line, col = layout.caret[v]
+        visible = [c for k in range(line) for c in layout.lines[k]]
+        used = 0
+        for cell in layout.lines[line]:
+            if used + cell.width > col:
+                break
+            visible.append(cell)
+            used += cell.width
+        end = ends[v - 1] if v else 0
+        assert glyphs([visible]) == [(i.cell.text, i.cell.style) for i in items if i.kind == GLYPH and i.start < end]
+
+
+def test_every_lexer_style_counts_as_code() -> None:
+    """Wrapping decides code by style name: whatever a token is coloured as must be in CODE_STYLES."""
+    assert {_style(token) for token in STANDARD_TYPES} <= CODE_STYLES
+    assert not CODE_STYLES & {"text", "fence", "reasoning", "tool", "control", "dim"}

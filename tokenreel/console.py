@@ -32,12 +32,9 @@ from tokenreel.recorder.runner import (
     RunStarted,
 )
 from tokenreel.archive import Session
+from tokenreel.figures import figure, multiplier
 from tokenreel.ladder import build_cells, build_ladder, category_table
 from tokenreel.terminal import FitTable
-
-
-def _num(value: float | None, digits: int = 1, suffix: str = "") -> str:
-    return "—" if value is None else f"{value:.{digits}f}{suffix}"
 
 
 class RecordDisplay:
@@ -79,7 +76,7 @@ class RecordDisplay:
         elif isinstance(event, RunProgress):
             status = (
                 f"{event.prompt} {self._run_name(event.index, event.warmup)}  {event.tokens} tok"
-                f"  {_num(event.tok_s)} tok/s"
+                f"  {figure(event.tok_s)} tok/s"
             )
         elif isinstance(event, RunFinished):
             self.progress.advance(task)
@@ -145,11 +142,11 @@ def summary_tables(session: Session) -> list[Table]:
         table.add_row(
             str(i),
             Text(row.label),
-            _num(row.decode_tok_s),
-            _num(row.vs_prior, 2, "x"),
-            _num(row.vs_first, 2, "x"),
-            _num(row.ttft_s, 2),
-            _num(row.acceptance_length, 2),
+            figure(row.decode_tok_s),
+            multiplier(row.vs_prior),
+            multiplier(row.vs_first),
+            figure(row.ttft_s, 2),
+            figure(row.acceptance_length, 2),
         )
     categories = category_table(session, cells)
     by_category = FitTable(title="Decode tok/s by prompt category", title_justify="left")
@@ -157,5 +154,5 @@ def summary_tables(session: Session) -> list[Table]:
     for row in ladder:
         by_category.number_column(Text(row.arm))
     for category, values in categories.items():
-        by_category.add_row(Text(category), *(_num(values.get(row.arm)) for row in ladder))
+        by_category.add_row(Text(category), *(figure(values.get(row.arm)) for row in ladder))
     return [table, by_category]

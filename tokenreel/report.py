@@ -13,6 +13,7 @@ from dataclasses import asdict
 import orjson
 
 from tokenreel.archive import Session
+from tokenreel.figures import figure, multiplier
 from tokenreel.ladder import build_cells, build_ladder, category_table, common_prompts
 
 REPORT_FORMAT = "tokenreel.report"
@@ -57,14 +58,6 @@ def build_report(session: Session, baseline: str | None = None) -> dict:
     }
 
 
-def _fmt(value: float | None, digits: int = 1, suffix: str = "") -> str:
-    return "—" if value is None else f"{value:.{digits}f}{suffix}"
-
-
-def _ratio(value: float | None) -> str:
-    return "—" if value is None else f"{value:.2f}x"
-
-
 def to_markdown(report: dict, session: Session) -> str:
     labels = {arm.id: arm.label for arm in session.arms}
     lines: list[str] = [f"# {report['session']}", ""]
@@ -77,8 +70,8 @@ def to_markdown(report: dict, session: Session) -> str:
     for i, row in enumerate(report["ladder"]):
         mark = STEP_MARKS[i] if i < len(STEP_MARKS) else str(i + 1)
         lines.append(
-            f"| {mark} | {row['label']} | {_fmt(row['decode_tok_s'], 1, ' tok/s')} | {_ratio(row['vs_prior'])} "
-            f"| {_ratio(row['vs_first'])} | {_fmt(row['ttft_s'], 2, ' s')} | {_fmt(row['acceptance_length'], 2)} |"
+            f"| {mark} | {row['label']} | {figure(row['decode_tok_s'], 1, ' tok/s')} | {multiplier(row['vs_prior'])} "
+            f"| {multiplier(row['vs_first'])} | {figure(row['ttft_s'], 2, ' s')} | {figure(row['acceptance_length'], 2)} |"
         )
     runs = sorted({c["runs"] for c in report["cells"]})
     lines += [
@@ -94,9 +87,9 @@ def to_markdown(report: dict, session: Session) -> str:
         lines += [f"| Prompt | {header} | vs. original |", "|---|" + "---|" * (len(arm_ids) + 1)]
         base = report["baseline"]
         for category, row in report["categories"].items():
-            values = " | ".join(_fmt(row.get(a)) for a in arm_ids)
+            values = " | ".join(figure(row.get(a)) for a in arm_ids)
             last, first = row.get(arm_ids[-1]), row.get(base)
-            speedup = _ratio(last / first) if last is not None and first else "—"
+            speedup = multiplier(last / first) if last is not None and first else "—"
             lines.append(f"| {category.capitalize()} | {values} | {speedup} |")
         lines.append("")
     lines += [
@@ -107,8 +100,8 @@ def to_markdown(report: dict, session: Session) -> str:
         like = "yes" if c["like_for_like"] else f"no ({c['note']})"
         lines.append(
             f"| {c['arm']} | {c['prompt']} | {c['category']} | {c['runs']} | {c['output_tokens']} "
-            f"| {_fmt(c['ttft_s'], 3)} | {_fmt(c['tpot_ms'], 2)} | {_fmt(c['decode_tok_s'])} | {_fmt(c['e2e_tok_s'])} "
-            f"| {_fmt(c['spread_tok_s'])} | {_fmt(c['acceptance_length'], 2)} | {like} | {'yes' if c['contended'] else 'no'} |"
+            f"| {figure(c['ttft_s'], 3)} | {figure(c['tpot_ms'], 2)} | {figure(c['decode_tok_s'])} | {figure(c['e2e_tok_s'])} "
+            f"| {figure(c['spread_tok_s'])} | {figure(c['acceptance_length'], 2)} | {like} | {'yes' if c['contended'] else 'no'} |"
         )
     return "\n".join(lines) + "\n"
 
