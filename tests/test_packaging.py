@@ -101,24 +101,25 @@ def test_the_build_warns_of_no_deprecation(built: Built) -> None:
     assert not warned, "the build prints deprecation warnings:\n" + "\n".join(warned)
 
 
+def assert_in_wheel(built: Built, sources: list[Path], what: str, configured_by: str) -> None:
+    """Every source file is in the wheel under tokenreel/, byte for byte."""
+    missing = [in_wheel(path) for path in sources if in_wheel(path) not in built.wheel]
+    differ = [in_wheel(path) for path in sources
+              if in_wheel(path) in built.wheel and built.wheel[in_wheel(path)] != path.read_bytes()]
+    assert not missing, f"{what} missing from the wheel ({configured_by}):\n" + "\n".join(missing)
+    assert not differ, f"{what} that differ in the wheel:\n" + "\n".join(differ)
+
+
 def test_the_wheel_holds_every_asset_byte_for_byte(built: Built) -> None:
     assets = [path for path in source_files("assets") if path.name != "__init__.py"]
     assert any(path.suffix == ".ttf" for path in assets), "the checkout's assets/ has no fonts?"
-    missing = [in_wheel(path) for path in assets if in_wheel(path) not in built.wheel]
-    differ = [in_wheel(path) for path in assets
-              if in_wheel(path) in built.wheel and built.wheel[in_wheel(path)] != path.read_bytes()]
-    assert not missing, "assets missing from the wheel (pyproject.toml's packages/package-data):\n" + "\n".join(missing)
-    assert not differ, "assets that differ in the wheel:\n" + "\n".join(differ)
+    assert_in_wheel(built, assets, "assets", "pyproject.toml's packages/package-data")
 
 
 def test_the_wheel_holds_every_module_under_tokenreel(built: Built) -> None:
     modules = [path for folder in PACKAGE_DIRS for path in source_files(folder) if path.suffix == ".py"]
     assert len(modules) > 20
-    missing = [in_wheel(path) for path in modules if in_wheel(path) not in built.wheel]
-    differ = [in_wheel(path) for path in modules
-              if in_wheel(path) in built.wheel and built.wheel[in_wheel(path)] != path.read_bytes()]
-    assert not missing, "modules missing from the wheel (pyproject.toml's packages):\n" + "\n".join(missing)
-    assert not differ, "modules that differ in the wheel:\n" + "\n".join(differ)
+    assert_in_wheel(built, modules, "modules", "pyproject.toml's packages")
 
 
 def test_the_wheel_has_one_top_level_name_and_nothing_but_the_source(built: Built) -> None:

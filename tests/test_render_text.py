@@ -100,19 +100,26 @@ def test_words_that_fit_are_never_split() -> None:
         assert all(word in text.split() for word in shown.split()), shown
 
 
+def cells_before_caret(layout, v: int) -> list:
+    """The cells a frame shows once chunk v has arrived: every line above the caret, then its
+    own line up to the caret's column."""
+    line, col = layout.caret[v]
+    shown = [c for k in range(line) for c in layout.lines[k]]
+    used = 0
+    for cell in layout.lines[line]:
+        if used + cell.width > col:
+            break
+        shown.append(cell)
+        used += cell.width
+    return shown
+
+
 def test_chunk_carets_show_exactly_the_prefix_of_the_stream() -> None:
     pieces = ["Hello", " world", ",", " this", " is", " a", " streamed", " answer", " that", " wraps", " around"]
     text, styles, ends = styled_stream(pieces, [""] * len(pieces), [""] * len(pieces), code=False)
     layout = layout_stream(text, styles, ends, cols=12)
     for v in range(len(pieces) + 1):
-        line, col = layout.caret[v]
-        shown = [c for k in range(line) for c in layout.lines[k]]
-        used = 0
-        for cell in layout.lines[line]:
-            if used + cell.width > col:
-                break
-            shown.append(cell)
-            used += cell.width
+        shown = cells_before_caret(layout, v)
         assert "".join(c.text for c in shown).replace(" ", "") == "".join(pieces[:v]).replace(" ", "")
 
 
@@ -321,14 +328,7 @@ def test_wrapped_code_streams_without_moving_what_is_shown() -> None:
     assert any(line[0].text == " " and line[0].style == "code" and line[0].width > 1 for line in layout.lines)
     items = clusters(text, styles)
     for v in range(len(pieces) + 1):
-        line, col = layout.caret[v]
-        visible = [c for k in range(line) for c in layout.lines[k]]
-        used = 0
-        for cell in layout.lines[line]:
-            if used + cell.width > col:
-                break
-            visible.append(cell)
-            used += cell.width
+        visible = cells_before_caret(layout, v)
         end = ends[v - 1] if v else 0
         assert glyphs([visible]) == [(i.cell.text, i.cell.style) for i in items if i.kind == GLYPH and i.start < end]
 
