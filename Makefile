@@ -21,6 +21,13 @@ tools:
 	@command -v ffprobe >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ffmpeg >/dev/null; } \
 	  || { echo "make test needs ffprobe: install ffmpeg (Debian/Ubuntu: sudo apt-get install ffmpeg)" >&2; exit 2; }
+	@# Pillow's wheels shape text with raqm, which loads FriBiDi from the system at run time: without
+	@# it tokenreel refuses to render (shaped text would draw other pixels), so install it here too.
+	@{ [ -x $(BIN)/python ] && $(BIN)/python -c "from PIL import features; raise SystemExit(not features.check('raqm'))" 2>/dev/null; } \
+	  || { PATH="$$PATH:/sbin:/usr/sbin" ldconfig -p 2>/dev/null | grep -q 'libfribidi\.so\.0 '; } \
+	  || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libfribidi0 >/dev/null; } \
+	  || { echo "tokenreel needs FriBiDi to shape text: install it (Debian/Ubuntu: sudo apt-get install libfribidi0)" >&2; exit 2; }
 
 test: $(STAMP) tools
 	$(BIN)/python .ci/check_lock.py

@@ -6,14 +6,15 @@ at 1920x1080, 30 fps:
       then encoded from that file with the same recipe (one stream): the floor the renderer
       cannot beat;
   (b) the full render (frames, hashes, chunks, join) with workers=1 and workers=2;
-  (c) a long render (10 minutes), once per worker count, for memory.
+  (c) a long render (10 minutes), once per worker count, for memory;
+  (d) the same video as webm (VP9), workers=1 and workers=2 (--webm-only: just this).
 Every measured run is a process of its own, as `tokenreel render` would be (so a render's time
 includes Python's start-up, about a second); its peak memory is sampled from /proc and summed
 over it and its children (workers, ffmpegs). Timings are repeated (3 by default) and the
 medians printed, with the ratios they give. The figures are of one run on one machine, shared
 with whatever else runs there: compare the ratios, not the absolute numbers.
 
-    python bench/render_throughput.py [--seconds 60] [--rss-seconds 600] [--quick]
+    python bench/render_throughput.py [--seconds 60] [--rss-seconds 600] [--quick] [--webm-only]
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ import time
 from pathlib import Path
 
 from tokenreel.simulator.text import reply_for
-from tokenreel.renderer.encode import X264_PRESET, X264_THREADS, fill, find_ffmpeg, steps
+from tokenreel.renderer.encode import (
+    VP9_CPU_USED, VP9_DEADLINE, VP9_THREADS, X264_PRESET, X264_THREADS, fill, find_ffmpeg, steps,
+)
 from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.plan import RenderOptions, build_plan
 from tokenreel.renderer.render import CHUNK_FRAMES, render
@@ -167,6 +170,7 @@ def main() -> None:
     parser.add_argument("--rss-seconds", type=float, default=600.0, help="the same for the long render (600)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="10 s, a 60 s long render, 1 repeat")
+    parser.add_argument("--webm-only", action="store_true", help="only (d): the webm renders")
     parser.add_argument("--render", nargs=3, help=argparse.SUPPRESS)  # one measured render: SESSION OUT WORKERS
     args = parser.parse_args()
     options = RenderOptions(size="1920x1080", fps=30)
@@ -183,6 +187,7 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} CPUs ({cpu}), load average {load:.1f}, Python {platform.python_version()}")
     print(f"ffmpeg: {ffmpeg.version} ({ffmpeg.origin})")
     print(f"mp4: x264 {X264_PRESET}, {X264_THREADS} thread(s), chunks of {CHUNK_FRAMES} frames")
+    print(f"webm: libvpx-vp9 -deadline {VP9_DEADLINE} -cpu-used {VP9_CPU_USED}, {VP9_THREADS} thread(s)")
     with tempfile.TemporaryDirectory(prefix="tokenreel-bench-") as tmp:
         work = Path(tmp)
         session_file, long_file = work / "session.json", work / "long.json"
@@ -193,6 +198,16 @@ def main() -> None:
         video_s, long_s = plan.frame_count / plan.fps, long_frames / plan.fps
         print(f"video: {plan.frame_count} frames = {video_s:.1f} s at {options.size}, {plan.fps} fps, 3 arms\n")
 
+        webm = {}
+        for workers in (1, 2):
+            command = render_command(session_file, work / f"w{workers}.webm", workers)
+            webm[workers] = timed(f"(d) webm render, workers={workers}", args.repeats, command)[0]
+            size = (work / f"w{workers}.webm").stat().st_size
+            print(f"  {'':<36} {size / 2**20:.1f} MiB, {size * 8 / video_s / 1e6:.2f} Mbit/s")
+        webm_ratios = [f"workers={w}: video s / render s {video_s / wall:5.2f}" for w, wall in webm.items()]
+        if args.webm_only:
+            print("\nwebm (target: video s / render s >= 1)\n  " + "\n  ".join(webm_ratios))
+            return
         alone = ffmpeg_alone(session_file, options, work, args.repeats)
         size = (work / "alone.mp4").stat().st_size
         print(f"  {'':<36} {size / 2**20:.1f} MiB, {size * 8 / video_s / 1e6:.2f} Mbit/s")
@@ -211,6 +226,7 @@ def main() -> None:
             f"  workers={workers}: video s / render s {video_s / wall:5.2f}   ({plan.frame_count / wall:5.1f} fps)"
             f"   render / ffmpeg alone {wall / alone:5.2f}"
         )
+    print("webm (target: video s / render s >= 1)\n  " + "\n  ".join(webm_ratios))
     print("peak RSS of a render and its children (target: a 10-minute render under 500 MiB in total)")
     for workers in (1, 2):
         print(

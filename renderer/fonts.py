@@ -1,9 +1,19 @@
 """The bundled fonts, which codepoints each one covers, and which one draws a given character.
 
 Pillow has no font fallback: a glyph missing from the font draws as a box. So coverage is read
-from each font's cmap table (parsed here, no extra dependency) and a character goes to the
-first font of the chain that has it. Fonts load with the BASIC layout engine because Raqm is
-present on some machines and not others, and its shaping would change pixels between them.
+from each font's cmap table (parsed here, no extra dependency) and a cluster goes to one font
+of the chain that has all of it. Characters of the scripts with a font of their own (Arabic,
+Hebrew, Devanagari, Thai, Hangul) go to that font first; everything else keeps the chain it had
+before those fonts were added, which they only extend at its end.
+
+Shaping: a cluster of one codepoint in a font that needs no shaping (Latin, Greek, Cyrillic,
+CJK, Hangul syllables, a single emoji) is drawn with the BASIC layout engine, whose hinted
+advances are the pixels tokenreel always drew. Anything that needs shaping (a base with its
+marks, emoji ZWJ sequences, flags, skin tones, keycaps, Devanagari and Thai clusters, runs of
+Arabic and Hebrew) is drawn with Pillow's complex layout: raqm, with HarfBuzz and FriBiDi.
+Pillow's wheels load FriBiDi from the system at run time and silently fall back to BASIC
+without it, which would draw other pixels; so rendering refuses to start where raqm is not
+available (require_shaping), and the manifest records the engine and its library versions.
 """
 
 from __future__ import annotations
@@ -11,7 +21,7 @@ from __future__ import annotations
 import struct
 from functools import lru_cache
 
-from PIL import ImageFont
+from PIL import ImageFont, features
 
 from tokenreel import assets
 
@@ -20,8 +30,26 @@ BOLD = "JetBrainsMono-Bold.ttf"
 SYMBOLS = "DejaVuSansMono.ttf"
 CJK = "DroidSansFallbackFull.ttf"
 EMOJI = "NotoColorEmoji.ttf"
+ARABIC = "NotoSansArabic-Regular.ttf"
+HEBREW = "NotoSansHebrew-Regular.ttf"
+DEVANAGARI = "NotoSansDevanagari-Regular.ttf"
+THAI = "NotoSansThai-Regular.ttf"
+HANGUL = "NanumGothicCoding.ttf"
 
 FALLBACK = (SYMBOLS, CJK, EMOJI)  # tried in this order after the primary (regular or bold) face
+SCRIPT_FONTS = (HANGUL, ARABIC, HEBREW, DEVANAGARI, THAI)  # tried last, after FALLBACK
+MEASURED = frozenset({DEVANAGARI, THAI})  # proportional clusters: 1 or 2 cells by their advance
+RTL = frozenset({ARABIC, HEBREW})  # their runs are shaped right to left as one unit (text.py)
+# (first, last) codepoint ranges whose characters try their script's font before the chain
+SCRIPT_RANGES = (
+    (0x0590, 0x05FF, HEBREW), (0xFB1D, 0xFB4F, HEBREW),
+    (0x0600, 0x06FF, ARABIC), (0x0750, 0x077F, ARABIC), (0x0870, 0x08FF, ARABIC),
+    (0xFB50, 0xFDFF, ARABIC), (0xFE70, 0xFEFF, ARABIC),
+    (0x0900, 0x097F, DEVANAGARI), (0xA8E0, 0xA8FF, DEVANAGARI),
+    (0x0E00, 0x0E7F, THAI),
+    (0x1100, 0x11FF, HANGUL), (0x3130, 0x318F, HANGUL), (0xA960, 0xA97F, HANGUL),
+    (0xAC00, 0xD7FF, HANGUL),
+)
 EMOJI_SIZE = 109  # the only size at which the CBDT bitmaps of Noto Color Emoji open
 VARIATION_EMOJI = 0xFE0F  # "show the previous character as emoji"
 
@@ -91,18 +119,69 @@ def coverage(filename: str) -> frozenset[int]:
 def font_for(codepoint: int, primary: str = REGULAR, prefer_emoji: bool = False) -> str | None:
     """The first font of primary + FALLBACK that has the codepoint; None when none has it.
 
-    prefer_emoji (the character was followed by U+FE0F) tries the emoji font first.
+    prefer_emoji (the character was followed by U+FE0F) tries the emoji font first. A character
+    of a script with its own font (SCRIPT_RANGES) tries that font before anything else.
     """
     chain = (EMOJI, primary, *FALLBACK[:-1]) if prefer_emoji else (primary, *FALLBACK)
-    for filename in chain:
+    script = script_font(codepoint)
+    for filename in ((script,) if script else ()) + chain + SCRIPT_FONTS:
         if codepoint in coverage(filename):
             return filename
     return None
 
 
-@lru_cache(maxsize=64)
-def load(filename: str, size: int) -> ImageFont.FreeTypeFont:
-    """A font at a pixel size; the emoji font ignores size and opens at EMOJI_SIZE."""
+def script_font(codepoint: int) -> str | None:
+    """The font of the codepoint's script when it has one of its own (SCRIPT_RANGES)."""
+    for first, last, filename in SCRIPT_RANGES:
+        if first <= codepoint <= last:
+            return filename
+    return None
+
+
+class ShapingUnavailable(ValueError):
+    """Pillow here has no complex text layout (raqm), so shaped text would draw other pixels.
+    A ValueError, so the CLI prints it as its one line (and verify reports "could not re-render")."""
+
+
+def shaping_available() -> bool:
+    return bool(features.check("raqm"))
+
+
+def require_shaping() -> None:
+    """Raise ShapingUnavailable, one line saying what to install, unless raqm is available."""
+    if not shaping_available():
+        raise ShapingUnavailable(
+            "text shaping is not available: Pillow found no raqm/FriBiDi (PIL.features.check('raqm') is False),"
+            " and without it Arabic, Hebrew, Devanagari, Thai and emoji sequences would draw other pixels;"
+            " install FriBiDi (Debian/Ubuntu: sudo apt-get install libfribidi0) and render again"
+        )
+
+
+def layout_versions() -> dict[str, str]:
+    """The text layout engine and the libraries that shape and rasterise glyphs, for the manifest."""
+    def version(name: str) -> str:
+        return str(features.version(name) or "not available")
+
+    return {
+        "layout_engine": "raqm" if shaping_available() else "basic",
+        "raqm": version("raqm"),
+        "fribidi": version("fribidi"),
+        "harfbuzz": version("harfbuzz"),
+        "freetype": version("freetype2"),
+    }
+
+
+@lru_cache(maxsize=128)
+def load(filename: str, size: int, shaped: bool = False) -> ImageFont.FreeTypeFont:
+    """A font at a pixel size; the emoji font ignores size and opens at EMOJI_SIZE.
+
+    shaped: with the RAQM layout engine (HarfBuzz shaping, FriBiDi reordering), for clusters
+    and runs that need it; ShapingUnavailable where Pillow has no raqm. Otherwise BASIC.
+    """
     if filename == EMOJI:
         size = EMOJI_SIZE
-    return ImageFont.truetype(str(assets.file("fonts", filename)), size, layout_engine=ImageFont.Layout.BASIC)
+    path = str(assets.file("fonts", filename))
+    if shaped:
+        require_shaping()
+        return ImageFont.truetype(path, size, layout_engine=ImageFont.Layout.RAQM)
+    return ImageFont.truetype(path, size, layout_engine=ImageFont.Layout.BASIC)

@@ -4,7 +4,8 @@ Workers render chunks of frames starting anywhere, so no frame may depend on wha
 before. The replay keeps one canvas in which every region (clock, each column's text, each
 column's figures) is known to hold exactly what a key describes; a frame recomputes the keys
 and redraws only the regions whose key changed, always from the static base. The result is
-the same whatever was rendered before, and a finished column is never touched again.
+the same whatever was rendered before. A finished column is never touched again but for its
+verdict line, where its live speed-up over the first arm runs on until that arm is done too.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from tokenreel.renderer.timeline import END, REPLAY, TITLE, ArmTimeline
 from tokenreel.figures import figure, multiplier
 from tokenreel.metrics import NS_PER_S
 
-BOLD_ROLES = ("label", "big", "title")
+BOLD_ROLES = ("label", "big", "title", "headline")
 SHOW_THROUGH = 56  # of 256: how much of the last replay frame shows behind the end card
 CURSOR_PHASES_PER_S = 2  # the cursor blinks (on, off) once a second while an arm waits
 SUPERSAMPLE = 4  # per axis, for the anti-aliased edges of panels and badges
+ORDINALS = {1: "1st", 2: "2nd", 3: "3rd"}
 
 Span = tuple[str, str, str]  # (text, font role, style)
 
@@ -121,16 +123,17 @@ class Canvas:
         """Room a badge takes in a row, including the space after it."""
         return self.painters["label"].line_h * 9 // 8
 
-    def badge(self, x: int, y: int, row_h: int, arm: int, bg: RGB) -> int:
-        """The arm's number (its place in the session) in a circle of its accent colour,
-        centred in a row; returns where the row's text starts."""
+    def badge(self, x: int, y: int, row_h: int, arm: int, bg: RGB, number: int) -> int:
+        """The arm's number on screen in a circle of its accent colour (the arm's place in the
+        session, so an arm keeps its colour across videos), centred in a row; returns where
+        the row's text starts."""
         diameter = self.painters["label"].line_h * 3 // 4
         rect = Rect(x, y + (row_h - diameter) // 2, diameter, diameter)
         accent = self.color(f"accent{arm}")
         self.fill(rect, bg)
         self.blend(rect, accent, diameter // 2)
         painter = self.painters["small"]
-        tile = painter.paint(fit(str(arm + 1), 3, "panel", fonts.BOLD), self.color, accent)
+        tile = painter.paint(fit(str(number), 3, "panel", fonts.BOLD), self.color, accent)
         self.blit(tile, rect.x + (diameter - tile.shape[1]) // 2, rect.y + (diameter - painter.line_h) // 2, rect)
         return x + self.badge_width
 
@@ -144,17 +147,21 @@ class ArmColumn:
     """One arm's column: its wrapped stream, the running figures, and how to draw both."""
 
     def __init__(
-        self, track: ArmTrack, geometry: ColumnLayout, painter: GlyphPainter, theme: Theme, code: bool, baseline: str | None
+        self, track: ArmTrack, geometry: ColumnLayout, painters: dict[str, GlyphPainter], plan: RenderPlan, reference: str | None
     ) -> None:
-        """baseline: label of the arm that speed-ups are relative to; None for that arm itself."""
+        """reference: label of the arm that speed-ups are relative to; None for that arm itself."""
         self.track = track
-        self.theme = theme
+        self.plan = plan
+        self.theme = plan.theme
         self.geo = geometry
-        self.painter = painter
-        self.baseline = baseline
+        self.painters = painters
+        self.painter = painters["body"]
+        self.reference = reference
         self.accent = f"accent{track.color}"
         self.timeline = ArmTimeline(track.t_ns, track.tokens, track.first_index)
-        text, styles, ends = styled_stream(track.content, track.reasoning, track.tool, code)
+        many = any(n > 1 for n in track.tokens[track.first_index + 1 :])  # several tokens a chunk: steps show
+        self.steps = self.timeline.tokens_per_chunk if many else None
+        text, styles, ends = styled_stream(track.content, track.reasoning, track.tool, plan.code)
         self.layout = layout_stream(text, styles, ends, geometry.cols)
         self.line_tile = lru_cache(maxsize=4 * geometry.rows + 16)(self._line_tile)
 
@@ -162,7 +169,8 @@ class ArmColumn:
         return self.painter.paint(self.layout.lines[line], lambda style: _color(self.theme, style), self.theme.panel)
 
     def finished(self, visible: int) -> bool:
-        return visible == self.timeline.chunks
+        """Done: the last chunk with tokens or text shows (a usage-only tail does not count)."""
+        return visible > self.track.last_index
 
     def text_key(self, visible: int, replay_frame: int, fps: int) -> tuple[int, int, int, bool]:
         """(top line, caret line, caret col, cursor shown): all the text region depends on."""
@@ -196,35 +204,114 @@ class ArmColumn:
             canvas.fill(Rect(rect.x + col * cw, y + inset, max(1, cw // 2), lh - 2 * inset), canvas.color(self.accent))
         return redraw
 
-    def figures(self, visible: int, cutoff_ns: int) -> tuple[tuple[Span, ...], ...]:
-        """The two figure lines as spans: (big left, big right, stats)."""
-        track = self.track
-        accept = () if track.acceptance_length is None else (f" · accept {figure(track.acceptance_length, 2)}",)
-        unit: Span = (" tok/s", "label", "dim")
-        if self.finished(visible):
-            if self.baseline is None:
-                verdict: Span = ("baseline", "label", "dim")
-            else:
-                better = track.vs_first is not None and track.vs_first >= 1
-                verdict = (f"{multiplier(track.vs_first)} vs {self.baseline}", "label", "good" if better else "dim")
-            stats = f"✓ {_seconds(track.t_ns[-1])} · {track.output_tokens} tokens · TTFT {_seconds(track.ttft_ns)}"
-            final: Span = (figure(track.decode_tok_s), "big", self.accent)
-            return (final, unit), (verdict,), ((stats + "".join(accept), "small", "dim"),)
-        clock: Span = (_seconds(max(0, cutoff_ns)), "label", "text")
-        if visible <= track.first_index:
-            return (("—", "big", "faint"), unit), (clock,), (("waiting for the first token", "small", "dim"),)
-        stats = f"{self.timeline.tokens(visible)} tokens · TTFT {_seconds(track.ttft_ns)}"
-        live = (figure(self.timeline.live_decode(visible)), "big", self.accent)
-        return (live, unit), (clock,), ((stats + "".join(accept), "small", "dim"),)
+    def progress_key(self, visible: int, max_tokens: int) -> int:
+        """Pixels of the progress bar filled: tokens so far over the session's max_tokens."""
+        full = max(max_tokens, self.track.output_tokens, 1)
+        return min(self.geo.progress.w, self.geo.progress.w * self.timeline.tokens(visible) // full)
 
-    def draw_figures(self, canvas: Canvas, base: np.ndarray, key: tuple[tuple[Span, ...], ...]) -> tuple[Rect, Rect]:
-        """Redraw the figure lines; the regions redrawn."""
-        big_left, big_right, stats = key
-        for rect in (self.geo.big, self.geo.stats):
-            canvas.pixels[rect.slices] = base[rect.slices]
-        canvas.spans(self.geo.big, "big", canvas.theme.panel, big_left, big_right)
-        canvas.spans(self.geo.stats, "small", canvas.theme.panel, stats)
-        return self.geo.big, self.geo.stats
+    def draw_progress(self, canvas: Canvas, filled: int) -> Rect:
+        rect = self.geo.progress
+        canvas.fill(rect, canvas.theme.faint)
+        if filled:
+            canvas.fill(Rect(rect.x, rect.y, filled, rect.h), canvas.color(self.accent))
+        return rect
+
+    def live_accept(self, visible: int) -> str:
+        """Acceptance as a running figure where the chunks show it (a speculative arm that
+        streams one chunk per step: tokens per chunk after the first); the archived figure once
+        done; nothing while running when the chunks cannot show it."""
+        track = self.track
+        if track.acceptance_length is None:
+            return ""
+        if self.finished(visible):
+            return f" · accept {figure(track.acceptance_length, 2)}"
+        if self.steps is None or visible <= track.first_index + 1:
+            return ""
+        return f" · accept {figure(self.steps(visible), 1)}"
+
+    def figures(self, visible: int, cutoff_ns: int, ref_done: bool) -> tuple[tuple[Span, ...], ...]:
+        """The figure lines as spans: (big left, big right, verdict, stats). ref_done: the first
+        arm on screen, which speed-ups are relative to, has finished."""
+        track, plan = self.track, self.plan
+        unit: Span = (" tok/s decode", "small", "dim")
+        stats_tail = f" · TTFT {_seconds(track.ttft_ns)}" + self.live_accept(visible)
+        tokens = self.timeline.tokens(visible)
+        count = f"{tokens}/{plan.max_tokens}" if plan.max_tokens >= tokens else str(tokens)
+        if visible <= track.first_index:
+            return (("—", "big", "faint"), unit), (), (), (("waiting for the first token", "small", "dim"),)
+        if not self.finished(visible):
+            live = (figure(self.timeline.live_decode(visible)), "big", self.accent)
+            return (live, unit), (), (), ((f"{count} tokens" + stats_tail, "small", "dim"),)
+        final: Span = (figure(track.decode_tok_s), "big", self.accent)
+        left = (final, unit)
+        place = ORDINALS.get(track.place, f"{track.place}th")
+        finish = _seconds(track.finish_ns)
+        if len(plan.arms) == 1:  # no race: no place
+            right = self.fitting(left, (f"done {finish}",))
+        else:
+            right = self.fitting(left, (f"{place} · done {finish}", f"{place} · {finish}", place))
+        done = "" if finish in shown(right) else f"done {finish} · "  # a narrow column says it below
+        stats = ((f"{done}{track.output_tokens} tokens" + stats_tail, "small", "dim"),)
+        return left, right, self.verdict(cutoff_ns, ref_done), stats
+
+    def fitting(self, left: Sequence[Span], variants: Sequence[str]) -> tuple[Span, ...]:
+        """The first finish mark that fits right of the big figure, which never shrinks."""
+        used = sum(_text_w(self.painters, text, role) for text, role, _ in left)
+        for text in variants:
+            if used + _text_w(self.painters, " " + text, "label") <= self.geo.big.w:
+                return ((text, "label", "title"),)
+        return ()
+
+    def verdict(self, cutoff_ns: int, ref_done: bool) -> tuple[Span, ...]:
+        """The speed-up over the first arm: a live lower bound (the race clock over this arm's
+        finish) while the first arm still runs, the final figure once it is done."""
+        plan, track = self.plan, self.track
+        if self.reference is None:
+            return (("baseline", "label", "dim"), (" for the speed-ups", "small", "dim")) if len(plan.arms) > 1 else ()
+        metric = "end to end" if plan.align == "send" else "decode"
+        tail: Span = (f" {metric} vs {self.reference}", "small", "dim")
+        if not ref_done:
+            live = cutoff_ns / track.finish_ns if track.finish_ns else None
+            if live is None or live < 1:
+                return ()
+            return (f"≥{multiplier(live)} {faster(plan.align, 1.0)}", "label", "good"), tail
+        if track.vs_first is None:
+            return ()
+        value = track.vs_first if track.vs_first >= 1 else 1 / track.vs_first
+        return (f"{multiplier(value)} {faster(plan.align, track.vs_first)}", "label", "good" if track.vs_first >= 1 else "dim"), tail
+
+    def draw_figures(self, canvas: Canvas, base: np.ndarray, key: tuple[tuple[Span, ...], ...], previous: Hashable) -> list[Rect]:
+        """Redraw the figure lines that changed from `previous`; the regions redrawn."""
+        old = previous if isinstance(previous, tuple) else (None, None, None, None)
+        big_left, big_right, verdict, stats = key
+        redrawn = []
+        if (big_left, big_right) != old[:2]:
+            canvas.pixels[self.geo.big.slices] = base[self.geo.big.slices]
+            canvas.spans(self.geo.big, "big", canvas.theme.panel, big_left, big_right)
+            redrawn.append(self.geo.big)
+        for rect, role, spans, was in ((self.geo.verdict, "label", verdict, old[2]), (self.geo.stats, "small", stats, old[3])):
+            if spans != was:
+                canvas.pixels[rect.slices] = base[rect.slices]
+                canvas.spans(rect, role, canvas.theme.panel, spans)
+                redrawn.append(rect)
+        return redrawn
+
+
+def faster(align: str, ratio: float | None) -> str:
+    """The word after a speed-up: what the video's one metric says about it."""
+    ahead = ratio is None or ratio >= 1
+    if align == "send":
+        return "sooner" if ahead else "later"
+    return "faster" if ahead else "slower"
+
+
+def shown(spans: Sequence[Span]) -> str:
+    return "".join(text for text, _, _ in spans)
+
+
+def _text_w(painters: dict[str, GlyphPainter], text: str, role: str) -> int:
+    painter = painters[role]
+    return _width(fit(text, 10**6, "text", Canvas.primary(role))) * painter.cell_w
 
 
 class FrameRenderer:
@@ -235,7 +322,7 @@ class FrameRenderer:
         self.clock = plan.clock
         self.painters = {role: GlyphPainter(px) for role, px in plan.layout.sizes.items()}
         self.columns = [
-            ArmColumn(track, geo, self.painters["body"], plan.theme, plan.code, plan.arms[0].label if n else None)
+            ArmColumn(track, geo, self.painters, plan, plan.arms[0].label if n else None)
             for n, (track, geo) in enumerate(zip(plan.arms, plan.layout.columns))
         ]
         self._base = self._draw_base()
@@ -268,11 +355,16 @@ class FrameRenderer:
 
     # -- replay ------------------------------------------------------------------------------
 
+    def race_cutoff(self, index: int) -> int:
+        """The replay time a frame shows; the clock stops when the last arm is done, so the
+        pause before the end card shows every column's final state."""
+        return min(self.clock.cutoff_ns(index), self.plan.race_end_ns)
+
     def _compose(self, canvas: Canvas, keys: dict[Hashable, Hashable], index: int) -> list[Rect]:
         """Bring every region of canvas to what frame `index` shows, redrawing changed ones;
         the rectangles redrawn."""
         redrawn = []
-        cutoff = self.clock.cutoff_ns(index)
+        cutoff = self.race_cutoff(index)
         replay_frame = index - self.clock.title_frames
         clock_key = _seconds(cutoff)
         if keys.get("clock") != clock_key:
@@ -281,15 +373,20 @@ class FrameRenderer:
             canvas.spans(rect, "title", self.plan.theme.background, (), ((clock_key, "title", "title"),))
             keys["clock"] = clock_key
             redrawn.append(rect)
+        visible = [column.timeline.visible(cutoff) for column in self.columns]
+        ref_done = self.columns[0].finished(visible[0])
         for n, column in enumerate(self.columns):
-            visible = column.timeline.visible(cutoff)
-            text_key = column.text_key(visible, replay_frame, self.clock.fps)
+            text_key = column.text_key(visible[n], replay_frame, self.clock.fps)
             if keys.get(("text", n)) != text_key:
                 redrawn.append(column.draw_text(canvas, self._base, text_key, keys.get(("text", n))))
                 keys[("text", n)] = text_key
-            figures_key = column.figures(visible, cutoff)
+            progress_key = column.progress_key(visible[n], self.plan.max_tokens)
+            if keys.get(("progress", n)) != progress_key:
+                redrawn.append(column.draw_progress(canvas, progress_key))
+                keys[("progress", n)] = progress_key
+            figures_key = column.figures(visible[n], cutoff, ref_done)
             if keys.get(("figures", n)) != figures_key:
-                redrawn.extend(column.draw_figures(canvas, self._base, figures_key))
+                redrawn.extend(column.draw_figures(canvas, self._base, figures_key, keys.get(("figures", n))))
                 keys[("figures", n)] = figures_key
         return redrawn
 
@@ -300,11 +397,19 @@ class FrameRenderer:
         pixels[:] = self.plan.theme.background
         return Canvas(pixels, self.painters, self.plan.theme)
 
+    def metric_note(self) -> str:
+        """What every speed-up on screen is, said once for the whole video."""
+        if len(self.plan.arms) < 2:
+            return "This prompt"
+        if self.plan.align == "send":
+            return "Speed-ups: end to end (time to done, from request send), this prompt"
+        return "Speed-ups: decode tok/s, this prompt; each arm's clock starts at its first token"
+
     def _footer(self, canvas: Canvas) -> None:
         plan = self.plan
         speed = plan.clock.speed
         pace = "at real speed" if speed == 1 else f"at {float(speed):g}x speed"
-        left = f"Each arm was recorded on its own, then replayed side by side {pace}."
+        left = f"{self.metric_note()}. Each arm was recorded on its own, then replayed side by side {pace}."
         right: list[Span] = [("SIMULATED ENDPOINTS · ", "small", "tool")] if plan.simulated else []
         right.append(("tokenreel", "small", "dim"))
         canvas.spans(plan.layout.footer, "small", plan.theme.background, ((left, "small", "dim"),), right)
@@ -333,18 +438,20 @@ class FrameRenderer:
             canvas.cells(line, "small", layout.prompt.x, layout.prompt.y + i * small.line_h, theme.background, layout.prompt)
         speed = plan.clock.speed
         pace = "real time" if speed == 1 else f"{float(speed):g}x speed"
-        canvas.spans(layout.speed, "small", theme.background, (), ((pace, "small", "dim"),))
+        since = "since request send" if plan.align == "send" else "since first token"
+        canvas.spans(layout.speed, "small", theme.background, (), ((f"{since} · {pace}", "small", "dim"),))
         self._footer(canvas)
         border = max(1, round(layout.scale))
-        for track, geo in zip(plan.arms, layout.columns):
+        for n, (track, geo) in enumerate(zip(plan.arms, layout.columns)):
             canvas.panel(geo.panel, layout.radius, theme.panel, theme.panel_edge, border)
             canvas.blend(geo.accent, canvas.color(f"accent{track.color}"), geo.accent.h // 2)
-            x = canvas.badge(geo.label.x, geo.label.y, geo.label.h, track.color, theme.panel)
+            x = canvas.badge(geo.label.x, geo.label.y, geo.label.h, track.color, theme.panel, n + 1)
             name = Rect(x, geo.label.y, geo.label.right - x, geo.label.h)
             canvas.spans(name, "label", theme.panel, ((track.label, "label", "title"),))
             canvas.spans(geo.detail, "small", theme.panel, ((track.model, "small", "dim"),))
-            for y in (geo.text.y - (geo.text.y - geo.detail.bottom) // 2, geo.big.y - (geo.big.y - geo.text.bottom) // 2):
-                canvas.fill(Rect(geo.label.x, y, geo.label.w, border), theme.faint)
+            y = geo.text.y - (geo.text.y - geo.detail.bottom) // 2
+            canvas.fill(Rect(geo.label.x, y, geo.label.w, border), theme.faint)
+            canvas.fill(geo.progress, theme.faint)
         return canvas.pixels
 
     def _title_card(self) -> np.ndarray:
@@ -364,20 +471,51 @@ class FrameRenderer:
             canvas.cells(line, "small", stage.x + (stage.w - _width(line) * small.cell_w) // 2, y, theme.background, stage)
             y += small.line_h
         y += small.line_h
-        for track in plan.arms:
+        for n, track in enumerate(plan.arms):
             spans = ((track.label, "label", "title"), (f"  {track.model}", "small", "dim"))
             cells = [fit(text, stage.w // label.cell_w, style, Canvas.primary(role)) for text, role, style in spans]
             width = canvas.badge_width + _width(cells[0]) * label.cell_w + _width(cells[1]) * small.cell_w
             x = stage.x + max(0, (stage.w - width) // 2)
             middle = y + (row_h - label.line_h) // 2
-            x = canvas.badge(x, middle, label.line_h, track.color, theme.background)
+            x = canvas.badge(x, middle, label.line_h, track.color, theme.background, n + 1)
             canvas.spans(Rect(x, middle, stage.right - x, label.line_h), "label", theme.background, spans)
             y += row_h
         self._footer(canvas)
         return canvas.pixels
 
+    # -- end card ----------------------------------------------------------------------------
+
+    def headline(self) -> tuple[str, str]:
+        """The end card's big line (the last arm on screen against the first) and what it is."""
+        plan = self.plan
+        first, last = plan.arms[0], plan.arms[-1]
+        if len(plan.arms) == 1 or last.vs_first is None:
+            return f"done in {_seconds(last.finish_ns)}", f"{last.label} · this prompt"
+        value = last.vs_first if last.vs_first >= 1 else 1 / last.vs_first
+        word = faster(plan.align, last.vs_first)
+        if plan.align == "send":
+            return f"{multiplier(value)} {word}", f"{last.label} vs {first.label} · end to end, this prompt"
+        return f"{multiplier(value)} {word} decode", f"{last.label} vs {first.label} · decode tok/s, this prompt"
+
+    def end_rows(self) -> list[tuple[str, ...]]:
+        """Per arm on screen: done in, (decode tok/s,) vs prior, vs first, in the video's metric."""
+        plan = self.plan
+        rows = []
+        for n, track in enumerate(plan.arms):
+            prior = plan.arms[n - 1] if n else track
+            if plan.align == "send":
+                vs_prior = prior.finish_ns / track.finish_ns if track.finish_ns and prior.finish_ns else None
+                rows.append((_seconds(track.finish_ns), multiplier(vs_prior), multiplier(track.vs_first)))
+            else:
+                ok = track.decode_tok_s and prior.decode_tok_s
+                vs_prior = track.decode_tok_s / prior.decode_tok_s if ok else None
+                decode = f"{figure(track.decode_tok_s)} tok/s"
+                rows.append((_seconds(track.finish_ns), decode, multiplier(vs_prior), multiplier(track.vs_first)))
+        return rows
+
     def _end_card(self) -> np.ndarray:
-        """The last replay frame, dimmed, under a card with the session's ladder."""
+        """The final replay frame, dimmed, under the headline: the last arm against the first in
+        the video's one metric, then a row per arm on screen with its bar and done-in time."""
         plan, layout, theme = self.plan, self.plan.layout, self.plan.theme
         canvas = Canvas(self._base.copy(), self.painters, theme)
         self._compose(canvas, {}, self.clock.title_frames + self.clock.replay_frames - 1)
@@ -385,43 +523,60 @@ class FrameRenderer:
         region = canvas.pixels[stage.slices].astype(np.uint16)
         back = np.array(theme.background, dtype=np.uint16)
         canvas.pixels[stage.slices] = (region * SHOW_THROUGH + back * (256 - SHOW_THROUGH)) >> 8
-        title, label, small = self.painters["title"], self.painters["label"], self.painters["small"]
+        head, label, small = self.painters["headline"], self.painters["label"], self.painters["small"]
         pad = round(36 * layout.scale)
         row_h = label.line_h * 3 // 2
-        height = min(stage.h, 2 * pad + title.line_h + small.line_h * 2 + row_h * (len(plan.ladder) + 1))
-        width = min(stage.w, round(1280 * layout.scale))
+        rows = self.end_rows()
+        height = min(stage.h, 2 * pad + head.line_h + label.line_h + small.line_h * 2 + row_h * (len(rows) + 1))
+        width = min(stage.w, round(1400 * layout.scale))
         card = Rect(stage.x + (stage.w - width) // 2, stage.y + (stage.h - height) // 2, width, height)
         canvas.panel(card, layout.radius, theme.panel, theme.panel_edge, max(1, round(layout.scale)))
         inner = Rect(card.x + pad, card.y + pad, card.w - 2 * pad, card.h - 2 * pad)
-        canvas.spans(Rect(inner.x, inner.y, inner.w, title.line_h), "title", theme.panel, (("Decode speed", "title", "title"),))
-        y = inner.y + title.line_h
-        canvas.spans(Rect(inner.x, y, inner.w, small.line_h), "small", theme.panel, ((plan.ladder_note, "small", "dim"),))
-        y += small.line_h * 2
-        self._ladder(canvas, Rect(inner.x, y, inner.w, inner.bottom - y), row_h)
+        big, what = self.headline()
+        style = f"accent{plan.arms[-1].color}"
+        canvas.spans(Rect(inner.x, inner.y, inner.w, head.line_h), "headline", theme.panel, ((big, "headline", style),))
+        y = inner.y + head.line_h
+        canvas.spans(Rect(inner.x, y, inner.w, label.line_h), "label", theme.panel, ((what, "label", "dim"),))
+        y += label.line_h + small.line_h
+        self._rows(canvas, Rect(inner.x, y, inner.w, inner.bottom - y), row_h, rows)
         return canvas.pixels
 
-    def _ladder(self, canvas: Canvas, rect: Rect, row_h: int) -> None:
-        """Rows like the seeds' tables: arm, a bar, decode tok/s, vs prior, vs first."""
-        theme, label = self.plan.theme, self.painters["label"]
-        widths = (16, 10, 10)  # cells of the three figure columns, right-aligned
-        figures_w = label.cell_w * sum(widths)
-        name_w = min(label.cell_w * 22, (rect.w - figures_w) // 2)
-        bar_x, bar_w = rect.x + name_w, max(0, rect.w - name_w - figures_w - label.cell_w * 2)
-        rights = [rect.right - label.cell_w * sum(widths[k + 1 :]) for k in range(len(widths))]
-        for heading, right in zip(("decode speed", "vs prior", "vs first"), rights):
+    def _rows(self, canvas: Canvas, rect: Rect, row_h: int, rows: list[tuple[str, ...]]) -> None:
+        """A row per arm on screen: badge, label, a bar from request send (or first token) to
+        done, then the figures right-aligned under their headings."""
+        plan, theme, label = self.plan, self.plan.theme, self.painters["label"]
+        headings = ("done in", "vs prior", "vs first") if plan.align == "send" else ("done in", "decode", "vs prior", "vs first")
+        if len(plan.arms) == 1:
+            headings, rows = headings[:1], [row[:1] for row in rows]
+        gap = label.cell_w * 2
+        widths = [max(_text_w(self.painters, h, "small"), *(_text_w(self.painters, r[k], "label") for r in rows)) for k, h in enumerate(headings)]
+        rights, right = [], rect.right
+        for w in reversed(widths):
+            rights.insert(0, right)
+            right -= w + gap
+        figures_x = right + gap
+        names_w = max(_text_w(self.painters, t.label, "label") for t in plan.arms) + canvas.badge_width
+        name_w = min(names_w, (figures_x - rect.x) * 3 // 5)
+        bar_x, bar_w = rect.x + name_w + gap, max(0, figures_x - rect.x - name_w - 2 * gap)
+        for heading, right in zip(headings, rights):
             canvas.spans(Rect(rect.x, rect.y, right - rect.x, row_h), "small", theme.panel, (), ((heading, "small", "dim"),))
-        fastest = max((row.decode_tok_s or 0.0 for row in self.plan.ladder), default=0.0)
-        for i, row in enumerate(self.plan.ladder):
-            y = rect.y + row_h * (i + 1)
+        longest = max(t.finish_ns for t in plan.arms) or 1
+        for n, (track, figures) in enumerate(zip(plan.arms, rows)):
+            y = rect.y + row_h * (n + 1)
             if y + row_h > rect.bottom:
                 break
             middle = y + (row_h - label.line_h) // 2
-            x = canvas.badge(rect.x, middle, label.line_h, i, theme.panel)
-            canvas.spans(Rect(x, middle, rect.x + name_w - x - label.cell_w, label.line_h), "label", theme.panel, ((row.label, "label", "title"),))
-            if fastest and row.decode_tok_s:
+            x = canvas.badge(rect.x, middle, label.line_h, track.color, theme.panel, n + 1)
+            canvas.spans(Rect(x, middle, rect.x + name_w - x, label.line_h), "label", theme.panel, ((track.label, "label", "title"),))
+            if bar_w >= label.cell_w * 4:
                 bar_h = max(2, label.line_h // 2)
-                bar = Rect(bar_x, middle + (label.line_h - bar_h) // 2, max(bar_h, round(bar_w * row.decode_tok_s / fastest)), bar_h)
-                canvas.blend(bar, canvas.color(f"accent{i}"), bar_h // 2)
-            figures = (f"{figure(row.decode_tok_s)} tok/s", multiplier(row.vs_prior), multiplier(row.vs_first))
+                top = middle + (label.line_h - bar_h) // 2
+                done = max(bar_h, bar_w * track.finish_ns // longest)
+                canvas.blend(Rect(bar_x, top, done, bar_h), canvas.color(f"accent{track.color}"), bar_h // 2)
+                if plan.align == "send":  # the wait for the first token, in the bar's faint start
+                    wait = min(done - bar_h // 2, bar_w * track.ttft_ns // longest)
+                    if wait > 0:
+                        canvas.fill(Rect(bar_x + bar_h // 2, top, wait, bar_h), theme.faint)
+                        canvas.blend(Rect(bar_x, top, bar_h, bar_h), theme.faint, bar_h // 2)
             for text, right in zip(figures, rights):
                 canvas.spans(Rect(rect.x, middle, right - rect.x, label.line_h), "label", theme.panel, (), ((text, "label", "text"),))

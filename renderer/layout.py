@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from tokenreel.renderer.text import cell_metrics
 
 DESIGN_SIZE = 1080
-FONT_SIZES = {"body": 18, "small": 15, "label": 22, "big": 40, "title": 30}  # px at the design size
+FONT_SIZES = {"body": 18, "small": 15, "label": 22, "big": 40, "title": 30, "headline": 64}  # px at the design size
 MIN_FONT = 6
 MIN_GRID = (4, 2)  # (cols, rows): below this a column cannot show a stream
 
@@ -42,14 +42,17 @@ class Rect:
 
 @dataclass(frozen=True)
 class ColumnLayout:
-    """One arm: panel, header lines, the text grid, and the two figure lines at the bottom."""
+    """One arm: panel, header lines, the text grid, then its progress bar and three figure
+    lines at the bottom (big: live tok/s and the finish; verdict: the speed-up; stats)."""
 
     panel: Rect
     accent: Rect
     label: Rect
     detail: Rect
     text: Rect
+    progress: Rect
     big: Rect
+    verdict: Rect
     stats: Rect
     cols: int
     rows: int
@@ -84,12 +87,16 @@ def _column(panel: Rect, pad: int, gap: int, metrics: Mapping[str, tuple[int, in
     label = Rect(panel.x + pad, panel.y + pad, inner_w, label_h)
     detail = Rect(label.x, label.bottom, inner_w, small_h)
     stats = Rect(label.x, panel.bottom - pad - small_h, inner_w, small_h)
-    big = Rect(label.x, stats.y - big_h, inner_w, big_h)
-    top, bottom = detail.bottom + gap, big.y - gap
+    verdict = Rect(label.x, stats.y - label_h, inner_w, label_h)
+    big = Rect(label.x, verdict.y - big_h, inner_w, big_h)
+    bar_h = max(2, gap * 3 // 10)
+    progress = Rect(label.x, big.y - gap // 2 - bar_h, inner_w, bar_h)
+    top, bottom = detail.bottom + gap, progress.y - gap // 2
     cols, rows = inner_w // body_w, max(0, bottom - top) // body_h
     if cols < MIN_GRID[0] or rows < MIN_GRID[1]:
         raise ValueError(f"size: {panel.w}x{panel.h} px per arm is too small to show the text")
-    return ColumnLayout(panel, accent, label, detail, Rect(label.x, top, cols * body_w, rows * body_h), big, stats, cols, rows)
+    text = Rect(label.x, top, cols * body_w, rows * body_h)
+    return ColumnLayout(panel, accent, label, detail, text, progress, big, verdict, stats, cols, rows)
 
 
 def compute(width: int, height: int, arms: int) -> FrameLayout:
@@ -99,7 +106,7 @@ def compute(width: int, height: int, arms: int) -> FrameLayout:
     metrics = {role: cell_metrics(px)[:2] for role, px in sizes.items()}
     margin, gap, pad = round(32 * scale), round(20 * scale), round(18 * scale)
     title_h, small_h = metrics["title"][1], metrics["small"][1]
-    clock_w = metrics["title"][0] * 10
+    clock_w = max(metrics["title"][0] * 10, metrics["small"][0] * 32)  # the clock, and what it counts from
     title = Rect(margin, round(22 * scale), width - 2 * margin - clock_w, title_h)
     clock = Rect(width - margin - clock_w, title.y, clock_w, title_h)
     prompt = Rect(margin, title.bottom, title.w, 2 * small_h)

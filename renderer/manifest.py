@@ -20,6 +20,7 @@ import orjson
 import PIL
 
 import tokenreel
+from tokenreel.renderer import fonts
 from tokenreel.renderer.encode import Ffmpeg
 from tokenreel.renderer.plan import RenderOptions
 from tokenreel.archive import read_input
@@ -28,6 +29,9 @@ FORMAT = "tokenreel.render"
 VERSION = 1
 SUFFIX = ".render.json"
 VERSION_KEYS = ("tokenreel", "pillow", "numpy", "ffmpeg", "ffmpeg_binary", "python")
+# Written since text shaping (issue 9): how glyphs are laid out and rasterised. Optional when
+# reading, so manifests written before them still verify (they drew with the basic layout).
+LAYOUT_KEYS = ("layout_engine", "raqm", "fribidi", "harfbuzz", "freetype")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _SIZE = re.compile(r"[1-9][0-9]*x[1-9][0-9]*")
 
@@ -78,6 +82,7 @@ def current_versions(ffmpeg: Ffmpeg | None) -> dict[str, str]:
         "python": platform.python_version(),
         "ffmpeg": ffmpeg.version if ffmpeg else "not used",
         "ffmpeg_binary": ffmpeg.origin if ffmpeg else "not used",
+        **fonts.layout_versions(),
     }
 
 

@@ -15,12 +15,14 @@ from tokenreel.renderer.theme import Theme, load_theme
 from tokenreel.renderer.timeline import Clock, first_frame_showing
 from tokenreel.archive import Prompt, Run, Session
 from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, median_run
-from tokenreel.metrics import first_token_index, output_tokens, run_metrics
+from tokenreel.metrics import first_token_index, last_token_index, output_tokens, run_metrics
 
 MAX_ARMS = 4
 MAX_SIDE = 7680
 MAX_FPS = 240
 MAX_SECONDS = Fraction(3600)
+ALIGNS = ("send", "first-token")
+PAUSE = Fraction(3, 4)  # seconds every column shows its final state before the end card
 _SIZE = re.compile(r"(\d{1,5})[xX×](\d{1,5})")
 
 
@@ -34,13 +36,19 @@ class RenderOptions:
     speed: str = "1"  # parsed to fractions.Fraction; all timing in integers
     theme: str = "dark"  # or "light"
     title_s: str = "0"  # optional title card length (whole frames: round(title_s*fps))
-    hold_s: str = "2"  # end hold: ladder end card shown this long after the last arm finishes
+    hold_s: str = "4"  # end card (the headline) shown this long, after a short pause on the final state
     at: str | None = None  # poster frame time in seconds (for .png output)
+    align: str = "send"  # "send": clocks start at request send, speed-ups end to end;
+    # "first-token": each arm's clock starts at its first token, speed-ups are decode tok/s ratios
 
 
 @dataclass(frozen=True)
 class ArmTrack:
-    """One arm's replayed run: its chunks and its final figures."""
+    """One arm's replayed run: its chunks and its final figures.
+
+    t_ns are replay times: offsets from request send (align "send") or from the arm's first
+    token (align "first-token", earlier chunks at 0). ttft_ns is always from request send.
+    """
 
     id: str
     label: str
@@ -53,11 +61,18 @@ class ArmTrack:
     reasoning: tuple[str, ...]
     tool: tuple[str, ...]
     first_index: int  # first chunk with text (TTFT)
+    last_index: int  # last chunk with tokens or text: the arm is done once it shows
     output_tokens: int
     ttft_ns: int
     decode_tok_s: float | None
-    vs_first: float | None  # final decode speed over the first shown arm's
+    vs_first: float | None  # the video's speed-up over the first arm on screen (see RenderPlan.metric)
     acceptance_length: float | None
+    place: int = 1  # finishing place among the arms on screen (ties share a place)
+
+    @property
+    def finish_ns(self) -> int:
+        """Replay time at which the arm is done (the race clock at its finish)."""
+        return self.t_ns[self.last_index]
 
 
 @dataclass(frozen=True)
@@ -80,6 +95,9 @@ class RenderPlan:
     ladder: tuple[LadderRow, ...]
     ladder_note: str
     poster_index: int | None  # frame to save for .png output (options.at), else None
+    align: str = "send"
+    max_tokens: int = 0  # the session's max_tokens: the progress bars' full length
+    race_end_ns: int = 0  # replay time the last arm is done; the clock stops there
 
 
 def _fraction(value: str, option: str, low: Fraction, high: Fraction) -> Fraction:
@@ -142,7 +160,7 @@ def _pick_runs(session: Session, prompt_id: str, options: RenderOptions) -> tupl
     return runs, [f"left out of the video: {str(exc).removeprefix('run: ')}" for exc in problems]
 
 
-def _track(session: Session, run: Run) -> ArmTrack:
+def _track(session: Session, run: Run, align: str) -> ArmTrack:
     chunks = run.chunks
     first = first_token_index(chunks)
     if first is None:
@@ -151,18 +169,21 @@ def _track(session: Session, run: Run) -> ArmTrack:
         raise ValueError(f"run: arm {run.arm!r} run {run.index} has chunk times that go back in time")
     arm = session.arm(run.arm)
     figures = run_metrics(run)
+    last = last_token_index(chunks)
+    shift = chunks.t_ns[first] if align == "first-token" else 0
     return ArmTrack(
         id=arm.id,
         label=arm.label,
         model=arm.model,
         color=session.arms.index(arm),
         run_index=run.index,
-        t_ns=tuple(chunks.t_ns),
+        t_ns=tuple(max(0, t - shift) for t in chunks.t_ns),
         tokens=tuple(chunks.tokens),
         content=tuple(chunks.content),
         reasoning=tuple(chunks.reasoning),
         tool=tuple(chunks.tool),
         first_index=first,
+        last_index=first if last is None else max(first, last),
         output_tokens=output_tokens(run),
         ttft_ns=chunks.t_ns[first],
         decode_tok_s=figures.decode_tok_s,
@@ -216,6 +237,22 @@ def _poster_index(at: str, clock: Clock) -> int:
     return index
 
 
+def speed_ups(tracks: list[ArmTrack], align: str) -> list[ArmTrack]:
+    """Each arm's speed-up over the first arm on screen, in the video's one metric, and its
+    finishing place. "send": completion time ratio (the first arm's finish over this arm's, both
+    from request send), what the race shows; "first-token": decode tok/s ratio."""
+    ref = tracks[0]
+    out = []
+    for t in tracks:
+        if align == "send":
+            ratio = ref.finish_ns / t.finish_ns if t.finish_ns > 0 and ref.finish_ns > 0 else None
+        else:
+            ratio = t.decode_tok_s / ref.decode_tok_s if t.decode_tok_s and ref.decode_tok_s else None
+        place = 1 + sum(other.finish_ns < t.finish_ns for other in tracks)
+        out.append(replace(t, vs_first=ratio, place=place))
+    return out
+
+
 def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
     """Check every option against the session and gather what the frames need."""
     width, height = _size(options.size)
@@ -225,6 +262,9 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
     title_s = _fraction(options.title_s, "title_s", Fraction(0), MAX_SECONDS)
     hold_s = _fraction(options.hold_s, "hold_s", Fraction(0), MAX_SECONDS)
     theme = load_theme(options.theme)
+    align = options.align.strip().lower()
+    if align not in ALIGNS:
+        raise ValueError(f"align: expected send or first-token, got {options.align!r}")
     if not session.prompts:
         raise ValueError("prompt: the session has no prompts")
     prompt_id = options.prompt if options.prompt is not None else session.prompts[0].id
@@ -232,13 +272,11 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
     if prompt_id not in known_prompts:
         raise ValueError(f"prompt: no prompt {prompt_id!r} in this session (prompts: {', '.join(known_prompts)})")
     runs, left_out = _pick_runs(session, prompt_id, options)
-    tracks = [_track(session, run) for run in runs]
-    reference = tracks[0].decode_tok_s
-    tracks = [
-        replace(t, vs_first=t.decode_tok_s / reference if t.decode_tok_s and reference else None) for t in tracks
-    ]
-    replay_frames = max(first_frame_showing(t.t_ns[-1], options.fps, speed) for t in tracks) + 1
-    clock = Clock(options.fps, speed, round(title_s * options.fps), replay_frames, round(hold_s * options.fps))
+    tracks = speed_ups([_track(session, run, align) for run in runs], align)
+    hold_frames = round(hold_s * options.fps)
+    pause_frames = round(PAUSE * options.fps) if hold_frames else 0  # the final state, then the card
+    replay_frames = max(first_frame_showing(t.t_ns[-1], options.fps, speed) for t in tracks) + 1 + pause_frames
+    clock = Clock(options.fps, speed, round(title_s * options.fps), replay_frames, hold_frames)
     prompt = session.prompt(prompt_id)
     cells = build_cells(session)
     return RenderPlan(
@@ -260,4 +298,7 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
         ladder=tuple(build_ladder(session, cells)),
         ladder_note=_ladder_note(session, cells),
         poster_index=None if options.at is None else _poster_index(options.at, clock),
+        align=align,
+        max_tokens=session.settings.max_tokens,
+        race_end_ns=max(t.finish_ns for t in tracks),
     )

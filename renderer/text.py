@@ -1,8 +1,15 @@
 """Streamed text on a monospace grid: clusters, cell widths, wrapping, and cached pixel tiles.
 
 Text from real models holds CJK, emoji, control characters, tabs and tokens longer than a
-line. Each character becomes a cluster of 1 or 2 cells (with its combining marks) drawn by the
-first font that covers it, so nothing can spill outside the grid. A whole run is laid out once
+line, and every script. Each user-perceived character (a grapheme cluster: a base with its
+marks, an emoji ZWJ sequence, a flag, a keycap, an Indic conjunct) becomes a cluster of 1 or 2
+cells drawn by one font that covers all of it, so nothing can spill outside the grid and font
+fallback never splits a cluster. Clusters that need shaping are drawn with HarfBuzz (fonts.py).
+Right-to-left text (Arabic, Hebrew) keeps one cell per cluster in the layout, but on each line
+a run of RTL clusters (with the spaces, punctuation and digits between them) of one font and
+style is merged into one cell as wide as the run and shaped as a unit: its letters join and it
+reads right to left, while the line itself stays left to right (the paragraph direction is
+LTR, as in code and mixed answers). A merged run shows once the whole run has streamed in. A whole run is laid out once
 from its final text; a frame shows a prefix of that layout, so words never jump while they
 stream and no frame re-wraps anything. Wrapped code keeps a hanging indent: a code line's
 continuation rows start right of its own indentation, behind one blank cell. Clusters stream
@@ -45,7 +52,47 @@ GLYPH, SPACE, TAB, NEWLINE, BREAK = range(5)
 _NEWLINES = "\n\u2028\u2029\x85"
 _DEL_PICTURE = "\u2421"
 _REPLACEMENT = "\ufffd"
-_SKIN_TONES = (0x1F3FB, 0x1F3FF)  # without shaping they would draw as separate swatches: dropped
+_SKIN_TONES = (0x1F3FB, 0x1F3FF)  # emoji modifiers: shaped into the emoji before them
+_ZWJ = "\u200d"
+_REGIONAL = (0x1F1E6, 0x1F1FF)  # two of them make a flag
+_TAGS = (0xE0020, 0xE007F)  # subdivision flags: black flag, tag letters, cancel tag
+_SPACING_MARKS = frozenset("\u0e33\u0eb3")  # Thai and Lao SARA AM: letters, but they extend a cluster
+_INDIC = (0x0900, 0x0DFF)  # scripts whose virama + consonant stay in one cluster (conjuncts)
+_JAMO_VT = (0x1160, 0x11FF)  # conjoining Hangul vowels and trailing consonants
+MEASURE_SIZE = 64  # px: where the widths of proportional-script clusters are measured
+WIDE_ADVANCE = 1.5  # a cluster wider than this many cells takes 2 (narrower ones are squeezed into 1)
+RUN_TILE_CACHE = 512  # merged RTL runs are big tiles: a cache of their own, so memory stays bounded
+
+
+def _ignorable(code: int) -> bool:
+    """Default-ignorable characters that the shaper consumes: no font needs a glyph for them."""
+    return 0x200B <= code <= 0x200F or 0x2060 <= code <= 0x206F or _is_variation_selector(code) or 0xE0000 <= code <= 0xE0FFF
+
+
+def _covered(text: str, font: str) -> bool:
+    cover = fonts.coverage(font)
+    return all(ord(c) in cover or _ignorable(ord(c)) for c in text)
+
+
+def _pictographic(code: int) -> bool:
+    """Can start or continue an emoji sequence: outside ASCII and in the emoji font."""
+    return code > 0x7F and code in fonts.coverage(fonts.EMOJI)
+
+
+def _extends(chars: str, code: int) -> bool:
+    """Whether the character with this code continues the cluster chars (a GLYPH cluster)."""
+    last = ord(chars[-1])
+    if _SKIN_TONES[0] <= code <= _SKIN_TONES[1] or _TAGS[0] <= code <= _TAGS[1]:
+        return _pictographic(ord(chars[0]))
+    if _REGIONAL[0] <= code <= _REGIONAL[1]:
+        return len(chars) == 1 and _REGIONAL[0] <= last <= _REGIONAL[1]
+    if chr(code) in _SPACING_MARKS:
+        return True
+    if _JAMO_VT[0] <= code <= _JAMO_VT[1]:
+        return 0x1100 <= last <= 0x11FF or 0xAC00 <= last <= 0xD7A3
+    if _INDIC[0] <= code <= _INDIC[1] and unicodedata.combining(chars[-1]) == 9 and code >> 7 == last >> 7:
+        return unicodedata.category(chr(code)) == "Lo"  # virama, then a consonant of its script
+    return False
 
 
 class Cell(NamedTuple):
@@ -70,18 +117,21 @@ def _is_variation_selector(code: int) -> bool:
 
 
 def _resolve(text: str, primary: str, prefer_emoji: bool) -> tuple[str, str | None]:
-    """Display text and font of a cluster; marks no font can draw with the base are dropped."""
+    """Display text and font of a cluster: one font draws all of it (fallback never splits a
+    cluster); what no font can draw with the base is dropped."""
     text = unicodedata.normalize("NFC", text)
     base = ord(text[0])
     font = fonts.font_for(base, primary, prefer_emoji)
     if len(text) == 1 or font is None:
         return text[0], font
-    if all(ord(c) in fonts.coverage(font) for c in text):
+    if _covered(text, font):
         return text, font
-    for candidate in (primary, *fonts.FALLBACK):
-        if all(ord(c) in fonts.coverage(candidate) for c in text):
+    script = fonts.script_font(base)
+    for candidate in ((script,) if script else ()) + (primary, *fonts.FALLBACK, *fonts.SCRIPT_FONTS):
+        if base in fonts.coverage(candidate) and _covered(text, candidate):
             return text, candidate
-    return text[0] + "".join(c for c in text[1:] if ord(c) in fonts.coverage(font)), font
+    cover = fonts.coverage(font)
+    return text[0] + "".join(c for c in text[1:] if ord(c) in cover or _ignorable(ord(c))), font
 
 
 def _visible(char: str) -> str | None:
@@ -101,6 +151,7 @@ def _raw_clusters(text: str, styles: Sequence[str]) -> Iterator[list]:
     only once the next one has begun, since combining marks and selectors amend the last one."""
     last: list | None = None
     previous_kind = None
+    joining = False  # the last character was a ZWJ inside an emoji sequence
     i = 0
     n = len(text)
     while i < n:
@@ -114,6 +165,11 @@ def _raw_clusters(text: str, styles: Sequence[str]) -> Iterator[list]:
             last = [i, BREAK, "", style, False]
         previous_kind = stream_kind
         code = ord(char)
+        was_joining, joining = joining, False
+        if was_joining and last is not None and last[1] == GLYPH:
+            last[2] += char
+            i += 1
+            continue
         if char == "\r" and i + 1 < n and text[i + 1] == "\n":
             item = [i, NEWLINE, "", style, False]
             i += 1
@@ -127,10 +183,20 @@ def _raw_clusters(text: str, styles: Sequence[str]) -> Iterator[list]:
             item = [i, GLYPH, char, style, False]
         elif (picture := _visible(char)) is not None:
             item = [i, GLYPH, picture, "control", False]
-        elif _is_variation_selector(code) or _SKIN_TONES[0] <= code <= _SKIN_TONES[1]:
+        elif last is not None and last[1] == GLYPH and last[3] != "control" and _extends(last[2], code):
+            last[2] += char
+        elif (
+            char == _ZWJ and last is not None and last[1] == GLYPH and i + 1 < n
+            and _pictographic(ord(last[2][0])) and _pictographic(ord(text[i + 1]))
+        ):
+            last[2] += char
+            joining = True
+            i += 1
+            continue
+        elif _is_variation_selector(code):
             if code == fonts.VARIATION_EMOJI and last is not None and last[1] == GLYPH:
                 last[4] = True
-        elif unicodedata.category(char) in ("Mn", "Me"):
+        elif unicodedata.category(char) in ("Mn", "Me", "Mc"):
             if last is not None and last[1] == GLYPH and last[3] != "control":
                 last[2] += char
             else:
@@ -157,10 +223,104 @@ def iter_clusters(text: str, styles: Sequence[str], primary: str = fonts.REGULAR
                 cell = Cell(chars, fonts.REGULAR, 1, style)
             else:
                 shown, font = _resolve(chars, primary, prefer_emoji)
-                wide = font == fonts.EMOJI or unicodedata.east_asian_width(shown[0]) in ("W", "F")
-                cell = Cell(shown, font, 2 if wide else 1, style)
+                if font in fonts.MEASURED:
+                    width = measured_width(shown, font)
+                else:
+                    wide = font == fonts.EMOJI or unicodedata.east_asian_width(shown[0]) in ("W", "F")
+                    width = 2 if wide else 1
+                cell = Cell(shown, font, width, style)
             cells[key] = cell
         yield Cluster(start, kind, cell)
+
+
+@lru_cache(maxsize=8192)
+def measured_width(text: str, font: str) -> int:
+    """Cells of a cluster of a proportional script (fonts.MEASURED): 2 when its shaped advance is
+    over WIDE_ADVANCE cells of the grid, measured at one reference size so it never depends on
+    the render's size."""
+    advance = fonts.load(font, MEASURE_SIZE, shaped=needs_shaping(text, font)).getlength(text, **_direction(font))
+    return 2 if advance > WIDE_ADVANCE * fonts.load(fonts.REGULAR, MEASURE_SIZE).getlength("M") else 1
+
+
+def needs_shaping(text: str, font: str | None) -> bool:
+    """Whether a cell is drawn with the complex layout engine: a cluster of more than one
+    codepoint, or any text of a script font. One codepoint of the other fonts draws with BASIC,
+    the pixels tokenreel always drew (raqm's unhinted advances would move Latin glyphs)."""
+    return font is not None and (len(text) > 1 or font in fonts.SCRIPT_FONTS)
+
+
+def _direction(font: str | None) -> dict[str, str]:
+    return {"direction": "rtl" if font in fonts.RTL else "ltr"}
+
+
+def _bidi_role(cell: Cell) -> int:
+    """_STRONG_RTL for a cluster of an RTL font, _NEUTRAL for a space, punctuation or a digit
+    (it joins an RTL run when RTL text follows it on the line), else _OTHER."""
+    if cell.font in fonts.RTL:
+        return _STRONG_RTL
+    if cell.text == " " and cell.width == 1:
+        return _NEUTRAL
+    if len(cell.text) == 1 and unicodedata.bidirectional(cell.text) in ("EN", "AN", "CS", "ES", "ET", "ON", "WS"):
+        return _NEUTRAL
+    return _OTHER
+
+
+_STRONG_RTL, _NEUTRAL, _OTHER = range(3)
+
+
+class RtlRuns:
+    """Sits between a wrap and the lines it fills: a run of RTL clusters of one font and style on
+    one line, with the neutrals between them (those the run's font covers), goes on as one merged
+    cell, as wide as its clusters, whose text the painter shapes right to left. Everything else
+    passes through in order. Call flush() when the text ends."""
+
+    def __init__(self, place: Callable[[Cell], None], new_line: Callable[[], None]) -> None:
+        self._place = place
+        self._new_line = new_line
+        self.run: list[Cell] = []
+        self.tail: list[Cell] = []  # neutrals after the run's last RTL cluster
+
+    def place(self, cell: Cell) -> None:
+        role = _bidi_role(cell)
+        if self.run:
+            head = self.run[0]
+            if role == _STRONG_RTL and cell.font == head.font and cell.style == head.style:
+                self.run.extend(self.tail)
+                self.tail.clear()
+                self.run.append(cell)
+                return
+            if role == _NEUTRAL and cell.style == head.style and _covered(cell.text, head.font):  # type: ignore[arg-type]
+                self.tail.append(cell)
+                return
+            self.flush()
+        if role == _STRONG_RTL:
+            self.run.append(cell)
+        else:
+            self._place(cell)
+
+    def new_line(self) -> None:
+        self.flush()
+        self._new_line()
+
+    def flush(self) -> None:
+        if self.run:
+            head = self.run[0]
+            text = "".join(c.text for c in self.run)
+            self._place(Cell(text, head.font, sum(c.width for c in self.run), head.style))
+            self.run.clear()
+        for cell in self.tail:
+            self._place(cell)
+        self.tail.clear()
+
+
+def merge_rtl_runs(cells: Iterable[Cell]) -> list[Cell]:
+    """One line of cells with its RTL runs merged (see RtlRuns)."""
+    out: list[Cell] = []
+    runs = RtlRuns(out.append, lambda: None)
+    for cell in cells:
+        runs.place(cell)
+    runs.flush()
+    return out
 
 
 def clusters(text: str, styles: Sequence[str], primary: str = fonts.REGULAR) -> list[Cluster]:
@@ -352,7 +512,9 @@ def wrap(items: Iterable[Cluster], cols: int) -> tuple[list[tuple[Cell, ...]], l
     """
     lines: list[list[Cell]] = [[]]
     carets: list[tuple[int, int]] = []
-    _wrap(items, cols, lambda cell: lines[-1].append(cell), lambda: lines.append([]), lambda line, col: carets.append((line, col)))
+    runs = RtlRuns(lambda cell: lines[-1].append(cell), lambda: lines.append([]))
+    _wrap(items, cols, runs.place, runs.new_line, lambda line, col: carets.append((line, col)))
+    runs.flush()
     return [tuple(line) for line in lines], carets
 
 
@@ -371,7 +533,9 @@ def layout_stream(text: str, styles: Sequence[str], chunk_ends: Sequence[int], c
             starts.append(item.start)
             yield item
 
-    _wrap(tap(iter_clusters(text, styles)), cols, lines.place, lines.new_line, after.append)
+    runs = RtlRuns(lines.place, lines.new_line)
+    _wrap(tap(iter_clusters(text, styles)), cols, runs.place, runs.new_line, after.append)
+    runs.flush()
     caret = Carets()
     caret.append(0, 0)
     for end in chunk_ends:
@@ -387,7 +551,7 @@ def fit(text: str, cols: int, style: str, primary: str = fonts.REGULAR) -> list[
     flat = "".join(" " if c in _NEWLINES or c in "\r\t" else c for c in text)
     cells = [item.cell for item in clusters(flat, [style] * len(flat), primary) if item.kind != BREAK]
     if sum(c.width for c in cells) <= cols:
-        return cells
+        return merge_rtl_runs(cells)
     out: list[Cell] = []
     used = 0
     for cell in cells:
@@ -395,7 +559,7 @@ def fit(text: str, cols: int, style: str, primary: str = fonts.REGULAR) -> list[
             break
         out.append(cell)
         used += cell.width
-    return [*out, Cell("…", fonts.REGULAR, 1, style)]
+    return [*merge_rtl_runs(out), Cell("…", fonts.REGULAR, 1, style)]
 
 
 @lru_cache(maxsize=None)
@@ -414,17 +578,21 @@ class GlyphPainter:
         self.size = size
         self.cell_w, self.line_h, self.baseline = cell_metrics(size)
         self.tile = lru_cache(maxsize=16384)(self._tile)
+        self.run_tile = lru_cache(maxsize=RUN_TILE_CACHE)(self._tile)  # merged RTL runs, wide
 
     def _mask(self, text: str, font: str, width: int) -> Image.Image:
-        face = fonts.load(font, self.size)
-        advance = face.getlength(text)
+        shaped = needs_shaping(text, font)
+        face = fonts.load(font, self.size, shaped)
+        options = _direction(font) if shaped else {}
+        advance = face.getlength(text, **options)
         canvas_w = max(width, math.ceil(advance))
         mask = Image.new("L", (canvas_w, self.line_h), 0)
-        ImageDraw.Draw(mask).text(((canvas_w - int(advance)) // 2, self.baseline), text, font=face, fill=255, anchor="ls")
+        origin = ((canvas_w - int(advance)) // 2, self.baseline)
+        ImageDraw.Draw(mask).text(origin, text, font=face, fill=255, anchor="ls", **options)
         return mask if canvas_w == width else mask.resize((width, self.line_h), RESAMPLE)
 
     def _emoji(self, text: str, width: int) -> Image.Image:
-        face = fonts.load(fonts.EMOJI, fonts.EMOJI_SIZE)
+        face = fonts.load(fonts.EMOJI, fonts.EMOJI_SIZE, needs_shaping(text, fonts.EMOJI))
         big = Image.new("RGBA", (fonts.EMOJI_SIZE * 2, fonts.EMOJI_SIZE * 2), (0, 0, 0, 0))
         ImageDraw.Draw(big).text((0, 0), text, font=face, embedded_color=True)
         box = big.getbbox()
@@ -461,4 +629,7 @@ class GlyphPainter:
         """A row of tiles, (line_h, cells' width x cell_w, 3)."""
         if not cells:
             return np.empty((self.line_h, 0, 3), dtype=np.uint8)
-        return np.concatenate([self.tile(c.text, c.font, c.width, color(c.style), bg) for c in cells], axis=1)
+        return np.concatenate(
+            [(self.run_tile if c.font in fonts.RTL else self.tile)(c.text, c.font, c.width, color(c.style), bg) for c in cells],
+            axis=1,
+        )

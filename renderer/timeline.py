@@ -1,6 +1,7 @@
 """Which chunks each frame shows, in integer arithmetic only.
 
-Every arm starts at t = 0, its request send, so TTFT differences show. Replay frame k (frames
+Every arm starts at t = 0: its request send (align "send", so TTFT differences show) or its
+first token (align "first-token"; the plan shifts the times). Replay frame k (frames
 counted after the title card) shows the chunks with t_ns * fps * speed.den <= k * 1e9 * speed.num:
 exact for any fps and speed, so no float rounding can move a token to a neighbouring frame on
 another machine.
@@ -62,6 +63,7 @@ class ArmTimeline:
         self.first = first_index
         # cumulative[v]: tokens in the first v chunks; 8 bytes an entry, not a Python int's ~36
         self.cumulative = array("q", [0, *accumulate(tokens)])
+        self.carrying = array("q", [0, *accumulate(1 if n > 0 else 0 for n in tokens)])  # chunks with tokens
 
     @property
     def chunks(self) -> int:
@@ -80,3 +82,12 @@ class ArmTimeline:
             return None
         after_first = self.cumulative[visible] - self.cumulative[self.first + 1]
         return decode_rate(after_first, self.t_ns[self.first], self.t_ns[visible - 1])
+
+    def tokens_per_chunk(self, visible: int) -> float | None:
+        """Tokens per token-carrying chunk after the first token, over the visible chunks: a
+        speculative arm's running acceptance length when it streams one chunk per step."""
+        start = self.first + 1
+        if visible <= start:
+            return None
+        chunks = self.carrying[visible] - self.carrying[start]
+        return (self.cumulative[visible] - self.cumulative[start]) / chunks if chunks else None

@@ -68,13 +68,28 @@ def _encoding_cause(record: manifests.Manifest, now: manifests.Manifest) -> str:
 
 
 def _renderer_versions(record: manifests.Manifest, now: manifests.Manifest) -> str:
-    """What may have changed the frames when the session did not."""
+    """What may have changed the frames when the session did not: versions of what draws, and
+    the text layout engine and its libraries (raqm, FriBiDi, HarfBuzz, FreeType), named first
+    since a machine without FriBiDi or with another HarfBuzz shapes text into other pixels."""
     changed = [
         f"{key} {record.versions[key]} -> {now.versions[key]}"
         for key in ("tokenreel", "pillow", "numpy", "python")
         if record.versions[key] != now.versions[key]
     ]
-    return "; ".join(changed) if changed else "same tokenreel, pillow, numpy and python versions"
+    recorded = [key for key in manifests.LAYOUT_KEYS if key in record.versions]
+    layout = [
+        f"{key} {record.versions[key]} -> {now.versions.get(key, 'not recorded')}"
+        for key in recorded
+        if record.versions[key] != now.versions.get(key)
+    ]
+    if layout:
+        changed.insert(0, "text layout changed: " + ", ".join(layout))
+    if not recorded:  # a manifest from before text shaping: say what shapes text now
+        now_layout = ", ".join(f"{key} {now.versions[key]}" for key in manifests.LAYOUT_KEYS if key in now.versions)
+        changed.append(f"text layout not recorded then, now: {now_layout}")
+    if changed:
+        return "; ".join(changed)
+    return "same tokenreel, pillow, numpy and python versions, same text layout engine and libraries"
 
 
 def _compare(path: Path, record: manifests.Manifest, session_changed: bool, result: RenderResult) -> VerifyResult:

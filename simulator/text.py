@@ -3,6 +3,8 @@
 Recorder and renderer code must see text that looks like a model's output (indented code,
 newlines, multi-byte characters, words split into sub-word pieces), and the same prompt must
 always give the same tokens, like temperature 0, so recordings and videos are reproducible.
+The built-in prompts (assets/prompts/*.jsonl) get their own written answers (answers.py), picked
+by exact prompt text; any other prompt gets a passage of its category's pool, picked by digest.
 '''
 
 from __future__ import annotations
@@ -10,7 +12,10 @@ from __future__ import annotations
 import hashlib
 import re
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
+
+from tokenreel.simulator.answers import BUILTIN
 
 CATEGORIES: tuple[str, ...] = ("conversation", "reasoning", "prose", "code")
 
@@ -289,32 +294,75 @@ _TOKENS: dict[str, tuple[tuple[str, ...], ...]] = {
 _SEPARATOR: tuple[str, ...] = ("\n", "\n")
 
 
+def _prompt_key(text: str) -> str:
+    """A prompt as the built-in table is keyed: whitespace runs collapsed, ends stripped."""
+    return " ".join(text.split())
+
+
+# The built-in prompts' own answers (answers.py), keyed by prompt text: answer id, category.
+_BUILTIN_TOKENS: dict[str, tuple[str, ...]] = {
+    answer_id: tuple(tokenize(answer)) for answer_id, _, _, answer in BUILTIN
+}
+_BUILTIN_BY_PROMPT: dict[str, tuple[str, str]] = {
+    _prompt_key(prompt): (answer_id, category) for answer_id, category, prompt, _ in BUILTIN
+}
+
+
 @dataclass(frozen=True)
 class Reply:
-    """The answer to one prompt: a passage that ends naturally, continued on demand."""
+    """The answer to one prompt: a passage that ends naturally, continued on demand.
+
+    A built-in prompt's reply is its own written answer (`answer` is its id, e.g. "code-1");
+    any other prompt gets passage number `passage` of its category's pool (`answer` None).
+    """
 
     category: str
-    passage: int
+    passage: int = 0
+    answer: str | None = None
+
+    def _chain(self) -> Iterator[tuple[str, ...]]:
+        """Passages in the order they are emitted: the reply, then what ignore_eos adds."""
+        if self.answer is not None:
+            while True:  # past its end a built-in answer starts over, on topic
+                yield _BUILTIN_TOKENS[self.answer]
+        passages = _TOKENS[self.category]
+        index = self.passage
+        while True:
+            yield passages[index % len(passages)]
+            index += 1
 
     @property
     def natural_len(self) -> int:
         """Tokens before the model would emit end-of-sequence."""
-        return len(_TOKENS[self.category][self.passage])
+        return len(next(self._chain()))
 
     def tokens(self, n: int) -> list[str]:
         """The first n tokens; past the natural end the passages repeat (like ignore_eos)."""
-        passages = _TOKENS[self.category]
         out: list[str] = []
-        index = self.passage
-        while len(out) < n:
+        for passage in self._chain():
+            if len(out) >= n:
+                break
             if out:
                 out.extend(_SEPARATOR)
-            out.extend(passages[index % len(passages)])
-            index += 1
+            out.extend(passage)
         return out[:n]
 
 
+def builtin_answer(prompt_text: str) -> str | None:
+    """The id of a built-in prompt's own answer (e.g. "code-1"), or None for other prompts."""
+    found = _BUILTIN_BY_PROMPT.get(_prompt_key(prompt_text))
+    return found[0] if found else None
+
+
 def reply_for(prompt_text: str) -> Reply:
-    """The deterministic reply to a prompt (temperature 0: same prompt, same tokens)."""
+    """The deterministic reply to a prompt (temperature 0: same prompt, same tokens).
+
+    A built-in prompt gets its own answer; any other prompt a passage of its category's pool,
+    chosen by the prompt's digest.
+    """
+    found = _BUILTIN_BY_PROMPT.get(_prompt_key(prompt_text))
+    if found is not None:
+        answer_id, category = found
+        return Reply(category, answer=answer_id)
     category = classify(prompt_text)
     return Reply(category, prompt_digest(prompt_text) % len(_TOKENS[category]))

@@ -140,6 +140,23 @@ def test_workers_do_not_change_the_bytes(tmp_path: Path, session_file: Path, ext
     assert one.manifest.read_bytes() == two.manifest.read_bytes()  # the manifest is reproducible too
 
 
+def test_webm_bytes_hold_where_libvpx_could_split_tiles(tmp_path: Path, session_file: Path) -> None:
+    """At 320x180 libvpx has room for one tile column only; at 1024x576 it has four, so a webm
+    recipe whose threads, tiles or row-mt followed the machine could give other bytes here."""
+    wide = RenderOptions(size="1024x576", fps=10, hold_s="1")
+    runs = [
+        render(session_file, tmp_path / name / "out.webm", wide, workers=workers, chunk_frames=CHUNK)
+        for name, workers in (("one", 1), ("two", 2), ("again", 2))
+    ]
+    assert runs[0].frame_count > 3 * CHUNK
+    assert len({r.output.read_bytes() for r in runs}) == 1
+    encode = list(manifests.load(runs[0].manifest).encoder_args[0])
+    pinned = {flag: encode[encode.index(flag) + 1] for flag in ("-threads", "-row-mt", "-tile-columns")}
+    assert pinned["-threads"].isdigit() and pinned["-threads"] != "0"  # 0 = libvpx picks from the CPUs
+    assert pinned["-row-mt"] == "0"  # libvpx's row-mt is bit-exact only with a switch ffmpeg lacks
+    assert pinned["-tile-columns"].isdigit()
+
+
 def test_chunk_size_is_part_of_the_bytes(tmp_path: Path, session_file: Path) -> None:
     """Guards the design: chunk boundaries shape the stream, which is why they are a constant."""
     a = render(session_file, tmp_path / "a" / "out.mp4", SMALL, chunk_frames=CHUNK)
@@ -243,7 +260,7 @@ def test_manifest_round_trips_and_holds_no_host_details(tmp_path: Path) -> None:
     assert record.session_sha256 == hashlib.sha256(session_file.read_bytes()).hexdigest()
     assert record.output_sha256 == hashlib.sha256(result.output.read_bytes()).hexdigest()
     assert record.options == SMALL and record.size == "320x180" and record.fps == 10
-    assert set(record.versions) == set(manifests.VERSION_KEYS)
+    assert set(record.versions) == {*manifests.VERSION_KEYS, *manifests.LAYOUT_KEYS}
     assert str(tmp_path).encode() not in payload and b'"/' not in payload
     assert any("palettegen" in arg for arg in record.encoder_args[0])
 

@@ -63,7 +63,7 @@ def test_cell_widths_and_visible_control_characters() -> None:
     kinds = [item.kind for item in clusters("a\r\nb", ["text"] * 4)]
     assert kinds == [GLYPH, NEWLINE, GLYPH]
     assert [c.text for c in cells_of("a\u200db\ufe0fc\u200bd")] == ["a", "b", "c", "d"]
-    assert [c.text for c in cells_of("👍🏽")] == ["👍"]
+    assert [(c.text, c.font, c.width) for c in cells_of("👍🏽")] == [("👍🏽", fonts.EMOJI, 2)]  # one shaped glyph
 
 
 def test_tabs_expand_to_tab_stops_of_four() -> None:

@@ -75,10 +75,11 @@ def test_frame_count_is_title_plus_replay_plus_hold() -> None:
     options = RenderOptions(size="640x360", fps=24, speed="2", title_s="0.5", hold_s="1.25")
     plan = build_plan(two_arms(), options)
     last = max(t.t_ns[-1] for t in plan.arms)
-    replay = first_frame_showing(last, 24, Fraction(2)) + 1
+    pause = 18  # 3/4 s on every column's final state before the end card
+    replay = first_frame_showing(last, 24, Fraction(2)) + 1 + pause
     assert plan.clock.title_frames == 12 and plan.clock.hold_frames == 30
     assert plan.frame_count == 12 + replay + 30
-    assert -(-last * 24 // (2 * NS_PER_S)) + 1 == replay
+    assert -(-last * 24 // (2 * NS_PER_S)) + 1 + pause == replay
 
 
 def test_live_decode_uses_the_metrics_definition_on_the_visible_prefix() -> None:

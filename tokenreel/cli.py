@@ -436,8 +436,20 @@ def render(
         str, typer.Option("--title-s", metavar="SECONDS", help="Seconds of title card before t = 0.")
     ] = "0",
     hold: Annotated[
-        str, typer.Option("--hold-s", metavar="SECONDS", help="Seconds the end card (the ladder) is shown.")
-    ] = "2",
+        str,
+        typer.Option(
+            "--hold-s", metavar="SECONDS",
+            help="Seconds the headline end card is shown, after a short pause on the final state (0: none).",
+        ),
+    ] = "4",
+    align: Annotated[
+        str,
+        typer.Option(
+            metavar="send|first-token",
+            help="send: every clock starts at request send and speed-ups are end to end (time to done); "
+            "first-token: each arm starts at its first token and speed-ups are decode tok/s ratios.",
+        ),
+    ] = "send",
     at: Annotated[str | None, typer.Option(metavar="SECONDS", help="Poster time in seconds, for .png output.")] = None,
     workers: Annotated[
         int | None, typer.Option(min=1, metavar="N", help="Worker processes (the output is the same for any number).")
@@ -464,6 +476,7 @@ def render(
       tokenreel render sessions/ladder.json --prompt
       tokenreel render sessions/ladder.json --prompt code-1 --arms bf16,nvfp4
       tokenreel render sessions/ladder.json --size 1080x1920 -o out/vertical.mp4
+      tokenreel render sessions/ladder.json --align first-token   # decode speed-ups
       tokenreel render sessions/ladder.json --at 5 -o poster.png
     """
     from tokenreel.renderer.plan import RenderOptions
@@ -478,7 +491,7 @@ def render(
     arm_ids = split_ids(arms)
     options = RenderOptions(
         prompt=prompt, run=run, arms=tuple(arm_ids or ()), fps=fps, size=size, speed=speed,
-        theme=theme, title_s=title, hold_s=hold, at=at,
+        theme=theme, title_s=title, hold_s=hold, at=at, align=align,
     )
     target = out_file or Path("out") / f"{Path(session_path).stem}-{prompt or prompt_ids[0]}.mp4"
     _render_to(session_path, target, options, workers or _default_workers(), force)
@@ -521,8 +534,12 @@ def verify(
 
 @app.command(cls=Command, short_help="Record and render the seed ladder on simulated endpoints (no GPU).")
 def demo(
-    max_tokens: Annotated[int, typer.Option(min=16, help="Forced output length per run.")] = 256,
-    repeats: Annotated[int, typer.Option(min=1, help="Measured runs per prompt (after one warmup).")] = 3,
+    max_tokens: Annotated[
+        int, typer.Option(min=16, help="Forced output length per run (720: the bf16 arm races about 8 s).")
+    ] = 720,
+    repeats: Annotated[
+        int, typer.Option(min=1, help="Measured runs per prompt, after one warmup (2 keeps the demo near 3 min).")
+    ] = 2,
     time_scale: Annotated[
         float, typer.Option(min=0.001, help="Simulator speed: 1 is real speed; 0.1 records ten times faster.")
     ] = 1.0,

@@ -1,0 +1,206 @@
+"""One speed story per video: every multiplier on screen is the one the race shows (end to end
+with --align send, decode with --align first-token), the end card lists only the arms on screen,
+and the race elements (progress, finish, live speed-up, running acceptance) never show a figure
+before the frames earn it."""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tokenreel import archive
+from tokenreel.figures import multiplier
+from tokenreel.renderer.frames import FrameRenderer
+from tokenreel.renderer.plan import ArmTrack, RenderOptions, RenderPlan, build_plan
+from tokenreel.renderer.timeline import first_frame_showing
+from tests.session_factory import MS, session, stream, words
+
+DEMO = Path(__file__).resolve().parents[1] / "sessions" / "seed-ladder-demo.json"
+SMALL = "640x360"
+MULTIPLIER = re.compile(r"(\d+\.\d\d)x (sooner|later|faster|slower)")
+
+
+def finish_frame(plan: RenderPlan, track: ArmTrack) -> int:
+    """Replay frame (from the race clock's 0) at which the arm is done."""
+    return first_frame_showing(track.finish_ns, plan.fps, plan.clock.speed)
+
+
+def shown(spans: tuple) -> str:
+    return "".join(text for text, _, _ in spans)
+
+
+def shown_multiplier(text: str) -> float:
+    """A speed-up as the screen says it, as the finish-time ratio first arm / this arm."""
+    match = MULTIPLIER.search(text)
+    assert match, text
+    value = float(match.group(1))
+    return value if match.group(2) in ("sooner", "faster") else 1 / value
+
+
+def last_replay(plan: RenderPlan) -> int:
+    return plan.clock.title_frames + plan.clock.replay_frames - 1
+
+
+def final_figures(renderer: FrameRenderer, index: int) -> list[tuple]:
+    renderer.frame(index)
+    return [renderer._keys[("figures", n)] for n in range(len(renderer.columns))]
+
+
+def check_within_one_frame(plan: RenderPlan, multiplier: float, arm: int, reference: int = 0) -> None:
+    """The multiplier shown (two decimals) is the ratio of the finish frames the viewer sees,
+    each known to within one frame: it lies among those ratios, give or take its rounding."""
+    ref, track = finish_frame(plan, plan.arms[reference]), finish_frame(plan, plan.arms[arm])
+    ratios = [(ref + a) / (track + b) for a in (-1, 1) for b in (-1, 1)]
+    assert min(ratios) - 0.005 <= multiplier <= max(ratios) + 0.005, (plan.align, arm, multiplier, ref, track)
+
+
+@pytest.fixture(scope="module")
+def demo() -> archive.Session:
+    return archive.load(DEMO)
+
+
+@pytest.mark.parametrize("align", ["send", "first-token"])
+@pytest.mark.parametrize("arms", [(), ("bf16", "nvfp4-dflash2"), ("nvfp4", "bf16")])
+def test_every_multiplier_shown_is_the_ratio_of_the_finish_frames(demo: archive.Session, align: str, arms: tuple) -> None:
+    plan = build_plan(demo, RenderOptions(prompt="code-1", size=SMALL, align=align, arms=arms))
+    renderer = FrameRenderer(plan)
+    columns = final_figures(renderer, last_replay(plan))
+    for n, (_, _, verdict, _) in enumerate(columns):
+        if n == 0:
+            assert shown(verdict).startswith("baseline")
+            continue
+        text = shown(verdict)
+        assert ("end to end" if align == "send" else "decode") in text
+        check_within_one_frame(plan, shown_multiplier(text), n)
+    big, what = renderer.headline()
+    assert "this prompt" in what and ("end to end" if align == "send" else "decode") in what
+    check_within_one_frame(plan, shown_multiplier(big), len(plan.arms) - 1)
+    rows = renderer.end_rows()
+    assert len(rows) == len(plan.arms)  # only the arms on screen
+    for n, row in enumerate(rows):
+        check_within_one_frame(plan, float(row[-1].rstrip("x")), n)  # vs first
+        if n:  # vs prior: the arm before it on screen
+            check_within_one_frame(plan, float(row[-2].rstrip("x")), n, reference=n - 1)
+        assert row[0] == f"{plan.arms[n].finish_ns / 1e9:.2f} s" or abs(float(row[0][:-2]) - plan.arms[n].finish_ns / 1e9) <= 0.01
+
+
+def test_send_shows_end_to_end_and_first_token_shows_decode(demo: archive.Session) -> None:
+    send = build_plan(demo, RenderOptions(prompt="code-1", size=SMALL))
+    decode = build_plan(demo, RenderOptions(prompt="code-1", size=SMALL, align="first-token"))
+    assert send.align == "send" and send.options.hold_s == "4"
+    last_send, last_decode = send.arms[-1], decode.arms[-1]
+    assert last_send.vs_first == pytest.approx(send.arms[0].finish_ns / last_send.finish_ns)
+    assert last_decode.vs_first == pytest.approx(last_decode.decode_tok_s / decode.arms[0].decode_tok_s)
+    assert FrameRenderer(send).headline()[0] == f"{multiplier(last_send.vs_first)} sooner"
+    assert FrameRenderer(decode).headline()[0] == f"{multiplier(last_decode.vs_first)} faster decode"
+    assert last_send.vs_first < last_decode.vs_first  # TTFT counts end to end, so the race gains less
+    for plan in (send, decode):  # TTFT is always from request send; replay times start at 0 or the first token
+        for track in plan.arms:
+            assert track.ttft_ns > 0
+            assert track.t_ns[track.first_index] == (track.ttft_ns if plan.align == "send" else 0)
+    with pytest.raises(ValueError, match="align: expected send or first-token"):
+        build_plan(demo, RenderOptions(prompt="code-1", size=SMALL, align="last-token"))
+
+
+def test_end_card_lists_only_the_arms_on_screen_numbered_as_on_screen(demo: archive.Session) -> None:
+    plan = build_plan(demo, RenderOptions(prompt="code-1", size=SMALL, arms=("bf16", "nvfp4-dflash2")))
+    renderer = FrameRenderer(plan)
+    assert [t.id for t in plan.arms] == ["bf16", "nvfp4-dflash2"] and [t.color for t in plan.arms] == [0, 2]
+    rows = renderer.end_rows()
+    assert len(rows) == 2 and rows[1][1] == rows[1][2]  # vs prior is vs bf16, the arm before it on screen
+    assert "NVFP4 + DFlash2 vs Original · bf16" in renderer.headline()[1]
+    assert [t.place for t in plan.arms] == [2, 1]
+
+
+@pytest.fixture(scope="module")
+def race() -> RenderPlan:
+    """a: baseline, first token at 300 ms, slow; b: speculative (4 tokens a chunk), done early."""
+    s = session(
+        [
+            ("a", "slow arm", [stream(words(120), 300 * MS, 20 * MS)]),
+            ("b", "fast arm", [stream(words(30), 200 * MS, 25 * MS, tokens=4)]),
+        ],
+        acceptance={"b": 4.37},
+    )
+    return build_plan(s, RenderOptions(size=SMALL, title_s="0.2", hold_s="1"))
+
+
+def test_race_elements_appear_only_when_earned(race: RenderPlan) -> None:
+    renderer = FrameRenderer(race)
+    title = race.clock.title_frames
+    done_b = title + finish_frame(race, race.arms[1])
+    done_a = title + finish_frame(race, race.arms[0])
+    assert done_b < done_a
+    for index in range(title, last_replay(race) + 1):
+        cutoff = renderer.race_cutoff(index)
+        (a_left, a_right, a_verdict, a_stats), (b_left, b_right, b_verdict, b_stats) = final_figures(renderer, index)
+        if index < done_a:
+            assert a_right == () and a_verdict == ()  # no second clock in a running column: the header has it
+        if index < done_b:
+            assert b_right == () and b_verdict == () and "4.37" not in shown(b_stats)  # never the final figure early
+        else:
+            assert shown(b_right).startswith("1st")
+            assert "accept 4.37" in shown(b_stats)
+        if done_b <= index < done_a:
+            assert shown(b_verdict).startswith("≥")  # live: at least the race clock over its finish
+            live = float(shown(b_verdict)[1:].split("x")[0])
+            assert live == pytest.approx(cutoff / race.arms[1].finish_ns, abs=0.006)
+        if index >= done_a:
+            assert not shown(b_verdict).startswith("≥")
+            assert shown(a_right).startswith("2nd") and shown(a_verdict).startswith("baseline")
+    mid = (title + done_b) // 2
+    stats = shown(final_figures(renderer, mid)[1][3])
+    assert "accept 4.0" in stats  # tokens per chunk so far, one decimal: not the archived 4.37
+
+
+def test_progress_bars_fill_with_tokens_over_max_tokens(race: RenderPlan) -> None:
+    renderer = FrameRenderer(race)
+    geo = race.layout.columns[0]
+    accent = np.array(race.theme.accent(race.arms[0].color), dtype=np.uint8)
+    filled = []
+    for index in (race.clock.title_frames, race.clock.title_frames + 20, last_replay(race)):
+        bar = renderer.render(index)[geo.progress.slices]
+        filled.append(int((bar[0] == accent).all(axis=1).sum()))
+    assert filled[0] == 0 < filled[1] < filled[2] == geo.progress.w * 120 // 1024
+
+
+def test_the_pause_shows_the_final_state_then_the_card_holds(race: RenderPlan) -> None:
+    renderer = FrameRenderer(race)
+    end = race.clock.title_frames + race.clock.replay_frames
+    last_done = race.clock.title_frames + max(first_frame_showing(t.t_ns[-1], race.fps, race.clock.speed) for t in race.arms)
+    pause = [renderer.render(i) for i in range(last_done, end)]
+    assert len(pause) == 1 + race.fps * 3 // 4  # the finish frame, then 3/4 s of the same frame
+    assert all(np.array_equal(frame, pause[0]) for frame in pause)
+    assert race.clock.hold_frames == race.fps and not np.array_equal(renderer.render(end), pause[-1])
+
+
+@pytest.mark.parametrize("align", ["send", "first-token"])
+def test_frame_names_every_region_that_changed_with_the_race_elements(demo: archive.Session, align: str) -> None:
+    plan = build_plan(demo, RenderOptions(prompt="code-1", size=SMALL, align=align, speed=str(Fraction(1, 2)), hold_s="0.2"))
+    reference, renderer = FrameRenderer(plan), FrameRenderer(plan)
+    previous = None
+    for index in [*range(plan.frame_count), 50, 120, 7, plan.frame_count - 1, 60]:
+        pixels, changed = renderer.frame(index)
+        assert np.array_equal(pixels, reference.render(index)), index
+        if previous is not None and changed is not None:
+            outside = np.ones(pixels.shape[:2], dtype=bool)
+            for rect in changed:
+                outside[rect.slices] = False
+            assert np.array_equal(pixels[outside], previous[outside]), index
+        previous = pixels.copy()
+
+
+@pytest.mark.parametrize(("size", "arms"), [("1920x1080", 4), ("3840x2160", 2), ("1080x1920", 3)])
+def test_end_card_and_columns_fit_every_layout(size: str, arms: int) -> None:
+    s = session([(f"a{i}", f"arm number {i}", [stream(words(40), (100 + 60 * i) * MS, (30 - 5 * i) * MS)]) for i in range(arms)])
+    plan = build_plan(s, RenderOptions(size=size, hold_s="0.1"))
+    renderer = FrameRenderer(plan)
+    for n, (left, right, verdict, _) in enumerate(final_figures(renderer, last_replay(plan))):
+        assert "…" not in shown(left) and shown(right).startswith(("1st", "2nd", "3rd", "4th"))
+        assert n == 0 or MULTIPLIER.search(shown(verdict))
+    frame = renderer.render(plan.frame_count - 1)
+    assert frame.shape == (int(size.split("x")[1]), int(size.split("x")[0]), 3)
