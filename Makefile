@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test tools bench verify clean lock check-lock wheel
+.PHONY: demo test tools shaping bench verify clean lock check-lock wheel
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -12,15 +12,21 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install -q -c constraints.txt --no-build-isolation -e '.[test]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(STAMP) shaping
 	$(BIN)/tokenreel demo --out out/demo --force
 
 # The tests probe videos with ffprobe and encode with a second ffmpeg build; Debian's ffmpeg
 # package has both. (The encoder itself is imageio-ffmpeg's, installed with the venv.)
-tools:
+tools: shaping
 	@command -v ffprobe >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ffmpeg >/dev/null; } \
 	  || { echo "make test needs ffprobe: install ffmpeg (Debian/Ubuntu: sudo apt-get install ffmpeg)" >&2; exit 2; }
+	@# The legibility test reads frames scaled to 640 px back with OCR.
+	@command -v tesseract >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends tesseract-ocr tesseract-ocr-eng >/dev/null; } \
+	  || { echo "make test needs tesseract: install it (Debian/Ubuntu: sudo apt-get install tesseract-ocr)" >&2; exit 2; }
+# Every render needs FriBiDi (make demo renders too).
+shaping: $(STAMP)
 	@# Pillow's wheels shape text with raqm, which loads FriBiDi from the system at run time: without
 	@# it tokenreel refuses to render (shaped text would draw other pixels), so install it here too.
 	@{ [ -x $(BIN)/python ] && $(BIN)/python -c "from PIL import features; raise SystemExit(not features.check('raqm'))" 2>/dev/null; } \

@@ -513,6 +513,22 @@ class FrameRenderer:
                 rows.append((_seconds(track.finish_ns), decode, multiplier(vs_prior), multiplier(track.vs_first)))
         return rows
 
+    def _card_boxes(self) -> tuple[Rect, Rect]:
+        """The end card's panel, centred on the stage and as tall as its rows, and its inside."""
+        layout = self.plan.layout
+        head, label, small = self.painters["headline"], self.painters["label"], self.painters["small"]
+        stage, pad = layout.stage, round(36 * layout.scale)
+        row_h = label.line_h * 3 // 2
+        height = min(stage.h, 2 * pad + head.line_h + label.line_h + small.line_h * 2 + row_h * (len(self.plan.arms) + 1))
+        width = min(stage.w, round(1400 * layout.scale))
+        card = Rect(stage.x + (stage.w - width) // 2, stage.y + (stage.h - height) // 2, width, height)
+        return card, Rect(card.x + pad, card.y + pad, card.w - 2 * pad, card.h - 2 * pad)
+
+    def headline_box(self) -> Rect:
+        """Where the end card's big line is drawn (tests read it back from the pixels)."""
+        _, inner = self._card_boxes()
+        return Rect(inner.x, inner.y, inner.w, self.painters["headline"].line_h)
+
     def _end_card(self) -> np.ndarray:
         """The final replay frame, dimmed, under the headline: the last arm against the first in
         the video's one metric, then a row per arm on screen with its bar and done-in time."""
@@ -524,17 +540,13 @@ class FrameRenderer:
         back = np.array(theme.background, dtype=np.uint16)
         canvas.pixels[stage.slices] = (region * SHOW_THROUGH + back * (256 - SHOW_THROUGH)) >> 8
         head, label, small = self.painters["headline"], self.painters["label"], self.painters["small"]
-        pad = round(36 * layout.scale)
         row_h = label.line_h * 3 // 2
         rows = self.end_rows()
-        height = min(stage.h, 2 * pad + head.line_h + label.line_h + small.line_h * 2 + row_h * (len(rows) + 1))
-        width = min(stage.w, round(1400 * layout.scale))
-        card = Rect(stage.x + (stage.w - width) // 2, stage.y + (stage.h - height) // 2, width, height)
+        card, inner = self._card_boxes()
         canvas.panel(card, layout.radius, theme.panel, theme.panel_edge, max(1, round(layout.scale)))
-        inner = Rect(card.x + pad, card.y + pad, card.w - 2 * pad, card.h - 2 * pad)
         big, what = self.headline()
         style = f"accent{plan.arms[-1].color}"
-        canvas.spans(Rect(inner.x, inner.y, inner.w, head.line_h), "headline", theme.panel, ((big, "headline", style),))
+        canvas.spans(self.headline_box(), "headline", theme.panel, ((big, "headline", style),))
         y = inner.y + head.line_h
         canvas.spans(Rect(inner.x, y, inner.w, label.line_h), "label", theme.panel, ((what, "label", "dim"),))
         y += label.line_h + small.line_h

@@ -1,0 +1,68 @@
+"""Legible where it is watched: the archived demo scaled to 640 px wide (a video embedded in a
+feed) and read back by OCR (Debian's tesseract, which `make test` installs). Every arm's
+tok/s mid-race and the end card's headline must read back exactly."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from tokenreel import archive
+from tokenreel.renderer.frames import FrameRenderer
+from tokenreel.renderer.layout import Rect
+from tokenreel.renderer.plan import RenderOptions, RenderPlan, build_plan
+
+DEMO = Path(__file__).resolve().parents[1] / "sessions" / "seed-ladder-demo.json"
+FEED_WIDTH = 640
+
+
+def tesseract() -> str:
+    found = shutil.which("tesseract")
+    if found is None:
+        pytest.fail("tesseract is not installed: run `make test` (it installs Debian's tesseract-ocr) or install it")
+    return found
+
+
+def read_back(plan: RenderPlan, frame: np.ndarray, box: Rect, tmp_path: Path) -> str:
+    """Scale the whole frame to the feed's width, cut out the box, and OCR that one line.
+
+    The crop is enlarged and binarised only for the OCR engine (it wants ~30 px letters, dark
+    on light); what it can read is what survived the scaling to 640 px.
+    """
+    scale = FEED_WIDTH / plan.width
+    feed = Image.fromarray(frame).resize((FEED_WIDTH, round(plan.height * scale)), Image.Resampling.LANCZOS)
+    crop = feed.crop((int(box.x * scale), int(box.y * scale), int(box.right * scale) + 1, int(box.bottom * scale) + 1))
+    crop = crop.resize((crop.width * 4, crop.height * 4), Image.Resampling.LANCZOS).convert("L")
+    crop.point(lambda v: 0 if v > 90 else 255).save(tmp_path / "line.png")
+    result = subprocess.run([tesseract(), str(tmp_path / "line.png"), "-", "--psm", "7"],
+                            capture_output=True, text=True, timeout=60)
+    return result.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def demo_plan() -> RenderPlan:
+    return build_plan(archive.load(DEMO), RenderOptions(prompt="code-1"))
+
+
+def test_every_arms_tok_s_reads_back_mid_race_at_640_px(demo_plan: RenderPlan, tmp_path: Path) -> None:
+    renderer = FrameRenderer(demo_plan)
+    index = demo_plan.clock.title_frames + demo_plan.fps * 3 // 2  # 1.5 s: every arm is streaming
+    frame = renderer.render(index)
+    for n, column in enumerate(demo_plan.layout.columns):
+        shown = renderer._keys[("figures", n)][0][0][0]  # the big figure this frame drew
+        assert re.fullmatch(r"\d+\.\d", shown), shown
+        text = read_back(demo_plan, frame, column.big, tmp_path)
+        assert text.split()[0].rstrip(".") == shown, (demo_plan.arms[n].id, text)
+
+
+def test_the_headline_reads_back_on_the_end_card_at_640_px(demo_plan: RenderPlan, tmp_path: Path) -> None:
+    renderer = FrameRenderer(demo_plan)
+    frame = renderer.render(demo_plan.frame_count - 1)
+    big, _ = renderer.headline()
+    assert read_back(demo_plan, frame, renderer.headline_box(), tmp_path) == big
