@@ -18,7 +18,7 @@ import numpy as np
 from tokenreel.renderer import fonts
 from tokenreel.renderer.highlight import styled_stream
 from tokenreel.renderer.layout import ColumnLayout, Rect
-from tokenreel.renderer.plan import ArmTrack, RenderPlan
+from tokenreel.renderer.plan import ArmTrack, Logo, RenderPlan
 from tokenreel.renderer.text import Cell, GlyphPainter, clusters, fit, layout_stream, wrap
 from tokenreel.renderer.theme import RGB, Theme
 from tokenreel.renderer.timeline import END, REPLAY, TITLE, ArmTimeline
@@ -414,11 +414,14 @@ class FrameRenderer:
         right.append(("tokenreel", "small", "dim"))
         canvas.spans(plan.layout.footer, "small", plan.theme.background, ((left, "small", "dim"),), right)
 
-    def _prompt_lines(self, width: int, role: str, lines: int) -> list[list[Cell]]:
-        """The prompt with its whitespace collapsed, wrapped to at most `lines` lines; cut with '…'."""
+    def _prompt_lines(self, width: int, role: str, lines: int, text: str | None = None) -> list[list[Cell]]:
+        """The prompt (or `text`) with its whitespace collapsed, wrapped to at most `lines` lines;
+        cut with '…'."""
         painter = self.painters[role]
         cols = width // painter.cell_w
-        flat = " ".join(self.plan.prompt_text.split())
+        flat = " ".join((self.plan.prompt_text if text is None else text).split())
+        if not flat and text is not None:
+            return []  # an empty subtitle: no lines
         limit = 2 * cols * (lines + 1)  # enough to fill the lines; a long prompt is not wrapped whole
         wrapped, _ = wrap(clusters(flat[:limit], ["dim"] * min(limit, len(flat))), cols)
         out = [list(line) for line in wrapped[:lines]]
@@ -455,16 +458,17 @@ class FrameRenderer:
         return canvas.pixels
 
     def _title_card(self) -> np.ndarray:
-        """Session name, prompt and the arms, centred."""
+        """Title (default the session name), subtitle (default the prompt) and the arms, centred;
+        the logo, if any, in the top-right corner."""
         plan, layout, theme = self.plan, self.plan.layout, self.plan.theme
         canvas = self._blank()
         stage = layout.stage
         title, label, small = self.painters["title"], self.painters["label"], self.painters["small"]
-        prompt = self._prompt_lines(min(stage.w, round(1100 * layout.scale)), "small", 4)
+        prompt = self._prompt_lines(min(stage.w, round(1100 * layout.scale)), "small", 4, plan.subtitle)
         row_h = label.line_h * 3 // 2
         block_h = title.line_h * 2 + small.line_h * (len(prompt) + 1) + row_h * len(plan.arms)
         y = stage.y + max(0, (stage.h - block_h) // 2)
-        name = fit(plan.session_name, stage.w // title.cell_w, "title", fonts.BOLD)
+        name = fit(plan.title, stage.w // title.cell_w, "title", fonts.BOLD)
         canvas.cells(name, "title", stage.x + (stage.w - _width(name) * title.cell_w) // 2, y, theme.background, stage)
         y += title.line_h * 2
         for line in prompt:
@@ -481,7 +485,14 @@ class FrameRenderer:
             canvas.spans(Rect(x, middle, stage.right - x, label.line_h), "label", theme.background, spans)
             y += row_h
         self._footer(canvas)
+        if plan.logo is not None:
+            _composite(canvas.pixels, plan.logo)
         return canvas.pixels
+
+    def logo_box(self) -> Rect | None:
+        """Where the logo is drawn on the title card (None: no logo)."""
+        logo = self.plan.logo
+        return None if logo is None else Rect(logo.x, logo.y, logo.width, logo.height)
 
     # -- end card ----------------------------------------------------------------------------
 
@@ -592,3 +603,18 @@ class FrameRenderer:
                         canvas.blend(Rect(bar_x, top, bar_h, bar_h), theme.faint, bar_h // 2)
             for text, right in zip(figures, rights):
                 canvas.spans(Rect(rect.x, middle, right - rect.x, label.line_h), "label", theme.panel, (), ((text, "label", "text"),))
+
+
+def _composite(pixels: np.ndarray, logo: Logo) -> None:
+    """Alpha-composite the logo onto pixels in place, in integers (the same bytes everywhere);
+    a logo reaching past the frame is clipped."""
+    rgba = np.frombuffer(logo.rgba, dtype=np.uint8).reshape(logo.height, logo.width, 4)
+    h, w = pixels.shape[:2]
+    x0, y0 = max(0, logo.x), max(0, logo.y)
+    x1, y1 = min(w, logo.x + logo.width), min(h, logo.y + logo.height)
+    if x0 >= x1 or y0 >= y1:
+        return
+    src = rgba[y0 - logo.y : y1 - logo.y, x0 - logo.x : x1 - logo.x].astype(np.uint32)
+    dst = pixels[y0:y1, x0:x1].astype(np.uint32)
+    alpha = src[..., 3:4]
+    pixels[y0:y1, x0:x1] = ((src[..., :3] * alpha + dst * (255 - alpha) + 127) // 255).astype(np.uint8)

@@ -6,12 +6,17 @@ every bad option fails here with a one-line message before any frame is drawn.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from pathlib import Path
+
+from PIL import Image
 
 from tokenreel.renderer.layout import FrameLayout, compute
 from tokenreel.renderer.theme import Theme, load_theme
+from tokenreel.renderer.theme import is_path as is_theme_path
 from tokenreel.renderer.timeline import Clock, first_frame_showing
 from tokenreel.archive import Prompt, Run, Session
 from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, median_run
@@ -34,12 +39,17 @@ class RenderOptions:
     fps: int = 30
     size: str = "1920x1080"  # also "1080x1920" (vertical, arms stacked) and "3840x2160"
     speed: str = "1"  # parsed to fractions.Fraction; all timing in integers
-    theme: str = "dark"  # or "light"
-    title_s: str = "0"  # optional title card length (whole frames: round(title_s*fps))
+    theme: str = "dark"  # or "light", or a path to a JSON theme file
+    title_s: str = "1.5"  # title card length (whole frames: round(title_s*fps)); "0": none
     hold_s: str = "4"  # end card (the headline) shown this long, after a short pause on the final state
     at: str | None = None  # poster frame time in seconds (for .png output)
     align: str = "send"  # "send": clocks start at request send, speed-ups end to end;
     # "first-token": each arm's clock starts at its first token, speed-ups are decode tok/s ratios
+    title: str | None = None  # title card's big line; None -> the session name
+    subtitle: str | None = None  # title card's line under it; None -> the prompt text, "" -> none
+    logo: str | None = None  # PNG drawn in the title card's top-right corner
+    logo_sha256: str | None = None  # the logo's hash, pinned when rendered (see pin_files)
+    theme_sha256: str | None = None  # a theme file's hash, pinned likewise (None: a shipped theme)
 
 
 @dataclass(frozen=True)
@@ -98,6 +108,68 @@ class RenderPlan:
     align: str = "send"
     max_tokens: int = 0  # the session's max_tokens: the progress bars' full length
     race_end_ns: int = 0  # replay time the last arm is done; the clock stops there
+    title: str = ""  # the title card's big line
+    subtitle: str = ""  # the title card's line(s) under it (may be empty)
+    logo: Logo | None = None  # scaled to the layout, for the title card's corner
+
+
+LOGO_HEIGHT = 72  # px at the design size (1080): the logo is scaled to this height
+LOGO_MAX_WIDTH = 4  # ... and at most this many times as wide as high
+
+
+@dataclass(frozen=True)
+class Logo:
+    """An RGBA image, already scaled for the frame, and where its top-left corner goes."""
+
+    x: int
+    y: int
+    width: int
+    height: int
+    rgba: bytes  # width*height*4, straight (not premultiplied) alpha
+
+
+def file_sha256(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _pinned(option: str, path: str, recorded: str | None) -> str:
+    """The file's hash; with a recorded one, the file must still be the one rendered."""
+    try:
+        digest = file_sha256(path)
+    except OSError as exc:
+        raise ValueError(f"{option}: cannot read {path}: {exc.strerror or exc}") from None
+    if recorded is not None and digest != recorded:
+        raise ValueError(f"{option}: {path} changed since it was pinned (sha256 {digest[:12]}…, expected {recorded[:12]}…)")
+    return digest
+
+
+def pin_files(options: RenderOptions) -> RenderOptions:
+    """Record the SHA-256 of the logo and of a theme file in the options, so the manifest names
+    the exact files drawn and verify notices when one changes."""
+    logo = _pinned("logo", options.logo, None) if options.logo else None
+    theme = None
+    if is_theme_path(options.theme):
+        theme = _pinned("theme", options.theme, None)
+        load_theme(options.theme)  # a bad theme file fails here, before anything is drawn
+    return replace(options, logo_sha256=logo, theme_sha256=theme)
+
+
+def _logo(path: str, recorded: str | None, layout: FrameLayout) -> Logo:
+    """Read a PNG, scale it (Lanczos, deterministic) to the layout's logo height, and place it
+    in the top-right corner, inside the frame's margin."""
+    _pinned("logo", path, recorded)
+    try:
+        with Image.open(path) as image:
+            if image.format != "PNG":
+                raise ValueError(f"logo: {path} is not a PNG image (it is {image.format or 'unknown'})")
+            rgba = image.convert("RGBA")
+    except (OSError, Image.DecompressionBombError) as exc:
+        raise ValueError(f"logo: cannot read {path} as a PNG image: {exc}") from None
+    height = max(1, round(LOGO_HEIGHT * layout.scale))
+    width = max(1, min(round(rgba.width * height / rgba.height), LOGO_MAX_WIDTH * height))
+    scaled = rgba.resize((width, height), Image.Resampling.LANCZOS)
+    margin = layout.title.x
+    return Logo(layout.width - margin - width, layout.title.y, width, height, scaled.tobytes())
 
 
 def _fraction(value: str, option: str, low: Fraction, high: Fraction) -> Fraction:
@@ -261,6 +333,8 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
     speed = _fraction(options.speed, "speed", Fraction(1, 100), Fraction(100))
     title_s = _fraction(options.title_s, "title_s", Fraction(0), MAX_SECONDS)
     hold_s = _fraction(options.hold_s, "hold_s", Fraction(0), MAX_SECONDS)
+    if is_theme_path(options.theme):
+        _pinned("theme", options.theme, options.theme_sha256)
     theme = load_theme(options.theme)
     align = options.align.strip().lower()
     if align not in ALIGNS:
@@ -279,6 +353,7 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
     clock = Clock(options.fps, speed, round(title_s * options.fps), replay_frames, hold_frames)
     prompt = session.prompt(prompt_id)
     cells = build_cells(session)
+    layout = compute(width, height, len(tracks))
     return RenderPlan(
         width=width,
         height=height,
@@ -287,7 +362,7 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
         warnings=tuple(left_out + _warnings(session, runs, tracks)),
         options=options,
         clock=clock,
-        layout=compute(width, height, len(tracks)),
+        layout=layout,
         theme=theme,
         session_name=session.name,
         simulated=session.simulated,
@@ -301,4 +376,7 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
         align=align,
         max_tokens=session.settings.max_tokens,
         race_end_ns=max(t.finish_ns for t in tracks),
+        title=session.name if options.title is None else options.title,
+        subtitle=prompt_text(prompt) if options.subtitle is None else options.subtitle,
+        logo=_logo(options.logo, options.logo_sha256, layout) if options.logo else None,
     )

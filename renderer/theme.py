@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from dataclasses import dataclass
 
 import orjson
@@ -48,30 +49,57 @@ def available() -> list[str]:
     return assets.names("themes", ".json")
 
 
-def _rgb(value: object, where: str) -> RGB:
+def _rgb(value: object, where: str, source: str = "") -> RGB:
     if not isinstance(value, str) or not _HEX.fullmatch(value):
-        raise ValueError(f"theme: {where} must be a colour like '#12abef', got {value!r}")
+        raise ValueError(f"theme: {source}{where} must be a colour like '#12abef', got {value!r}")
     return (int(value[1:3], 16), int(value[3:5], 16), int(value[5:7], 16))
 
 
+def is_path(name: str) -> bool:
+    """A theme option naming a JSON file rather than a shipped theme."""
+    return name.lower().endswith(".json") or "/" in name or "\\" in name
+
+
 def load_theme(name: str) -> Theme:
-    """Read the shipped themes/<name>.json; ValueError names the theme option and the bad field."""
+    """A shipped theme (themes/<name>.json) or a JSON theme file at a path; ValueError names the
+    theme option, the file and the bad key, on one line."""
+    if is_path(name):
+        path = Path(name)
+        try:
+            payload = path.read_bytes()
+        except OSError as exc:
+            raise ValueError(f"theme: cannot read theme file {name}: {exc.strerror or exc}") from None
+        return _parse(payload, path.name, name)
     if name not in available():
-        raise ValueError(f"theme: unknown theme {name!r} (known: {', '.join(available())})")
-    data = orjson.loads(assets.file("themes", f"{name}.json").read_bytes())
+        raise ValueError(f"theme: unknown theme {name!r} (known: {', '.join(available())}; or a path to a .json file)")
+    return _parse(assets.file("themes", f"{name}.json").read_bytes(), name, f"{name}.json")
+
+
+def _parse(payload: bytes, theme_name: str, source: str) -> Theme:
+    try:
+        data = orjson.loads(payload)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"theme: {source} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"theme: {source} must hold a JSON object of colours")
     plain = [f for f in Theme.__dataclass_fields__ if f not in ("name", "accents", "syntax")]
-    missing = [key for key in (*plain, "accents", "syntax") if key not in data]
+    known = (*plain, "accents", "syntax")
+    unknown = [key for key in data if key not in known]
+    if unknown:
+        raise ValueError(f"theme: {source}: unknown key {unknown[0]!r} (keys: {', '.join(known)})")
+    missing = [key for key in known if key not in data]
     if missing:
-        raise ValueError(f"theme: {name}.json lacks {', '.join(missing)}")
+        raise ValueError(f"theme: {source} lacks {', '.join(missing)}")
     accents = data["accents"]
     if not isinstance(accents, list) or not accents:
-        raise ValueError(f"theme: {name}.json accents must be a non-empty list")
+        raise ValueError(f"theme: {source}: key 'accents' must be a non-empty list")
     syntax = data["syntax"]
     if not isinstance(syntax, dict) or set(syntax) != set(SYNTAX_STYLES):
-        raise ValueError(f"theme: {name}.json syntax must have exactly {', '.join(SYNTAX_STYLES)}")
+        raise ValueError(f"theme: {source}: key 'syntax' must have exactly {', '.join(SYNTAX_STYLES)}")
+    where = f"{source}: key "
     return Theme(
-        name=name,
-        **{key: _rgb(data[key], key) for key in plain},
-        accents=tuple(_rgb(c, f"accents[{i}]") for i, c in enumerate(accents)),
-        syntax=tuple((key, _rgb(syntax[key], f"syntax.{key}")) for key in SYNTAX_STYLES),
+        name=theme_name,
+        **{key: _rgb(data[key], key, where) for key in plain},
+        accents=tuple(_rgb(c, f"accents[{i}]", where) for i, c in enumerate(accents)),
+        syntax=tuple((key, _rgb(syntax[key], f"syntax.{key}", where)) for key in SYNTAX_STYLES),
     )

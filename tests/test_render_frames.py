@@ -163,7 +163,7 @@ def test_unicode_text_renders_inside_its_column_without_boxes() -> None:
     s = session(
         [("u", "unicode", [stream(UNICODE * 3, 100 * MS, 10 * MS)]), ("w", "words", [stream(words(20), 100 * MS, 10 * MS)])]
     )
-    plan = build_plan(s, RenderOptions(size=SMALL, hold_s="0"))
+    plan = build_plan(s, RenderOptions(size=SMALL, title_s="0", hold_s="0"))
     renderer = FrameRenderer(plan)
     for line in renderer.columns[0].layout.lines:
         for cell in line:

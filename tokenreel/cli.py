@@ -431,10 +431,22 @@ def render(
     speed: Annotated[
         str, typer.Option(metavar="FACTOR", help="Playback speed; 1 is real time (fractions like 1/2 work).")
     ] = "1",
-    theme: Annotated[str, typer.Option(metavar="dark|light", help="Colour theme.")] = "dark",
+    theme: Annotated[
+        str, typer.Option(metavar="NAME|PATH", help="Colour theme: dark, light, or a JSON theme file.")
+    ] = "dark",
+    title_s: Annotated[
+        str, typer.Option("--title-s", metavar="SECONDS", help="Seconds of title card before t = 0 (0: none).")
+    ] = "1.5",
     title: Annotated[
-        str, typer.Option("--title-s", metavar="SECONDS", help="Seconds of title card before t = 0.")
-    ] = "0",
+        str | None, typer.Option(metavar="TEXT", help="Title card's title.  [default: the session name]")
+    ] = None,
+    subtitle: Annotated[
+        str | None,
+        typer.Option(metavar="TEXT", help="Title card's subtitle ('' for none).  [default: the prompt]"),
+    ] = None,
+    logo: Annotated[
+        Path | None, typer.Option(metavar="PNG", help="A PNG logo for the title card's top-right corner.")
+    ] = None,
     hold: Annotated[
         str,
         typer.Option(
@@ -478,8 +490,9 @@ def render(
       tokenreel render sessions/ladder.json --size 1080x1920 -o out/vertical.mp4
       tokenreel render sessions/ladder.json --align first-token   # decode speed-ups
       tokenreel render sessions/ladder.json --at 5 -o poster.png
+      tokenreel render sessions/ladder.json --title "bf16 vs NVFP4" --logo logo.png --theme my.json
     """
-    from tokenreel.renderer.plan import RenderOptions
+    from tokenreel.renderer.plan import RenderOptions, pin_files
 
     session = load_session(session_path)
     prompt_ids = [p.id for p in session.prompts]
@@ -491,8 +504,11 @@ def render(
     arm_ids = split_ids(arms)
     options = RenderOptions(
         prompt=prompt, run=run, arms=tuple(arm_ids or ()), fps=fps, size=size, speed=speed,
-        theme=theme, title_s=title, hold_s=hold, at=at, align=align,
+        theme=theme, title_s=title_s, hold_s=hold, at=at, align=align,
+        title=title, subtitle=subtitle, logo=None if logo is None else str(logo),
     )
+    with user_errors():
+        options = pin_files(options)
     target = out_file or Path("out") / f"{Path(session_path).stem}-{prompt or prompt_ids[0]}.mp4"
     _render_to(session_path, target, options, workers or _default_workers(), force)
 
