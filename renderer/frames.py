@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -32,6 +33,24 @@ SUPERSAMPLE = 4  # per axis, for the anti-aliased edges of panels and badges
 ORDINALS = {1: "1st", 2: "2nd", 3: "3rd"}
 
 Span = tuple[str, str, str]  # (text, font role, style)
+# Labels step down to these roles when they do not fit (figures never do: they keep their role).
+STEP_DOWN = {"label": "small", "small": "tiny"}
+
+
+class TextBox(NamedTuple):
+    """One text run as drawn: its box, what was asked and what fitted (tests read these)."""
+
+    rect: Rect
+    role: str
+    text: str
+    drawn: str
+    x: int
+    width: int
+
+    @property
+    def cut(self) -> bool:
+        """Shortened with an ellipsis to fit (RTL runs may be reordered, so text is not compared)."""
+        return self.drawn.endswith("…") and not self.text.endswith("…")
 
 
 def _seconds(ns: int) -> str:
@@ -74,6 +93,11 @@ class Canvas:
         self.painters = painters
         self.theme = theme
         self.color: Callable[[str], RGB] = lambda style: _color(theme, style)
+        self.boxes: list[TextBox] | None = None  # set to a list to log every run drawn
+
+    def _logged(self, rect: Rect, role: str, text: str, cells: Sequence[Cell], x: int, width: int) -> None:
+        if self.boxes is not None:
+            self.boxes.append(TextBox(rect, role, text, "".join(c.text for c in cells), x, width))
 
     def fill(self, rect: Rect, rgb: RGB) -> None:
         self.pixels[rect.slices] = rgb
@@ -111,12 +135,15 @@ class Canvas:
             painter = self.painters[span_role]
             cells = fit(text, (x - rect.x) // painter.cell_w, style, self.primary(span_role))
             x -= _width(cells) * painter.cell_w
-            self.cells(cells, span_role, x, baseline - painter.baseline, bg, rect)
+            width = self.cells(cells, span_role, x, baseline - painter.baseline, bg, rect)
+            self._logged(rect, span_role, text, cells, x, width)
         limit, x = x, rect.x
         for text, span_role, style in left:
             painter = self.painters[span_role]
             cells = fit(text, max(0, limit - x) // painter.cell_w, style, self.primary(span_role))
-            x += self.cells(cells, span_role, x, baseline - painter.baseline, bg, Rect(rect.x, rect.y, limit - rect.x, rect.h))
+            width = self.cells(cells, span_role, x, baseline - painter.baseline, bg, Rect(rect.x, rect.y, limit - rect.x, rect.h))
+            self._logged(Rect(rect.x, rect.y, limit - rect.x, rect.h), span_role, text, cells, x, width)
+            x += width
 
     @property
     def badge_width(self) -> int:
@@ -224,35 +251,53 @@ class ArmColumn:
         if track.acceptance_length is None:
             return ""
         if self.finished(visible):
-            return f" · accept {figure(track.acceptance_length, 2)}"
+            return f"accept {figure(track.acceptance_length, 2)}"
         if self.steps is None or visible <= track.first_index + 1:
             return ""
-        return f" · accept {figure(self.steps(visible), 1)}"
+        return f"accept {figure(self.steps(visible), 1)}"
 
     def figures(self, visible: int, cutoff_ns: int, ref_done: bool) -> tuple[tuple[Span, ...], ...]:
         """The figure lines as spans: (big left, big right, verdict, stats). ref_done: the first
-        arm on screen, which speed-ups are relative to, has finished."""
-        track, plan = self.track, self.plan
-        unit: Span = (" tok/s decode", "small", "dim")
-        stats_tail = f" · TTFT {_seconds(track.ttft_ns)}" + self.live_accept(visible)
-        tokens = self.timeline.tokens(visible)
-        count = f"{tokens}/{plan.max_tokens}" if plan.max_tokens >= tokens else str(tokens)
+        arm on screen, which speed-ups are relative to, has finished. Each line is the first of
+        its variants that fits: words shorten, then step down a size, then the least important
+        figures drop out whole; a figure itself is never cut or shrunk."""
+        track, plan, geo = self.track, self.plan, self.geo
+        ttft = f"TTFT {_seconds(track.ttft_ns)}"
+        accept = self.live_accept(visible)
         if visible <= track.first_index:
-            return (("—", "big", "faint"), unit), (), (), (("waiting for the first token", "small", "dim"),)
+            return self.big_line(("—", "big", "faint")), (), (), self.fitted(geo.stats.w, ("waiting for the first token",))
+        tokens = self.timeline.tokens(visible)
         if not self.finished(visible):
+            count = f"{tokens}/{plan.max_tokens}" if plan.max_tokens >= tokens else str(tokens)
             live = (figure(self.timeline.live_decode(visible)), "big", self.accent)
-            return (live, unit), (), (), ((f"{count} tokens" + stats_tail, "small", "dim"),)
-        final: Span = (figure(track.decode_tok_s), "big", self.accent)
-        left = (final, unit)
+            return self.big_line(live), (), (), self.stats_line((count, ""), ttft, accept)
+        left = self.big_line((figure(track.decode_tok_s), "big", self.accent))
         place = ORDINALS.get(track.place, f"{track.place}th")
         finish = _seconds(track.finish_ns)
-        if len(plan.arms) == 1:  # no race: no place
-            right = self.fitting(left, (f"done {finish}",))
-        else:
-            right = self.fitting(left, (f"{place} · done {finish}", f"{place} · {finish}", place))
-        done = "" if finish in shown(right) else f"done {finish} · "  # a narrow column says it below
-        stats = ((f"{done}{track.output_tokens} tokens" + stats_tail, "small", "dim"),)
-        return left, right, self.verdict(cutoff_ns, ref_done), stats
+        right = self.fitting(left, (f"{place} · done {finish}", f"{place} · {finish}", place))
+        done = "" if finish in shown(right) else f"done {finish}"  # a narrow column says it below
+        return left, right, self.verdict(cutoff_ns, ref_done), self.stats_line((str(track.output_tokens), done), ttft, accept)
+
+    def big_line(self, value: Span) -> tuple[Span, ...]:
+        """The big tok/s figure and its unit, the unit shortened or stepped down to fit."""
+        return first_fit(self.painters, self.geo.big.w, [(value, (unit, role, "dim")) for role in ("small", "tiny") for unit in (" tok/s decode", " tok/s")])
+
+    def stats_line(self, count_done: tuple[str, str], ttft: str, accept: str) -> tuple[Span, ...]:
+        """tokens, TTFT, acceptance (and "done" first when the big line had no room for it)."""
+        count, done = count_done
+        lead = [done] if done else []
+        tail = [accept] if accept else []
+        shortest = [*lead, f"{count} tok", ttft, *tail]
+        wordings = [" · ".join([*lead, f"{count} tokens", ttft, *tail]), " · ".join(shortest)]
+        drops = [" · ".join(shortest[:n]) for n in range(len(shortest) - 1, 0, -1)]
+        return self.fitted(self.geo.stats.w, wordings, drops)
+
+    def fitted(self, width: int, wordings: Sequence[str], drops: Sequence[str] = ()) -> tuple[Span, ...]:
+        """Small dim text: the first wording that fits, else the shortest in tiny type, else
+        (tiny) the first of `drops`, shorter lines with the least important figures left out."""
+        candidates = [((text, "small", "dim"),) for text in wordings]
+        candidates += [((text, "tiny", "dim"),) for text in (wordings[-1], *drops)]
+        return first_fit(self.painters, width, candidates)
 
     def fitting(self, left: Sequence[Span], variants: Sequence[str]) -> tuple[Span, ...]:
         """The first finish mark that fits right of the big figure, which never shrinks."""
@@ -264,21 +309,24 @@ class ArmColumn:
 
     def verdict(self, cutoff_ns: int, ref_done: bool) -> tuple[Span, ...]:
         """The speed-up over the first arm: a live lower bound (the race clock over this arm's
-        finish) while the first arm still runs, the final figure once it is done."""
+        finish) while the first arm still runs, the final figure once it is done. What it
+        measures always follows it; whom it is against only where there is room."""
         plan, track = self.plan, self.track
         if self.reference is None:
-            return (("baseline", "label", "dim"), (" for the speed-ups", "small", "dim")) if len(plan.arms) > 1 else ()
-        metric = "end to end" if plan.align == "send" else "decode"
-        tail: Span = (f" {metric} vs {self.reference}", "small", "dim")
+            return first_fit(self.painters, self.geo.verdict.w, [(("baseline", "label", "dim"), (tail, role, "dim")) for role in ("small", "tiny") for tail in (" for the speed-ups", "")])
         if not ref_done:
             live = cutoff_ns / track.finish_ns if track.finish_ns else None
             if live is None or live < 1:
                 return ()
-            return (f"≥{multiplier(live)} {faster(plan.align, 1.0)}", "label", "good"), tail
-        if track.vs_first is None:
+            value: Span = (f"≥{multiplier(live)} {faster(plan.align, 1.0)}", "label", "good")
+        elif track.vs_first is None:
             return ()
-        value = track.vs_first if track.vs_first >= 1 else 1 / track.vs_first
-        return (f"{multiplier(value)} {faster(plan.align, track.vs_first)}", "label", "good" if track.vs_first >= 1 else "dim"), tail
+        else:
+            ratio = track.vs_first if track.vs_first >= 1 else 1 / track.vs_first
+            value = (f"{multiplier(ratio)} {faster(plan.align, track.vs_first)}", "label", "good" if track.vs_first >= 1 else "dim")
+        metric = "end to end" if plan.align == "send" else "decode"
+        tails = [(f" {metric} vs {self.reference}", "small"), (f" {metric}", "small"), (f" {metric}", "tiny")]
+        return first_fit(self.painters, self.geo.verdict.w, [(value, (tail, role, "dim")) for tail, role in tails])
 
     def draw_figures(self, canvas: Canvas, base: np.ndarray, key: tuple[tuple[Span, ...], ...], previous: Hashable) -> list[Rect]:
         """Redraw the figure lines that changed from `previous`; the regions redrawn."""
@@ -314,11 +362,22 @@ def _text_w(painters: dict[str, GlyphPainter], text: str, role: str) -> int:
     return _width(fit(text, 10**6, "text", Canvas.primary(role))) * painter.cell_w
 
 
+def first_fit(painters: dict[str, GlyphPainter], width: int, candidates: Sequence[tuple[Span, ...]]) -> tuple[Span, ...]:
+    """The first candidate line that fits `width` px uncut; the last one when none does (the
+    layout is checked to fit every last candidate, see layout.compute)."""
+    for spans in candidates:
+        if sum(_text_w(painters, text, role) for text, role, _ in spans) <= width:
+            return spans
+    return candidates[-1]
+
+
 class FrameRenderer:
     """Renders frame i of a plan; the same pixels whatever was rendered before and in what order."""
 
-    def __init__(self, plan: RenderPlan) -> None:
+    def __init__(self, plan: RenderPlan, text_boxes: list[TextBox] | None = None) -> None:
+        """text_boxes: a list to append every text run drawn to (tests check what fits)."""
         self.plan = plan
+        self.text_boxes = text_boxes
         self.clock = plan.clock
         self.painters = {role: GlyphPainter(px) for role, px in plan.layout.sizes.items()}
         self.columns = [
@@ -326,7 +385,7 @@ class FrameRenderer:
             for n, (track, geo) in enumerate(zip(plan.arms, plan.layout.columns))
         ]
         self._base = self._draw_base()
-        self._canvas = Canvas(self._base.copy(), self.painters, plan.theme)
+        self._canvas = self._canvas_on(self._base.copy())
         self._keys: dict[Hashable, Hashable] = {}
         self._cards: dict[str, np.ndarray] = {}
         self._shown: str | None = None  # phase of the frame returned last
@@ -395,24 +454,40 @@ class FrameRenderer:
     def _blank(self) -> Canvas:
         pixels = np.empty((self.plan.height, self.plan.width, 3), dtype=np.uint8)
         pixels[:] = self.plan.theme.background
-        return Canvas(pixels, self.painters, self.plan.theme)
+        return self._canvas_on(pixels)
 
-    def metric_note(self) -> str:
-        """What every speed-up on screen is, said once for the whole video."""
-        if len(self.plan.arms) < 2:
-            return "This prompt"
+    def _canvas_on(self, pixels: np.ndarray) -> Canvas:
+        canvas = Canvas(pixels, self.painters, self.plan.theme)
+        canvas.boxes = self.text_boxes
+        return canvas
+
+    def metric_notes(self) -> tuple[str, str]:
+        """What every speed-up on screen is, said once for the whole video (long, short)."""
         if self.plan.align == "send":
-            return "Speed-ups: end to end (time to done, from request send), this prompt"
-        return "Speed-ups: decode tok/s, this prompt; each arm's clock starts at its first token"
+            return "Speed-ups: end to end (time to done, from request send), this prompt", "Speed-ups: end to end, this prompt"
+        return "Speed-ups: decode tok/s, this prompt; each arm's clock starts at its first token", "Speed-ups: decode tok/s, this prompt"
 
     def _footer(self, canvas: Canvas) -> None:
+        """What the speed-ups are and how the race was made, shortened (then smaller) to fit."""
         plan = self.plan
         speed = plan.clock.speed
         pace = "at real speed" if speed == 1 else f"at {float(speed):g}x speed"
-        left = f"{self.metric_note()}. Each arm was recorded on its own, then replayed side by side {pace}."
+        long, short = self.metric_notes()
+        wordings = (
+            f"{long}. Each arm was recorded on its own, then replayed side by side {pace}.",
+            f"{short}. Each arm recorded on its own, replayed side by side {pace}.",
+            f"{short}. Arms recorded one at a time, replayed {pace}.",
+        )
         right: list[Span] = [("SIMULATED ENDPOINTS · ", "small", "tool")] if plan.simulated else []
         right.append(("tokenreel", "small", "dim"))
-        canvas.spans(plan.layout.footer, "small", plan.theme.background, ((left, "small", "dim"),), right)
+        room = plan.layout.footer.w - sum(_text_w(self.painters, text, role) for text, role, _ in right)
+        left = first_fit(self.painters, room, [((text, role, "dim"),) for role in ("small", "tiny") for text in wordings])
+        canvas.spans(plan.layout.footer, "small", plan.theme.background, left, right)
+
+    def label_spans(self, text: str, width: int, role: str = "label", style: str = "title") -> tuple[Span, ...]:
+        """A user's label (arm name, model): a size smaller when it does not fit, then cut."""
+        smaller = STEP_DOWN[role]
+        return first_fit(self.painters, width, [((text, role, style),), ((text, smaller, style),)])
 
     def _prompt_lines(self, width: int, role: str, lines: int, text: str | None = None) -> list[list[Cell]]:
         """The prompt (or `text`) with its whitespace collapsed, wrapped to at most `lines` lines;
@@ -450,8 +525,8 @@ class FrameRenderer:
             canvas.blend(geo.accent, canvas.color(f"accent{track.color}"), geo.accent.h // 2)
             x = canvas.badge(geo.label.x, geo.label.y, geo.label.h, track.color, theme.panel, n + 1)
             name = Rect(x, geo.label.y, geo.label.right - x, geo.label.h)
-            canvas.spans(name, "label", theme.panel, ((track.label, "label", "title"),))
-            canvas.spans(geo.detail, "small", theme.panel, ((track.model, "small", "dim"),))
+            canvas.spans(name, "label", theme.panel, self.label_spans(track.label, name.w))
+            canvas.spans(geo.detail, "small", theme.panel, self.label_spans(track.model, geo.detail.w, "small", "dim"))
             y = geo.text.y - (geo.text.y - geo.detail.bottom) // 2
             canvas.fill(Rect(geo.label.x, y, geo.label.w, border), theme.faint)
             canvas.fill(geo.progress, theme.faint)
@@ -500,13 +575,20 @@ class FrameRenderer:
         """The end card's big line (the last arm on screen against the first) and what it is."""
         plan = self.plan
         first, last = plan.arms[0], plan.arms[-1]
-        if len(plan.arms) == 1 or last.vs_first is None:
+        if last.vs_first is None:
             return f"done in {_seconds(last.finish_ns)}", f"{last.label} · this prompt"
         value = last.vs_first if last.vs_first >= 1 else 1 / last.vs_first
         word = faster(plan.align, last.vs_first)
         if plan.align == "send":
             return f"{multiplier(value)} {word}", f"{last.label} vs {first.label} · end to end, this prompt"
         return f"{multiplier(value)} {word} decode", f"{last.label} vs {first.label} · decode tok/s, this prompt"
+
+    def what_spans(self, what: str, width: int) -> tuple[Span, ...]:
+        """The line under the headline: a size smaller when it does not fit, then with what is
+        measured first, so that only the arm labels at its end are cut."""
+        labels, _, measure = what.rpartition(" · ")
+        candidates = [((what, "label", "dim"),), ((what, "small", "dim"),), ((f"{measure} · {labels}", "small", "dim"),)]
+        return first_fit(self.painters, width, candidates)
 
     def end_rows(self) -> list[tuple[str, ...]]:
         """Per arm on screen: done in, (decode tok/s,) vs prior, vs first, in the video's metric."""
@@ -544,7 +626,7 @@ class FrameRenderer:
         """The final replay frame, dimmed, under the headline: the last arm against the first in
         the video's one metric, then a row per arm on screen with its bar and done-in time."""
         plan, layout, theme = self.plan, self.plan.layout, self.plan.theme
-        canvas = Canvas(self._base.copy(), self.painters, theme)
+        canvas = self._canvas_on(self._base.copy())
         self._compose(canvas, {}, self.clock.title_frames + self.clock.replay_frames - 1)
         stage = layout.stage
         region = canvas.pixels[stage.slices].astype(np.uint16)
@@ -559,7 +641,7 @@ class FrameRenderer:
         style = f"accent{plan.arms[-1].color}"
         canvas.spans(self.headline_box(), "headline", theme.panel, ((big, "headline", style),))
         y = inner.y + head.line_h
-        canvas.spans(Rect(inner.x, y, inner.w, label.line_h), "label", theme.panel, ((what, "label", "dim"),))
+        canvas.spans(Rect(inner.x, y, inner.w, label.line_h), "label", theme.panel, self.what_spans(what, inner.w))
         y += label.line_h + small.line_h
         self._rows(canvas, Rect(inner.x, y, inner.w, inner.bottom - y), row_h, rows)
         return canvas.pixels
@@ -569,8 +651,6 @@ class FrameRenderer:
         done, then the figures right-aligned under their headings."""
         plan, theme, label = self.plan, self.plan.theme, self.painters["label"]
         headings = ("done in", "vs prior", "vs first") if plan.align == "send" else ("done in", "decode", "vs prior", "vs first")
-        if len(plan.arms) == 1:
-            headings, rows = headings[:1], [row[:1] for row in rows]
         gap = label.cell_w * 2
         widths = [max(_text_w(self.painters, h, "small"), *(_text_w(self.painters, r[k], "label") for r in rows)) for k, h in enumerate(headings)]
         rights, right = [], rect.right
@@ -590,7 +670,8 @@ class FrameRenderer:
                 break
             middle = y + (row_h - label.line_h) // 2
             x = canvas.badge(rect.x, middle, label.line_h, track.color, theme.panel, n + 1)
-            canvas.spans(Rect(x, middle, rect.x + name_w - x, label.line_h), "label", theme.panel, ((track.label, "label", "title"),))
+            name = Rect(x, middle, rect.x + name_w - x, label.line_h)
+            canvas.spans(name, "label", theme.panel, self.label_spans(track.label, name.w))
             if bar_w >= label.cell_w * 4:
                 bar_h = max(2, label.line_h // 2)
                 top = middle + (label.line_h - bar_h) // 2

@@ -14,9 +14,17 @@ from dataclasses import dataclass
 from tokenreel.renderer.text import cell_metrics
 
 DESIGN_SIZE = 1080
-FONT_SIZES = {"body": 18, "small": 15, "label": 22, "big": 40, "title": 30, "headline": 64}  # px at the design size
+# px at the design size; "tiny" is where small labels step down to when they do not fit
+FONT_SIZES = {"body": 18, "small": 15, "tiny": 12, "label": 22, "big": 40, "title": 30, "headline": 64}
 MIN_FONT = 6
 MIN_GRID = (4, 2)  # (cols, rows): below this a column cannot show a stream
+# The shortest forms the figure lines fall back to (frames.py), with the widest figures a
+# session can give: (role, text) runs per line. A size that cannot fit these is refused.
+WORST_CASE = {
+    "big": (("big", "99999.9"), ("tiny", " tok/s")),
+    "verdict": (("label", "≥99.99x slower"), ("tiny", " end to end")),
+    "stats": (("tiny", "99999/99999 tok"),),
+}
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,8 @@ def font_sizes(width: int, height: int) -> dict[str, int]:
 
 
 def _column(panel: Rect, pad: int, gap: int, metrics: Mapping[str, tuple[int, int]]) -> ColumnLayout:
+    """One arm's panel cut into its lines; ValueError when the text grid or a figure line
+    (in its shortest form, WORST_CASE) does not fit."""
     body_w, body_h = metrics["body"]
     label_h, small_h, big_h = metrics["label"][1], metrics["small"][1], metrics["big"][1]
     inner_w = panel.w - 2 * pad
@@ -94,7 +104,10 @@ def _column(panel: Rect, pad: int, gap: int, metrics: Mapping[str, tuple[int, in
     top, bottom = detail.bottom + gap, progress.y - gap // 2
     cols, rows = inner_w // body_w, max(0, bottom - top) // body_h
     if cols < MIN_GRID[0] or rows < MIN_GRID[1]:
-        raise ValueError(f"size: {panel.w}x{panel.h} px per arm is too small to show the text")
+        raise ValueError(f"size: {panel.w}x{panel.h} px per arm is too small to show the text; choose a larger size")
+    for line, runs in WORST_CASE.items():
+        if sum(metrics[role][0] * len(text) for role, text in runs) > inner_w:
+            raise ValueError(f"size: {panel.w} px per arm is too narrow for the figures; choose a larger size or fewer arms")
     text = Rect(label.x, top, cols * body_w, rows * body_h)
     return ColumnLayout(panel, accent, label, detail, text, progress, big, verdict, stats, cols, rows)
 

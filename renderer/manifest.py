@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import platform
 import re
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ import tokenreel
 from tokenreel.renderer import fonts
 from tokenreel.renderer.encode import Ffmpeg
 from tokenreel.renderer.plan import RenderOptions
+from tokenreel.renderer.theme import is_path as is_theme_path
 from tokenreel.archive import read_input
 
 FORMAT = "tokenreel.render"
@@ -69,8 +70,26 @@ def path_for(output: str | os.PathLike[str]) -> Path:
     return out.with_name(out.name + SUFFIX)
 
 
-def relative_session(session: str | os.PathLike[str], manifest_dir: str | os.PathLike[str]) -> str:
-    return Path(os.path.relpath(Path(session).resolve(), Path(manifest_dir).resolve())).as_posix()
+def relative_path(path: str | os.PathLike[str], manifest_dir: str | os.PathLike[str]) -> str:
+    """A file the manifest names (session, logo, theme), relative to the manifest's folder, so
+    the folder can move or be checked out elsewhere and still verify."""
+    return Path(os.path.relpath(Path(path).resolve(), Path(manifest_dir).resolve())).as_posix()
+
+
+def _file_options(options: RenderOptions) -> dict[str, str]:
+    """The options that name files: the logo, and the theme when it is a file, not a name."""
+    named = {"logo": options.logo, "theme": options.theme if is_theme_path(options.theme) else None}
+    return {key: value for key, value in named.items() if value}
+
+
+def portable_options(options: RenderOptions, manifest_dir: str | os.PathLike[str]) -> RenderOptions:
+    """The options as the manifest keeps them: file paths relative to the manifest's folder."""
+    return replace(options, **{key: relative_path(value, manifest_dir) for key, value in _file_options(options).items()})
+
+
+def resolved_options(options: RenderOptions, manifest_dir: str | os.PathLike[str]) -> RenderOptions:
+    """A manifest's options with its file paths found from the manifest's folder again."""
+    return replace(options, **{key: str(Path(manifest_dir) / value) for key, value in _file_options(options).items()})
 
 
 def current_versions(ffmpeg: Ffmpeg | None) -> dict[str, str]:
@@ -198,12 +217,16 @@ def from_dict(data: Any, path: str | os.PathLike[str]) -> Manifest:
     expected = frame_count if poster is None else 1
     if not isinstance(hashes, list) or len(hashes) != expected:
         raise c.fail("frame_sha256", f"expected a list of {expected} hashes")
+    options = c.options(c.field(data, "options"))
+    for key, value in _file_options(options).items():
+        if Path(value).is_absolute():
+            raise c.fail(f"options.{key}", f"expected a path relative to the manifest, got {value!r}")
     return Manifest(
         session=session,
         session_sha256=c.sha256(c.field(data, "session_sha256"), "session_sha256"),
         output=output,
         output_sha256=c.sha256(c.field(data, "output_sha256"), "output_sha256"),
-        options=c.options(c.field(data, "options")),
+        options=options,
         chunk_frames=c.count(c.field(data, "chunk_frames"), "chunk_frames"),
         frame_count=frame_count,
         fps=c.count(c.field(data, "fps"), "fps"),

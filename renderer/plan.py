@@ -22,8 +22,8 @@ from tokenreel.archive import Prompt, Run, Session
 from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, median_run
 from tokenreel.metrics import first_token_index, last_token_index, output_tokens, run_metrics
 
-MAX_ARMS = 4
-MAX_SIDE = 7680
+MIN_ARMS, MAX_ARMS = 2, 4
+MAX_SIDE = 3840  # 4K: the largest size the layouts are checked at
 MAX_FPS = 240
 MAX_SECONDS = Fraction(3600)
 ALIGNS = ("send", "first-token")
@@ -35,7 +35,7 @@ _SIZE = re.compile(r"(\d{1,5})[xX×](\d{1,5})")
 class RenderOptions:
     prompt: str | None = None  # None -> the session's first prompt
     run: str = "median"  # "median" or a measured run index (as in Run.index) e.g. "2"
-    arms: tuple[str, ...] = ()  # empty -> all arms (2..4 side by side; 1 is allowed too)
+    arms: tuple[str, ...] = ()  # empty -> all arms; a video races 2 to 4
     fps: int = 30
     size: str = "1920x1080"  # also "1080x1920" (vertical, arms stacked) and "3840x2160"
     speed: str = "1"  # parsed to fractions.Fraction; all timing in integers
@@ -189,6 +189,8 @@ def _size(value: str) -> tuple[int, int]:
     width, height = int(match.group(1)), int(match.group(2))
     if width % 2 or height % 2 or not (16 <= width <= MAX_SIDE and 16 <= height <= MAX_SIDE):
         raise ValueError(f"size: width and height must be even and 16..{MAX_SIDE} px, got {value}")
+    if width * 9 != height * 16 and width * 16 != height * 9:
+        raise ValueError(f"size: the layouts are 16:9 (e.g. 1920x1080, 3840x2160) or 9:16 (1080x1920), got {value}")
     return width, height
 
 
@@ -295,8 +297,11 @@ def _arm_ids(session: Session, chosen: tuple[str, ...]) -> list[str]:
             raise ValueError(f"arms: no arm {arm_id!r} in this session (arms: {', '.join(known)})")
     if len(set(arm_ids)) != len(arm_ids):
         raise ValueError(f"arms: an arm is listed twice: {', '.join(arm_ids)}")
-    if not 1 <= len(arm_ids) <= MAX_ARMS:
-        raise ValueError(f"arms: 1 to {MAX_ARMS} arms fit in a video, got {len(arm_ids)}; choose some with arms")
+    if not MIN_ARMS <= len(arm_ids) <= MAX_ARMS:
+        raise ValueError(
+            f"arms: a video races {MIN_ARMS} to {MAX_ARMS} arms, got {len(arm_ids)}"
+            + ("; choose some with arms" if len(arm_ids) > MAX_ARMS else "; `tokenreel report` shows a single arm's figures")
+        )
     return arm_ids
 
 

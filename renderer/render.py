@@ -251,11 +251,11 @@ def render(
             assert ffmpeg is not None
             hashes = _encode_chunked(plan, fmt, ffmpeg, work, staged, workers, chunk_frames, counter)
         record = manifests.Manifest(
-            session=manifests.relative_session(session_path, out.parent),
+            session=manifests.relative_path(session_path, out.parent),
             session_sha256=session_sha256,
             output=out.name,
             output_sha256=file_sha256(staged),
-            options=options,
+            options=manifests.portable_options(options, out.parent),
             chunk_frames=chunk_frames,
             frame_count=plan.frame_count,
             fps=plan.fps,

@@ -131,7 +131,8 @@ def verify_one(path: str | os.PathLike[str], workers: int = 1, progress: Progres
     with tempfile.TemporaryDirectory(prefix="tokenreel-verify-") as tmp:
         out = Path(tmp) / record.output
         try:
-            result = render(session, out, record.options, workers, progress, record.chunk_frames)
+            options = manifests.resolved_options(record.options, path.parent)
+            result = render(session, out, options, workers, progress, record.chunk_frames)
         except Exception as exc:  # a bad session, a broken install, ffmpeg: nothing was compared
             reason = str(exc) if isinstance(exc, (ValueError, OSError, RuntimeError)) else f"{type(exc).__name__}: {exc}"
             changed = "the session changed since the render, and " if session_changed else ""

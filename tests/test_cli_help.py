@@ -79,7 +79,7 @@ def test_metavars_are_words_for_the_value() -> None:
 def test_render_help_documents_the_default_out_arms_and_sizes() -> None:
     page = help_page("render")
     assert "out/<session-stem>-<prompt>.mp4" in page
-    assert "up to 4 arms" in page
+    assert "2 to 4 arms" in page
     for size in ("1920x1080", "3840x2160", "1080x1920"):
         assert size in page
 
@@ -105,7 +105,7 @@ def test_piped_output_keeps_each_value_on_one_line(tmp_path: Path) -> None:
     video = folder / "replay.mp4"
     env = {**os.environ, "COLUMNS": "40"}  # a pipe never wraps, whatever COLUMNS says
     result = run_cli(
-        "render", session, "--prompt", "code-1", "--size", "320x180", "--hold-s", "0", "-o", video, env=env
+        "render", session, "--prompt", "code-1", "--size", "640x360", "--hold-s", "0", "-o", video, env=env
     )
     assert result.returncode == 0, result.stderr
     manifest = Path(f"{video}.render.json")

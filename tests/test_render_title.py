@@ -202,3 +202,33 @@ def archive_path(s: archive.Session, tmp_path: Path) -> Path:
     if not path.exists():
         archive.save(s, path)
     return path
+
+
+def test_logo_and_theme_paths_in_the_manifest_are_relative_and_verify_after_a_move(
+    two_arms: archive.Session, logo_png: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Like the session, the files a render names travel with its folder: the manifest keeps
+    them relative to itself, and verify finds them from there, whatever the working directory."""
+    from tokenreel.renderer.verify import verify_one
+
+    project = tmp_path / "project"
+    (project / "brand").mkdir(parents=True)
+    theme = shipped("light")
+    theme["background"] = "#203040"
+    (project / "brand" / "mine.json").write_bytes(orjson.dumps(theme))
+    (project / "brand" / "logo.png").write_bytes(logo_png.read_bytes())
+    archive.save(two_arms, project / "s.json")
+    monkeypatch.chdir(project)  # typed relative to the working directory, as a user would
+    options = pin_files(RenderOptions(size="320x180", hold_s="0", title_s="0.2", logo="brand/logo.png", theme="brand/mine.json"))
+    render(project / "s.json", project / "out" / "v.mp4", options)
+    data = orjson.loads((project / "out" / "v.mp4.render.json").read_bytes())
+    assert (data["options"]["logo"], data["options"]["theme"]) == ("../brand/logo.png", "../brand/mine.json")
+    moved = tmp_path / "elsewhere"
+    project.rename(moved)
+    monkeypatch.chdir(tmp_path)
+    result = verify_one(moved / "out" / "v.mp4.render.json")
+    assert result.status == "identical", result.message
+    data["options"]["logo"] = str(moved / "brand" / "logo.png")
+    (moved / "out" / "v.mp4.render.json").write_bytes(orjson.dumps(data))
+    with pytest.raises(manifests.ManifestError, match=r"field 'options\.logo': expected a path relative to the manifest"):
+        manifests.load(moved / "out" / "v.mp4.render.json")

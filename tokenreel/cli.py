@@ -426,7 +426,7 @@ def render(
     ] = None,
     fps: Annotated[int, typer.Option(metavar="N", help="Frames per second (1 to 240).")] = 30,
     size: Annotated[
-        str, typer.Option(metavar="WxH", help="1920x1080, 3840x2160, or 1080x1920 (vertical, arms stacked).")
+        str, typer.Option(metavar="WxH", help="1920x1080, 3840x2160, or 1080x1920 (vertical, arms stacked); 16:9 or 9:16, up to 4K.")
     ] = "1920x1080",
     speed: Annotated[
         str, typer.Option(metavar="FACTOR", help="Playback speed; 1 is real time (fractions like 1/2 work).")
@@ -470,9 +470,9 @@ def render(
 ) -> None:
     """Replay a session side by side at real speed into a video, deterministically.
 
-    One prompt, one run per arm: up to 4 arms (2 to 4 read best; 1 works too), side by side
-    at 1920x1080 or 3840x2160, or stacked at 1080x1920 for a vertical video (any even WxH
-    from 16 to 7680 works). The --out extension picks the format; without --out the video is
+    One prompt, one run per arm: 2 to 4 arms, side by side at 1920x1080 or 3840x2160, or
+    stacked at 1080x1920 for a vertical video (any even 16:9 or 9:16 size up to 4K, as long
+    as every figure fits; other sizes are refused). The --out extension picks the format; without --out the video is
 
     \b
       out/<session-stem>-<prompt>.mp4   (e.g. out/ladder-code-1.mp4)
