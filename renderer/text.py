@@ -304,6 +304,13 @@ class RtlRuns:
 
     def flush(self) -> None:
         if self.run:
+            # Digits right after RTL text belong to its run (the bidi algorithm makes them, and
+            # the neutrals before them, part of the right-to-left run: "عام 2024" shows the
+            # number on the left); neutrals after the last digit stay outside.
+            digits = [k for k, cell in enumerate(self.tail) if unicodedata.bidirectional(cell.text[0]) in ("EN", "AN")]
+            if digits:
+                self.run.extend(self.tail[: digits[-1] + 1])
+                del self.tail[: digits[-1] + 1]
             head = self.run[0]
             text = "".join(c.text for c in self.run)
             self._place(Cell(text, head.font, sum(c.width for c in self.run), head.style))

@@ -22,7 +22,7 @@ from tokenreel.renderer import verify as verifying
 from tokenreel.renderer.plan import RenderOptions
 from tokenreel.renderer.render import render
 from tokenreel.renderer.text import (
-    GLYPH, Cell, GlyphPainter, _covered, _ignorable, _wrap, clusters, fit, layout_stream, wrap,
+    GLYPH, Cell, GlyphPainter, _covered, _ignorable, _wrap, clusters, fit, layout_stream, merge_rtl_runs, wrap,
 )
 from tests.session_factory import MS, session, stream
 
@@ -233,3 +233,20 @@ def test_merged_runs_keep_every_cell_inside_the_grid(pieces: list[str], cols: in
         assert "".join(c.text for c in line) == "".join(c.text for c in unmerged)
         for cell in line:
             assert cell.font is None or _covered(cell.text, cell.font), cell
+
+
+def test_digits_after_rtl_text_join_its_run_and_are_drawn_on_its_left() -> None:
+    """As the bidi algorithm places them: in "عام 2024." the number sits left of the word; the
+    full stop after it stays outside the run."""
+    text = "in عام 2024."
+    line = merge_rtl_runs(item.cell for item in clusters(text, ["text"] * len(text)))
+    assert [c.text for c in line] == ["i", "n", " ", "عام 2024", "."]
+    assert line[3].width == len("عام 2024")
+    font = fonts.load(line[3].font, 40, shaped=True)
+
+    def ink(text: str) -> np.ndarray:
+        mask = font.getmask(text, direction="rtl")
+        return np.asarray(mask).reshape(mask.size[1], mask.size[0]) > 0
+
+    run, word = ink(line[3].text), ink("عام")
+    assert run.shape[0] == word.shape[0] and np.array_equal(run[:, -word.shape[1] :], word)  # the word ends the run on the right
