@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +19,29 @@ from tokenreel.archive import Arm, Prompt, Settings
 
 TIMEOUT_KEYS = ("connect", "first_token", "between_chunks", "total")
 SESSION_KEYS = (
-    "name", "prompts", "max_tokens", "ignore_eos", "temperature", "warmup", "repeats", "idle_wait_s", "timeouts"
+    "name", "prompts", "max_tokens", "ignore_eos", "temperature", "warmup", "repeats", "idle_wait_s", "timeouts",
+    "tokenizer",
 )
-ARM_KEYS = ("id", "label", "base_url", "model", "api", "api_key_env", "metrics_url", "extra_body", "timeouts")
+ARM_KEYS = (
+    "id", "label", "base_url", "model", "api", "api_key_env", "metrics_url", "extra_body", "timeouts", "settings",
+    "tokenizer",
+)
 # The recorder sets these itself; letting extra_body replace them would break the stream parsing.
 RESERVED_BODY_KEYS = ("model", "messages", "prompt", "stream")
 ARM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A command-line flag whose value is a secret (--api-key X, --hf-token=X, --admin-api-key X): the
+# fingerprint scrubs such values from launch commands, and the config refuses them in [arms.settings].
+SECRET_FLAG = re.compile(
+    r"(?<![\w-])(--?(?:[A-Za-z0-9_.-]*(?:api[_-]?key|secret|passw|credential)[A-Za-z0-9_.-]*"
+    r"|(?:[A-Za-z0-9_.-]*[_.-])?token))(=|\s+)(\"[^\"]*\"|'[^']*'|\S+)",
+    re.IGNORECASE,
+)
+
+
+def scrub_secret_flags(text: str) -> str:
+    """The same command line with every secret flag's value replaced by ***."""
+    return SECRET_FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
 
 
 class ConfigError(ValueError):
@@ -58,7 +75,10 @@ def load_config(path: str | Path) -> Config:
     check.keys(data, "", ("session", "arms"))
     session = check.table(data.get("session"), "session")
     name, settings = _session(check, session, path.stem)
-    arms = _arms(check, data.get("arms"))
+    default_tokenizer = None
+    if "tokenizer" in session:
+        default_tokenizer = check.tokenizer(session["tokenizer"], "session.tokenizer", path.parent)
+    arms = _arms(check, data.get("arms"), default_tokenizer, path.parent)
     prompts = load_prompts(settings.prompts, path.parent)
     return Config(path=path, name=name, settings=settings, prompts=prompts, arms=arms)
 
@@ -88,7 +108,7 @@ def _session(check: _Checker, table: dict[str, Any], default_name: str) -> tuple
     return name, settings
 
 
-def _arms(check: _Checker, value: Any) -> list[Arm]:
+def _arms(check: _Checker, value: Any, default_tokenizer: str | None, folder: Path) -> list[Arm]:
     if value is None:
         raise check.fail("arms", "missing; add at least one [[arms]] table")
     if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
@@ -98,7 +118,7 @@ def _arms(check: _Checker, value: Any) -> list[Arm]:
     arms: list[Arm] = []
     seen: set[str] = set()
     for i, table in enumerate(value):
-        arm = _arm(check, table, f"arms[{i}]")
+        arm = _arm(check, table, f"arms[{i}]", default_tokenizer, folder)
         if arm.id in seen:
             raise check.fail(f"arms[{i}].id", f"duplicate arm id {arm.id!r}; give each arm a unique id")
         seen.add(arm.id)
@@ -106,7 +126,7 @@ def _arms(check: _Checker, value: Any) -> list[Arm]:
     return arms
 
 
-def _arm(check: _Checker, table: dict[str, Any], where: str) -> Arm:
+def _arm(check: _Checker, table: dict[str, Any], where: str, default_tokenizer: str | None, folder: Path) -> Arm:
     check.keys(table, where, ARM_KEYS)
     for key in ("id", "base_url", "model"):
         if key not in table:
@@ -135,7 +155,25 @@ def _arm(check: _Checker, table: dict[str, Any], where: str) -> Arm:
         metrics_url=metrics_url or default_metrics_url(base_url),
         extra_body=check.extra_body(table.get("extra_body", {}), f"{where}.extra_body"),
         timeouts=check.timeouts(table.get("timeouts", {}), f"{where}.timeouts"),
+        settings=check.settings(table.get("settings", {}), f"{where}.settings"),
+        tokenizer=(
+            check.tokenizer(table["tokenizer"], f"{where}.tokenizer", folder) if "tokenizer" in table
+            else default_tokenizer
+        ),
     )
+
+
+@lru_cache(maxsize=8)
+def load_tokenizer(path: str) -> Any:
+    """A Hugging Face `tokenizers` tokenizer from a tokenizer.json; OSError/ValueError if unusable."""
+    from tokenizers import Tokenizer  # imported on use: most sessions count with the server's usage
+
+    try:
+        return Tokenizer.from_file(path)
+    except Exception as exc:  # tokenizers raises its own Exception type for a bad file
+        if isinstance(exc, OSError):
+            raise
+        raise ValueError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
 
 
 def default_metrics_url(base_url: str) -> str:
@@ -206,6 +244,30 @@ class _Checker:
         table = self.table(value, where)
         self.keys(table, where, TIMEOUT_KEYS)
         return {key: self.number(item, f"{where}.{key}", positive=True) for key, item in table.items()}
+
+    def settings(self, value: Any, where: str) -> dict[str, str]:
+        """[arms.settings]: free-form strings for what the endpoint cannot tell (quantization, drafter, flags)."""
+        table = self.table(value, where)
+        for key, item in table.items():
+            if not isinstance(item, str) or not item.strip():
+                raise self.fail(
+                    f"{where}.{key}", f'must be a non-empty string, got {_kind(item)}; quote it, e.g. {key} = "Q4_0"'
+                )
+            if scrub_secret_flags(item) != item:
+                raise self.fail(f"{where}.{key}", "holds a secret flag value (like --api-key X); never put keys in the config")
+        return dict(table)
+
+    def tokenizer(self, value: Any, where: str, folder: Path) -> str:
+        """A tokenizer.json that loads; relative paths resolve against the config's folder."""
+        path = Path(self.text(value, where)).expanduser()
+        path = path if path.is_absolute() else folder / path
+        if not path.is_file():
+            raise self.fail(where, f"{str(path)!r} is not a file; point it at a Hugging Face tokenizer.json")
+        try:
+            load_tokenizer(str(path.resolve()))
+        except (OSError, ValueError) as exc:
+            raise self.fail(where, f"cannot load {str(path)!r} as a Hugging Face tokenizer.json: {exc}") from None
+        return str(path.resolve())
 
     def extra_body(self, value: Any, where: str) -> dict[str, Any]:
         table = self.table(value, where)

@@ -3,7 +3,14 @@
 A recording is only comparable later if it says what was served: each engine answers a different
 subset of /version (vLLM), /v1/models (max_model_len), /server_info (SGLang) and /props
 (llama.cpp), so all are asked and whatever answers with JSON is kept. Failures are ignored:
-the fingerprint is provenance, not a precondition. Anything that looks like a secret is dropped.
+the fingerprint is provenance, not a precondition. Anything that looks like a secret is dropped,
+and the values of secret flags in a launch command (SGLang's `launch_command`: `--api-key X`)
+are scrubbed so the rest of the command is kept.
+
+`summary` condenses it into what tells two arms apart (engine, version, context, quantization,
+speculative decoding): the Q4_0 arm and the Q4_0 + draft arm differ in llama.cpp's /props
+speculative settings, or SGLang's speculative_* server args. vLLM exposes neither its
+quantization nor its speculative config on these endpoints: declare them in `[arms.settings]`.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from tokenreel.recorder.config import server_root
+from tokenreel.recorder.config import SECRET_FLAG, scrub_secret_flags, server_root
 from tokenreel.recorder.sse_client import api_key, auth_headers
 from tokenreel.archive import Arm
 
@@ -24,6 +31,8 @@ MAX_DEPTH = 6
 SECRET_KEY = re.compile(
     r"api[_-]?key|secret|passw|auth|credential|cookie|bearer|(^|[_-])(access_)?token$", re.IGNORECASE
 )
+# A model's special tokens (llama.cpp /props bos_token, eos_token) are vocabulary, not secrets.
+VOCAB_TOKEN_KEY = re.compile(r"(bos|eos|eot|eog|pad|unk|sep|cls|mask|nl|fim_(pre|suf|mid|pad|rep|sep))_token", re.I)
 SECRET_VALUE = re.compile(r"^(sk-|hf_|ghp_|gho_|github_pat_|xox[abp]-|bearer\s)", re.IGNORECASE)
 
 
@@ -43,9 +52,126 @@ async def fingerprint(http: aiohttp.ClientSession, arm: Arm, timeout: float = 5.
         if isinstance(data, dict):
             out[name] = _clean(data, key, 0)
     length = _max_model_len(out.get("models"), arm.model)
+    if length is None:
+        length = _first_int(out, ("props", "default_generation_settings", "n_ctx"), ("server_info", "context_length"))
     if length is not None:
         out["max_model_len"] = length
+    summary = summarize(out, arm.model)
+    if summary:
+        out["summary"] = summary
     return out
+
+
+def summarize(fp: dict[str, Any], model: str = "") -> dict[str, str]:
+    """What tells arms apart, as short strings: engine, version, max_model_len, model_file,
+    quantization, dtype, kv_cache_dtype, speculative. Only what the endpoints said."""
+    engine = engine_of(fp)
+    out: dict[str, str] = {"engine": engine} if engine else {}
+    version = _first(fp, ("version", "version"), ("server_info", "version"), ("props", "build_info"))
+    if version is not None:
+        out["version"] = str(version)
+    if isinstance(fp.get("max_model_len"), int):
+        out["max_model_len"] = str(fp["max_model_len"])
+    card = _card(fp.get("models"), model)
+    path = _first(fp, ("props", "model_path"))
+    if isinstance(path, str):
+        out["model_file"] = path.rsplit("/", 1)[-1]
+    quant = _first(fp, ("server_info", "quantization"))
+    ftype = card.get("meta", {}).get("ftype") if isinstance(card.get("meta"), dict) else None
+    if quant is None and isinstance(ftype, (str, int)):
+        quant = f"gguf ftype {ftype}"
+    if quant is not None:
+        out["quantization"] = str(quant)
+    for key in ("dtype", "kv_cache_dtype"):
+        value = _first(fp, ("server_info", key))
+        if value not in (None, "auto"):
+            out[key] = str(value)
+    spec = _speculative(fp, engine)
+    if spec:
+        out["speculative"] = spec
+    return out
+
+
+def engine_of(fp: dict[str, Any]) -> str:
+    """"vllm", "sglang", "llamacpp" or "" from what the endpoints answered."""
+    models = fp.get("models")
+    owners = {c.get("owned_by") for c in models.get("data", []) if isinstance(c, dict)} if isinstance(models, dict) else set()
+    props, info = fp.get("props"), fp.get("server_info")
+    if "llamacpp" in owners or (isinstance(props, dict) and "default_generation_settings" in props):
+        return "llamacpp"
+    if "sglang" in owners or (isinstance(info, dict) and ("internal_states" in info or "speculative_algorithm" in info)):
+        return "sglang"
+    if "vllm" in owners or isinstance(fp.get("version"), dict):
+        return "vllm"
+    return ""
+
+
+def _speculative(fp: dict[str, Any], engine: str) -> str:
+    """Speculative-decoding settings where the engine exposes them; "off" when it says none."""
+    if engine == "sglang":
+        info = fp.get("server_info") or {}
+        algorithm = info.get("speculative_algorithm")
+        if not algorithm:
+            return "off" if "speculative_algorithm" in info else ""
+        parts = [str(algorithm)]
+        for key, label in (("speculative_draft_model_path", "draft"), ("speculative_num_steps", "steps"),
+                           ("speculative_eagle_topk", "topk"), ("speculative_num_draft_tokens", "draft tokens")):
+            if info.get(key) is not None:
+                parts.append(f"{label} {info[key]}")
+        return ", ".join(parts)
+    if engine == "llamacpp":
+        props = fp.get("props") or {}
+        settings = props.get("default_generation_settings") or {}
+        params = settings.get("params") or {} if isinstance(settings, dict) else {}
+        declared = props.get("speculative", settings.get("speculative") if isinstance(settings, dict) else None)
+        if isinstance(declared, dict):  # builds that describe the draft settings directly
+            return "draft model, " + ", ".join(f"{k} {v}" for k, v in declared.items()) if declared else "draft model"
+        limits = ", ".join(
+            f"{key.split('.')[-1]} {params[key]}" for key in ("speculative.n_max", "speculative.n_min", "speculative.p_min")
+            if isinstance(params, dict) and key in params
+        )
+        if declared is True:
+            return "draft model" + (f", {limits}" if limits else "")
+        if declared is False or "speculative" in props:
+            return "off"
+    return ""
+
+
+def card_context_length(card: dict[str, Any] | None) -> int | None:
+    """A model card's context length: vLLM and SGLang `max_model_len`, llama.cpp `meta.n_ctx`."""
+    if not isinstance(card, dict):
+        return None
+    meta = card.get("meta")
+    for value in (card.get("max_model_len"), meta.get("n_ctx") if isinstance(meta, dict) else None):
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def _card(models: Any, model: str) -> dict[str, Any]:
+    if not isinstance(models, dict) or not isinstance(models.get("data"), list):
+        return {}
+    cards = [c for c in models["data"] if isinstance(c, dict)]
+    return next((c for c in cards if c.get("id") == model), cards[0] if len(cards) == 1 else {})
+
+
+def _first(fp: dict[str, Any], *paths: tuple[str, ...]) -> Any:
+    """The first present, non-null value among nested key paths."""
+    for path in paths:
+        value: Any = fp
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is not None:
+            return value
+    return None
+
+
+def _first_int(fp: dict[str, Any], *paths: tuple[str, ...]) -> int | None:
+    for path in paths:
+        value = _first(fp, path)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
 
 
 async def _get_json(http: aiohttp.ClientSession, url: str, headers: dict[str, str], timeout: float) -> Any:
@@ -67,16 +193,32 @@ def _clean(value: Any, key: str | None, depth: int) -> Any:
     if isinstance(value, dict):
         if depth >= MAX_DEPTH:
             return {}
-        return {
-            k: _clean(v, key, depth + 1)
-            for k, v in value.items()
-            if not SECRET_KEY.search(k) and not _secret_value(v, key)
-        }
+        out = {}
+        for k, v in value.items():
+            if SECRET_KEY.search(k) and not VOCAB_TOKEN_KEY.fullmatch(k):
+                continue
+            v = _clean(v, key, depth + 1)
+            if not _secret_value(v, key):
+                out[k] = v
+        return out
     if isinstance(value, list):
-        return [] if depth >= MAX_DEPTH else [_clean(v, key, depth + 1) for v in value if not _secret_value(v, key)]
-    if isinstance(value, str) and len(value) > MAX_STRING_CHARS:
-        return value[:MAX_STRING_CHARS] + "..."
+        if depth >= MAX_DEPTH:
+            return []
+        items = [_clean(v, key, depth + 1) for v in value]
+        # argv lists: ["--api-key", "X"] keeps the flag, scrubs its value
+        items = ["***" if i and isinstance(items[i - 1], str) and _is_secret_flag(items[i - 1]) else v
+                 for i, v in enumerate(items)]
+        return [v for v in items if not _secret_value(v, key)]
+    if isinstance(value, str):
+        if "-" in value:
+            value = scrub_secret_flags(value)
+        if len(value) > MAX_STRING_CHARS:
+            return value[:MAX_STRING_CHARS] + "..."
     return value
+
+
+def _is_secret_flag(text: str) -> bool:
+    return text.startswith("-") and bool(SECRET_FLAG.fullmatch(text + " x"))
 
 
 def _secret_value(value: Any, key: str | None) -> bool:
@@ -84,12 +226,12 @@ def _secret_value(value: Any, key: str | None) -> bool:
 
 
 def _max_model_len(models: Any, model: str) -> int | None:
-    """max_model_len of the arm's model in a /v1/models answer (vLLM, SGLang)."""
+    """Context length of the arm's model in a /v1/models answer (vLLM, SGLang; llama.cpp meta.n_ctx)."""
     if not isinstance(models, dict) or not isinstance(models.get("data"), list):
         return None
     cards = [c for c in models["data"] if isinstance(c, dict)]
     for card in sorted(cards, key=lambda c: c.get("id") != model):
-        length = card.get("max_model_len")
-        if isinstance(length, int) and not isinstance(length, bool):
+        length = card_context_length(card)
+        if length is not None:
             return length
     return None

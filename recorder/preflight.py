@@ -20,6 +20,7 @@ import tokenreel
 from tokenreel.archive import Arm, Prompt, Settings
 from tokenreel.recorder.config import default_metrics_url, server_root
 from tokenreel.recorder.engine_metrics import MetricsUnavailable, fetch_snapshot
+from tokenreel.recorder.fingerprint import card_context_length
 from tokenreel.recorder.prompts import chat_messages, completion_text
 from tokenreel.recorder.sse_client import api_key, auth_headers
 
@@ -105,10 +106,11 @@ async def _check_context(
     prompts: list[Prompt],
     settings: Settings,
 ) -> None:
-    """max_model_len must hold the longest prompt plus the forced output length."""
-    length = card.get("max_model_len") if card else None
-    if not isinstance(length, int) or isinstance(length, bool):
-        return  # the engine does not say (llama.cpp, SGLang without it): nothing to contradict
+    """The context (vLLM/SGLang max_model_len, llama.cpp meta.n_ctx) must hold the longest prompt
+    plus the forced output length."""
+    length = card_context_length(card)
+    if length is None:
+        return  # the engine does not say: nothing to contradict
     longest = await _longest_prompt_tokens(http, arm, prompts)
     need = settings.max_tokens + (longest or 0)
     counted = f" + the longest prompt, {longest} tokens" if longest is not None else " (prompt lengths unknown: no /tokenize)"

@@ -19,9 +19,9 @@ import aiohttp
 
 import tokenreel
 from tokenreel.recorder.config import default_metrics_url
-from tokenreel.recorder.engine_metrics import EngineSnapshot, MetricsUnavailable, acceptance_between, fetch_snapshot
+from tokenreel.recorder.engine_metrics import merge_acceptance, missing_acceptance
 from tokenreel.recorder.fingerprint import fingerprint
-from tokenreel.recorder.gate import contention, wait_idle
+from tokenreel.recorder.gate import contention, settle_after_run, wait_idle
 from tokenreel.recorder.sse_client import ProgressFn, stream_run
 from tokenreel.archive import Arm, Prompt, Run, Session, Settings, save
 from tokenreel.metrics import NS_PER_S, output_tokens, run_metrics
@@ -89,6 +89,16 @@ class RunFinished:
 
 
 @dataclass(frozen=True)
+class NoMetrics:
+    """Once per arm: /metrics did not answer, so runs go unchecked for other traffic."""
+
+    arm: str
+    metrics_url: str
+    detail: str  # the gate's one line (why /metrics failed)
+    hint: str  # the server flag that enables metrics, for the engine the fingerprint names
+
+
+@dataclass(frozen=True)
 class ArmFinished:
     arm: str
     ok: int
@@ -96,7 +106,7 @@ class ArmFinished:
     skipped: int
 
 
-RecordEvent = Union[ArmStarted, GateWaiting, RunStarted, RunProgress, RunFinished, ArmFinished]
+RecordEvent = Union[ArmStarted, GateWaiting, RunStarted, RunProgress, RunFinished, ArmFinished, NoMetrics]
 EventFn = Callable[[RecordEvent], None]
 
 
@@ -172,8 +182,12 @@ def select_arms_of(arms: list[Arm], arm_ids: list[str] | None) -> list[Arm]:
 
 
 def runs_todo(session: Session, arm: Arm) -> list[tuple[Prompt, int]]:
-    """The (prompt, run index) pairs of an arm that are not ok yet: what recording it would do."""
-    done = {run.key for run in session.runs if run.status == "ok"}
+    """The (prompt, run index) pairs of an arm that are not ok yet: what recording it would do.
+
+    A measured run flagged contended is not a measurement (the medians leave it out), so it is
+    redone too: `--resume` fills a cell whose runs were all contended.
+    """
+    done = {run.key for run in session.runs if run.status == "ok" and not (run.contended and not run.warmup)}
     runs = range(session.settings.warmup + session.settings.repeats)
     return [(prompt, index) for prompt in session.prompts for index in runs if (arm.id, prompt.id, index) not in done]
 
@@ -183,6 +197,7 @@ class _Recorder:
 
     def __init__(self, session: Session, result: RecordResult, emit: EventFn, fail_fast: bool) -> None:
         self.session, self.result, self.emit, self.fail_fast = session, result, emit, fail_fast
+        self.warned_no_metrics = False  # NoMetrics goes out once per arm
 
     async def arm(self, http: aiohttp.ClientSession, arm: Arm, position: int, arms: int) -> bool:
         """Record one arm; False when recording must stop (fail_fast)."""
@@ -193,6 +208,7 @@ class _Recorder:
             return True
         self.emit(ArmStarted(arm.id, arm.label, position, arms, len(todo)))
         tally = {"ok": 0, "failed": 0, "skipped": 0}
+        self.warned_no_metrics = False
         recording = {"started_at": _now()}
         arm.recorded.append(recording)
         try:
@@ -203,6 +219,10 @@ class _Recorder:
             for prompt, index in todo:
                 run = await self._run(http, arm, prompt, index)
                 self._store(run)
+                if run.gate.status == "unavailable" and not self.warned_no_metrics:
+                    self.warned_no_metrics = True
+                    url = arm.metrics_url or default_metrics_url(arm.base_url)
+                    self.emit(NoMetrics(arm.id, url, run.gate.detail, metrics_flag_hint(arm, run.gate.detail)))
                 tally[run.status] += 1
                 setattr(self.result, run.status, getattr(self.result, run.status) + 1)
                 self.emit(_finished(run))
@@ -229,10 +249,11 @@ class _Recorder:
             return run
         self.emit(RunStarted(arm.id, prompt.id, index, run.warmup, run.gate.status))
         await stream_run(http, arm, prompt, settings, run, self._progress(run))
-        after = await _snapshot_or_none(http, metrics_url) if before is not None else None
+        after = await settle_after_run(http, metrics_url) if before is not None else None
         run.contended, run.contention_detail = contention(before, after, output_tokens(run))
-        if run.acceptance is None and before is not None and after is not None:
-            run.acceptance = acceptance_between(before, after)  # the response's own stats win
+        # The response's own counts win; the counters fill what it lacks (llama.cpp's verify steps).
+        run.acceptance = merge_acceptance(run.acceptance, before, after)
+        run.acceptance_note = missing_acceptance(run.acceptance, before, after) if run.status == "ok" else ""
         return run
 
     def _progress(self, run: Run) -> ProgressFn:
@@ -257,11 +278,14 @@ class _Recorder:
         save(self.session, self.result.path)
 
 
-async def _snapshot_or_none(http: aiohttp.ClientSession, url: str) -> EngineSnapshot | None:
-    try:
-        return await fetch_snapshot(http, url)
-    except MetricsUnavailable:
-        return None
+def metrics_flag_hint(arm: Arm, detail: str = "") -> str:
+    """The server flag that turns /metrics on, for the engine the fingerprint (or a 501) names."""
+    fp = arm.fingerprint
+    if fp.get("props") is not None or "(HTTP 501)" in detail:  # llama.cpp answers 501 without --metrics
+        return "llama.cpp serves /metrics only when started with --metrics"
+    if fp.get("server_info") is not None:
+        return "SGLang serves /metrics only when started with --enable-metrics"
+    return "start SGLang with --enable-metrics or llama.cpp with --metrics (vLLM serves it by default), or set metrics_url"
 
 
 def _finished(run: Run) -> RunFinished:

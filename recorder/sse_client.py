@@ -12,6 +12,18 @@ the recorder fell behind (decode tok/s -21%, the server's writes blocked); with 
 and `readany` the fidelity bench keeps up at 50,000 tok/s (decode error <= 0.1%, no blocked
 writes) and its 10,000 tok/s latency p99 drops from ~2 ms to ~0.1 ms.
 
+Token counting without running usage. vLLM and SGLang honour `continuous_usage_stats`, so
+every event carries the cumulative count. llama.cpp ignores it; the recorder asks it (known from
+the arm's fingerprint) for `timings_per_token`, whose `timings.predicted_n` is the same running
+count and, unlike llama.cpp's streamed logprobs (one entry per event: a token whose text was
+held back mid-character has none), includes held-back tokens. Any other arm whose run came
+back without a per-event count (normally the discarded warmup: `token_source` "per_event") gets
+`logprobs` asked for on its later runs, unless the arm names a local `tokenizer`, which costs the
+server nothing (logprobs can slow it; never asked of llama.cpp, where they miss held-back
+tokens). Fields the recorder adds itself (these, and SGLang's `return_spec_tokens_details`) are
+dropped for good, and the run retried at once, if the endpoint answers them with HTTP 400 or
+422; `extra_body` overrides them all.
+
 Every failure becomes a `failed` Run with a one-line error saying what happened and what to do,
 with the chunks received so far kept; the API key is read from the environment per request and
 scrubbed from every message.
@@ -21,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from time import perf_counter_ns
@@ -30,8 +42,9 @@ from typing import Any, Callable
 import aiohttp
 import orjson
 
+from tokenreel.recorder.config import load_tokenizer
 from tokenreel.recorder.prompts import chat_messages, completion_text
-from tokenreel.recorder.stream import StreamFailure, StreamParser, one_line
+from tokenreel.recorder.stream import CountText, StreamFailure, StreamParser, one_line, tokenizer_counts
 from tokenreel.archive import Arm, Chunks, Prompt, Run, Settings
 from tokenreel.metrics import output_tokens
 
@@ -70,7 +83,47 @@ def resolve_timeouts(settings: Settings, arm: Arm) -> Timeouts:
     return Timeouts(**{key: merged[key] for key in DEFAULT_TIMEOUTS})
 
 
-def request_body(arm: Arm, prompt: Prompt, settings: Settings) -> dict[str, Any]:
+@dataclass
+class _ArmLearning:
+    """What the recorder learned about an endpoint from its earlier runs in this process."""
+
+    needs_per_token: bool = False  # a run came back without any per-event count
+    rejects_added: set[str] = field(default_factory=set)  # added fields it answered 400/422 to
+
+
+def _learning(arm: Arm) -> _ArmLearning:
+    """Kept on the Arm object itself (not a dataclass field, so never archived): it lasts as long
+    as the recording that holds the arm, and a new recording learns afresh."""
+    learned = arm.__dict__.get("_learned")
+    if learned is None:
+        learned = arm.__dict__["_learned"] = _ArmLearning()
+    return learned
+
+
+def engine_of_arm(arm: Arm) -> str:
+    """The engine its fingerprint names ("vllm", "sglang", "llamacpp"), or ""."""
+    summary = arm.fingerprint.get("summary") if isinstance(arm.fingerprint, dict) else None
+    return str(summary.get("engine", "")) if isinstance(summary, dict) else ""
+
+
+def added_fields(arm: Arm) -> dict[str, Any]:
+    """Request fields the recorder adds for this arm (see the module docstring for why)."""
+    learned, engine = _learning(arm), engine_of_arm(arm)
+    fields: dict[str, Any] = {}
+    if engine == "llamacpp":
+        fields["timings_per_token"] = True
+    if engine == "sglang":
+        fields["return_spec_tokens_details"] = True
+    # Not from llama.cpp: its streamed logprobs miss held-back tokens, and computing them sorts the
+    # whole vocabulary per token (a slower server); timings_per_token is its exact, free count.
+    if learned.needs_per_token and not arm.tokenizer and engine != "llamacpp":
+        fields["logprobs"] = True if arm.api == "chat" else 1
+    return {key: value for key, value in fields.items() if key not in learned.rejects_added}
+
+
+def request_body(
+    arm: Arm, prompt: Prompt, settings: Settings, added: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The JSON body; the arm's extra_body is merged last so it can override anything."""
     body: dict[str, Any] = {"model": arm.model}
     if arm.api == "chat":
@@ -84,8 +137,20 @@ def request_body(arm: Arm, prompt: Prompt, settings: Settings) -> dict[str, Any]
         stream=True,
         stream_options={"include_usage": True, "continuous_usage_stats": True},
     )
+    body.update(added or {})
     body.update(arm.extra_body)
     return body
+
+
+def _token_counter(arm: Arm) -> CountText | None:
+    """Counting with the arm's local tokenizer; None without one (or if it no longer loads)."""
+    if not arm.tokenizer:
+        return None
+    try:
+        tokenizer = load_tokenizer(arm.tokenizer)
+    except (OSError, ValueError):
+        return None  # checked when the config was loaded; the run is then marked estimated
+    return lambda texts: tokenizer_counts(tokenizer, texts)
 
 
 def api_key(arm: Arm) -> str | None:
@@ -121,13 +186,25 @@ async def stream_run(
             " export it and record again"
         )
         return
-    body = request_body(arm, prompt, settings)
-    request = _Request(http, arm, body, resolve_timeouts(settings, arm), run, progress)
+    learned, added = _learning(arm), added_fields(arm)
+    timeouts, counter = resolve_timeouts(settings, arm), _token_counter(arm)
+    body = request_body(arm, prompt, settings, added)
     try:
-        await request.send()
+        try:
+            await _Request(http, arm, body, timeouts, run, progress, counter).send()
+        except _Failed:
+            if not added or run.http_status not in (400, 422):
+                raise
+            # Perhaps the endpoint refuses a field the recorder added: once more without them, and
+            # if that works, they are never added again for this arm.
+            body = request_body(arm, prompt, settings)
+            await _Request(http, arm, body, timeouts, run, progress, counter).send()
+            learned.rejects_added.update(added)
     except _Failed as failure:
         run.status, run.error = "failed", _scrub(str(failure), arm)
         return
+    if run.tokens_estimated:
+        learned.needs_per_token = True
     run.status, run.error = "ok", _forced_length_note(run, body)
 
 
@@ -146,8 +223,10 @@ class _Request:
         timeouts: Timeouts,
         run: Run,
         progress: ProgressFn | None,
+        count_text: CountText | None = None,
     ) -> None:
         self.http, self.arm, self.body, self.t, self.run, self.progress = http, arm, body, timeouts, run, progress
+        self.count_text = count_text
         self.url = completions_url(arm)
         self.payload = orjson.dumps(body)
         self.headers = {
@@ -257,7 +336,7 @@ class _Request:
         parser.end_of_body(perf_counter_ns() - t0)
 
     def _finish(self, parser: StreamParser) -> None:
-        outcome = parser.finish()
+        outcome = parser.finish(self.count_text)
         run = self.run
         run.token_source, run.usage, run.finish_reason, run.acceptance = (
             outcome.token_source, outcome.usage, outcome.finish_reason, outcome.acceptance

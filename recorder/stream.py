@@ -10,8 +10,10 @@ speculative decoding, reasoning parsers and slow readers all put several tokens 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from dataclasses import dataclass
-from typing import Any
+from itertools import accumulate
+from typing import Any, Callable, Protocol
 
 import orjson
 
@@ -23,6 +25,10 @@ NOT_SSE_HINT = "the endpoint does not stream like an OpenAI server, check base_u
 # Where engines put per-response speculative-decoding stats; most events carry none of them.
 _SPEC_KEYS = frozenset(("metrics", "sglext", "timings"))
 _PLAIN_DELTA = frozenset(("role", "content"))  # a delta with other keys may hold reasoning or tool calls
+
+
+# Given every event's text, the tokens each one carries (a local tokenizer); see `tokenizer_counts`.
+CountText = Callable[[list[str]], list[int]]
 
 
 class StreamFailure(Exception):
@@ -51,6 +57,8 @@ class StreamParser:
         self._usage_cum: list[int | None] = []
         self._token_ids: list[int | None] = []
         self._logprobs: list[int | None] = []
+        self._timings_cum: list[int | None] = []  # llama.cpp timings.predicted_n (timings_per_token)
+        self._role_only: list[bool] = []
         self._usage: dict[str, Any] | None = None
         self._finish_reason: str | None = None
         self._spec: tuple[str, dict[str, Any]] | None = None
@@ -106,6 +114,7 @@ class StreamParser:
         """Once per event, the hot path: common keys read once, rare ones only when present."""
         content = reasoning = tool = ""
         ids_n = logprobs_n = None
+        role_only = False
         choices = event.get("choices")
         choice = choices[0] if choices and type(choices) is list and type(choices[0]) is dict else None
         if choice is not None:
@@ -115,6 +124,7 @@ class StreamParser:
                 if not delta.keys() <= _PLAIN_DELTA:
                     reasoning = _text(delta.get("reasoning")) or _text(delta.get("reasoning_content"))
                     tool = _tool_text(delta.get("tool_calls"))
+                role_only = "role" in delta and not (content or reasoning or tool)
             else:
                 content = _text(choice.get("text"))
             if choice.get("finish_reason"):
@@ -131,17 +141,25 @@ class StreamParser:
             self._usage = usage
             value = usage.get("completion_tokens")
             cum = value if type(value) is int else None  # not a bool either
+        predicted = None
         if not _SPEC_KEYS.isdisjoint(event):
             self._note_spec(event)
+            timings = event.get("timings")
+            if type(timings) is dict and type(timings.get("predicted_n")) is int:
+                predicted = timings["predicted_n"]
         self.chunks.append(t_ns, 0, content, reasoning, tool)
         self._usage_cum.append(cum)
         self._token_ids.append(ids_n)
         self._logprobs.append(logprobs_n)
+        self._timings_cum.append(predicted)
+        self._role_only.append(role_only)
         has_text = content or reasoning or tool
-        if has_text:
+        if has_text or (not role_only and ((cum or 0) > 0 or (predicted or 0) > 0)):
             self.first_text_seen = True
         if cum is not None:
             self.live_tokens = max(self.live_tokens, cum)
+        elif predicted is not None:
+            self.live_tokens = max(self.live_tokens, predicted)
         elif ids_n is not None:
             self.live_tokens += ids_n
         elif has_text:
@@ -159,44 +177,90 @@ class StreamParser:
         if isinstance(timings, dict) and "draft_n" in timings:
             self._spec = ("timings", timings)
 
-    def finish(self) -> Outcome:
-        """Fill the tokens column from the best source and say which one it was."""
+    def finish(self, count_text: CountText | None = None) -> Outcome:
+        """Fill the tokens column from the best source and say which one it was.
+
+        count_text (a local tokenizer) is used only when the stream itself gave no count per event.
+        """
         usage = _clean_usage(self._usage)
-        source = self._fill_tokens(usage)
+        source = self._fill_tokens(usage, count_text)
         return Outcome(source, usage, self._finish_reason, response_acceptance(self._spec))
 
-    def _fill_tokens(self, usage: dict[str, int] | None) -> str:
+    def _fill_tokens(self, usage: dict[str, int] | None, count_text: CountText | None) -> str:
         chunks = self.chunks
         text_events = [i for i in range(len(chunks)) if chunks.has_text(i)]
         source = self._counted_source(text_events)
-        if source == "per_event":
+        total = usage.get("completion_tokens") if usage is not None else None
+        if source == "per_event" and count_text is not None and text_events:
+            texts = [c + r + t for c, r, t in zip(chunks.content, chunks.reasoning, chunks.tool)]
+            chunks.tokens[:] = count_text(texts)
+            source = "tokenizer"
+            if total is not None:  # the server's total wins (template and special tokens have no text)
+                _reconcile(chunks.tokens, text_events, total)
+        elif source == "per_event":
             for i in text_events:
                 chunks.tokens[i] = 1
-            if usage is not None and "completion_tokens" in usage and text_events:
-                _reconcile(chunks.tokens, text_events, usage["completion_tokens"])
-        elif text_events:
-            # Nothing is visible before the first text: a role chunk's count belongs to it.
-            first = text_events[0]
-            chunks.tokens[first] += sum(chunks.tokens[:first])
-            chunks.tokens[:first] = [0] * first
+            if total is not None and text_events:
+                _reconcile(chunks.tokens, text_events, total)
+        self._move_role_counts()
         return source
 
+    def _move_role_counts(self) -> None:
+        """A role-only event is not a token (vLLM #3759): a count on it moves to the next event that
+        carries text or tokens. Events with empty text that carry tokens keep them (vLLM 0.33 sends
+        a first token that decodes to a partial character that way): they are real tokens."""
+        tokens, role_only, chunks = self.chunks.tokens, self._role_only, self.chunks
+        for i, count in enumerate(tokens):
+            if count and role_only[i]:
+                later = (j for j in range(i + 1, len(tokens)) if not role_only[j] and (tokens[j] or chunks.has_text(j)))
+                j = next(later, None)
+                if j is not None:
+                    tokens[j] += count
+                    tokens[i] = 0
+
     def _counted_source(self, text_events: list[int]) -> str:
-        """Fill tokens from the first source present on every text event; its name, or per_event."""
+        """Fill tokens from the first source present on every text event; its name, or per_event.
+
+        Running counts (usage under continuous_usage_stats, llama.cpp's timings.predicted_n under
+        timings_per_token) come first: they also count a token whose text the server held back
+        (a character split across tokens) on the event that finally carried it.
+        """
         tokens = self.chunks.tokens
-        if text_events and all(self._usage_cum[i] is not None for i in text_events):
-            previous = 0
-            for i, cum in enumerate(self._usage_cum):
-                if cum is not None:
-                    tokens[i] = max(0, cum - previous)
-                    previous = max(previous, cum)
-            return "usage_delta"
+        for source, running in (("usage_delta", self._usage_cum), ("timings", self._timings_cum)):
+            if text_events and all(running[i] is not None for i in text_events):
+                previous = 0
+                for i, cum in enumerate(running):
+                    if cum is not None:
+                        tokens[i] = max(0, cum - previous)
+                        previous = max(previous, cum)
+                return source
         for source, counts in (("token_ids", self._token_ids), ("logprobs", self._logprobs)):
             if text_events and all(counts[i] is not None for i in text_events):
                 for i, count in enumerate(counts):
                     tokens[i] = count or 0
                 return source
         return "per_event"
+
+
+class _Tokenizer(Protocol):
+    def encode(self, sequence: str, add_special_tokens: bool = ...) -> Any: ...
+
+
+def tokenizer_counts(tokenizer: _Tokenizer, texts: list[str]) -> list[int]:
+    """Tokens per event by a local (Hugging Face `tokenizers`) tokenizer.
+
+    The whole reply is tokenized once (tokenizing each event alone would split tokens at event
+    borders) and each token is counted on the event where its text ends, so a token whose text the
+    server held back (a character split across tokens) counts on the event that carried it.
+    """
+    counts = [0] * len(texts)
+    joined = "".join(texts)
+    if not joined:
+        return counts
+    ends = list(accumulate(len(text) for text in texts))
+    for _, end in tokenizer.encode(joined, add_special_tokens=False).offsets:
+        counts[min(bisect_left(ends, max(end, 1)), len(texts) - 1)] += 1
+    return counts
 
 
 def _reconcile(tokens: list[int], text_events: list[int], total: int) -> None:

@@ -185,6 +185,7 @@ class ArmColumn:
         self.painter = painters["body"]
         self.reference = reference
         self.accent = f"accent{track.color}"
+        self.about = "≈" if track.tokens_estimated else ""  # before every figure counted from tokens
         self.timeline = ArmTimeline(track.t_ns, track.tokens, track.first_index)
         many = any(n > 1 for n in track.tokens[track.first_index + 1 :])  # several tokens a chunk: steps show
         self.steps = self.timeline.tokens_per_chunk if many else None
@@ -251,7 +252,7 @@ class ArmColumn:
         if track.acceptance_length is None:
             return ""
         if self.finished(visible):
-            return f"accept {figure(track.acceptance_length, 2)}"
+            return f"accept {'≈' if track.acceptance_approximate else ''}{figure(track.acceptance_length, 2)}"
         if self.steps is None or visible <= track.first_index + 1:
             return ""
         return f"accept {figure(self.steps(visible), 1)}"
@@ -269,9 +270,9 @@ class ArmColumn:
         tokens = self.timeline.tokens(visible)
         if not self.finished(visible):
             count = f"{tokens}/{plan.max_tokens}" if plan.max_tokens >= tokens else str(tokens)
-            live = (figure(self.timeline.live_decode(visible)), "big", self.accent)
+            live = (self.about + figure(self.timeline.live_decode(visible)), "big", self.accent)
             return self.big_line(live), (), (), self.stats_line((count, ""), ttft, accept)
-        left = self.big_line((figure(track.decode_tok_s), "big", self.accent))
+        left = self.big_line((self.about + figure(track.decode_tok_s), "big", self.accent))
         place = ORDINALS.get(track.place, f"{track.place}th")
         finish = _seconds(track.finish_ns)
         right = self.fitting(left, (f"{place} · done {finish}", f"{place} · {finish}", place))
@@ -285,6 +286,7 @@ class ArmColumn:
     def stats_line(self, count_done: tuple[str, str], ttft: str, accept: str) -> tuple[Span, ...]:
         """tokens, TTFT, acceptance (and "done" first when the big line had no room for it)."""
         count, done = count_done
+        count = self.about + count
         lead = [done] if done else []
         tail = [accept] if accept else []
         shortest = [*lead, f"{count} tok", ttft, *tail]
@@ -473,10 +475,12 @@ class FrameRenderer:
         speed = plan.clock.speed
         pace = "at real speed" if speed == 1 else f"at {float(speed):g}x speed"
         long, short = self.metric_notes()
+        estimates = any(t.tokens_estimated or t.acceptance_approximate for t in plan.arms)
+        about = " ≈: an estimate (the server gave no exact count)." if estimates else ""
         wordings = (
-            f"{long}. Each arm was recorded on its own, then replayed side by side {pace}.",
-            f"{short}. Each arm recorded on its own, replayed side by side {pace}.",
-            f"{short}. Arms recorded one at a time, replayed {pace}.",
+            f"{long}. Each arm was recorded on its own, then replayed side by side {pace}.{about}",
+            f"{short}. Each arm recorded on its own, replayed side by side {pace}.{about}",
+            f"{short}. Arms recorded one at a time, replayed {pace}.{about}",
         )
         right: list[Span] = [("SIMULATED ENDPOINTS · ", "small", "tool")] if plan.simulated else []
         right.append(("tokenreel", "small", "dim"))
@@ -602,7 +606,7 @@ class FrameRenderer:
             else:
                 ok = track.decode_tok_s and prior.decode_tok_s
                 vs_prior = track.decode_tok_s / prior.decode_tok_s if ok else None
-                decode = f"{figure(track.decode_tok_s)} tok/s"
+                decode = f"{'≈' if track.tokens_estimated else ''}{figure(track.decode_tok_s)} tok/s"
                 rows.append((_seconds(track.finish_ns), decode, multiplier(vs_prior), multiplier(track.vs_first)))
         return rows
 

@@ -21,9 +21,9 @@ MIN_GRID = (4, 2)  # (cols, rows): below this a column cannot show a stream
 # The shortest forms the figure lines fall back to (frames.py), with the widest figures a
 # session can give: (role, text) runs per line. A size that cannot fit these is refused.
 WORST_CASE = {
-    "big": (("big", "99999.9"), ("tiny", " tok/s")),
+    "big": (("big", "≈99999.9"), ("tiny", " tok/s")),
     "verdict": (("label", "≥99.99x slower"), ("tiny", " end to end")),
-    "stats": (("tiny", "99999/99999 tok"),),
+    "stats": (("tiny", "≈99999/99999 tok"),),
 }
 
 

@@ -77,6 +77,8 @@ class ArmTrack:
     decode_tok_s: float | None
     vs_first: float | None  # the video's speed-up over the first arm on screen (see RenderPlan.metric)
     acceptance_length: float | None
+    tokens_estimated: bool = False  # per-event counts are a guess (the server sent none): shown with ≈
+    acceptance_approximate: bool = False  # from counters printed in rounded steps: shown with ≈
     place: int = 1  # finishing place among the arms on screen (ties share a place)
 
     @property
@@ -263,6 +265,8 @@ def _track(session: Session, run: Run, align: str) -> ArmTrack:
         decode_tok_s=figures.decode_tok_s,
         vs_first=None,
         acceptance_length=run.acceptance.mean_length if run.acceptance else None,
+        tokens_estimated=run.tokens_estimated,
+        acceptance_approximate=bool(run.acceptance and run.acceptance.approximate),
     )
 
 
@@ -278,6 +282,8 @@ def _warnings(session: Session, runs: list[Run], tracks: list[ArmTrack]) -> list
             out.append(f"arm {run.arm} run {run.index} {run.status}: {run.error or 'no detail'}")
         if run.contended:
             out.append(f"arm {run.arm} run {run.index} was contended: {run.contention_detail or 'no detail'}")
+        if run.tokens_estimated:
+            out.append(f"arm {run.arm} run {run.index}: per-chunk token counts are estimated (the server sent none); shown with ≈")
     return out
 
 

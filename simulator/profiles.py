@@ -24,6 +24,7 @@ FAULTS: tuple[str, ...] = (
     "early_stop",
     "busy",
 )
+ENGINES: tuple[str, ...] = ("vllm", "sglang", "llamacpp")
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,13 @@ class Profile:
     decode_tok_s is the plain (non-speculative) decode rate of the target model; with
     speculative decoding every step costs verify_cost times a plain step and yields
     acceptance[category] tokens on average (bonus token included).
+
+    engine picks the wire shape (chunks, /metrics names, info endpoints) of vLLM 0.33, SGLang
+    0.5 or llama.cpp's server; metrics False serves no /metrics (vLLM/SGLang 404, llama.cpp 501,
+    like a server started without --enable-metrics / --metrics); counter_offset starts the
+    token counters as on a long-lived server; reasoning_tokens makes the first tokens of every
+    reply reasoning; request_metrics is vLLM's opt-in --enable-per-request-metrics (with
+    --per-request-spec-decode-metrics summary: spec-decode stats in the usage chunk).
     """
 
     id: str
@@ -45,8 +53,17 @@ class Profile:
     fault: str | None = None
     max_model_len: int = 32768
     verify_cost: float = 1.1
+    engine: str = "vllm"
+    metrics: bool = True
+    counter_offset: int = 0
+    reasoning_tokens: int = 0
+    request_metrics: bool = False
 
     def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ValueError(f"unknown engine {self.engine!r}; known: {', '.join(ENGINES)}")
+        if self.counter_offset < 0 or self.reasoning_tokens < 0:
+            raise ValueError(f"profile {self.id!r}: counter_offset and reasoning_tokens must be >= 0")
         if self.fault is not None and self.fault not in FAULTS:
             raise ValueError(f"unknown fault {self.fault!r}; known: {', '.join(FAULTS)}")
         if self.spec_k < 0 or self.decode_tok_s <= 0 or self.ttft_s < 0:

@@ -1,4 +1,5 @@
-"""Shared fixtures: simulated vLLM endpoints on loopback, reached through real sockets."""
+"""Shared fixtures: simulated endpoints on loopback (vLLM-shaped unless a profile names another
+engine: `dataclasses.replace(profile, engine="sglang")`), reached through real sockets."""
 
 from __future__ import annotations
 

@@ -64,6 +64,7 @@ def session(
                     index=index,
                     warmup=False,
                     usage={"completion_tokens": sum(chunks.tokens)},
+                    token_source="usage_delta",  # counted by the server, as a real recording of vLLM
                     acceptance=Acceptance(mean_length=length, source="metrics") if length else None,
                     chunks=chunks,
                 )

@@ -144,3 +144,22 @@ def test_bad_toml_names_the_line(tmp_path: Path) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="config file not found"):
         load_config(tmp_path / "nope.toml")
+
+
+def test_arm_settings_declare_what_the_endpoint_cannot_tell(tmp_path: Path) -> None:
+    base = '[session]\nprompts = "builtin:ladder4"\n[[arms]]\nid = "q4"\nbase_url = "http://127.0.0.1:1/v1"\nmodel = "m"\n'
+    path = tmp_path / "c.toml"
+    path.write_text(base + '[arms.settings]\nquantization = "Q4_0"\ndrafter = "Qwen3-0.6B Q8_0, --draft-max 16"\n')
+    assert load_config(path).arms[0].settings == {"quantization": "Q4_0", "drafter": "Qwen3-0.6B Q8_0, --draft-max 16"}
+    for body, problem in (
+        ("quantization = 4\n", "arms[0].settings.quantization: must be a non-empty string, got an integer"),
+        ('flags = "--port 1 --api-key sk-abc"\n', "arms[0].settings.flags: holds a secret flag value"),
+    ):
+        path.write_text(base + "[arms.settings]\n" + body)
+        with pytest.raises(ConfigError) as caught:
+            load_config(path)
+        assert str(caught.value).startswith(f"{path}: {problem}") and "\n" not in str(caught.value)
+        assert "sk-abc" not in str(caught.value)
+    path.write_text(base + 'settings = "Q4_0"\n')
+    with pytest.raises(ConfigError, match=r"arms\[0\]\.settings: must be a table, got a string"):
+        load_config(path)

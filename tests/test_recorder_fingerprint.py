@@ -70,3 +70,49 @@ def test_unreachable_endpoints_give_an_empty_fingerprint() -> None:
             return await fingerprint(http, arm, timeout=1)
 
     assert asyncio.run(main()) == {}
+
+
+def _fingerprint_of(app: web.Application, **arm_changes: Any) -> dict[str, Any]:
+    async def main() -> dict[str, Any]:
+        async with serve(app) as root:
+            arm = Arm(id="a", label="a", base_url=f"{root}/v1", model="qwen", **arm_changes)
+            async with aiohttp.ClientSession() as http:
+                return await fingerprint(http, arm)
+
+    return asyncio.run(main())
+
+
+def test_llamacpp_context_special_tokens_and_draft_settings_are_kept() -> None:
+    """The Q4_0 arm and the Q4_0 + draft arm must differ; meta.n_ctx is the context length;
+    bos_token/eos_token are vocabulary, not secrets."""
+    from tests.test_token_counting import llamacpp_app
+
+    plain, draft = _fingerprint_of(llamacpp_app([])), _fingerprint_of(llamacpp_app([], draft=True))
+    assert plain["max_model_len"] == 4096
+    assert plain["props"]["bos_token"] == "<|endoftext|>" and plain["props"]["eos_token"] == "<|im_end|>"
+    assert plain["summary"]["engine"] == "llamacpp" and plain["summary"]["speculative"] == "off"
+    assert draft["summary"]["speculative"] == "draft model, n_max 16, n_min 0, p_min 0.75"
+    assert plain["summary"]["quantization"] == "gguf ftype Q4_0" and plain["summary"]["version"] == "b7100-abc"
+
+
+def test_sglang_launch_command_keeps_everything_but_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    launch = "python3 -m sglang.launch_server --model-path qwen --api-key sglang-LAUNCH-secret --port 30000"
+
+    async def server_info(request: web.Request) -> web.Response:
+        return web.json_response({
+            "model_path": "qwen", "launch_command": launch, "context_length": 8192, "quantization": "fp8",
+            "speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "speculative_num_draft_tokens": 4,
+            "argv": ["--hf-token", "hf-LAUNCH-secret", "--port", "30000"], "internal_states": [{}], "version": "0.5.23",
+        })
+
+    app = web.Application()
+    app.router.add_get("/server_info", server_info)
+    fp = _fingerprint_of(app)
+    assert "LAUNCH-secret" not in repr(fp)
+    assert fp["server_info"]["launch_command"] == launch.replace("sglang-LAUNCH-secret", "***")
+    assert fp["server_info"]["argv"] == ["--hf-token", "***", "--port", "30000"]
+    assert fp["max_model_len"] == 8192
+    assert fp["summary"] == {
+        "engine": "sglang", "version": "0.5.23", "max_model_len": "8192", "quantization": "fp8",
+        "speculative": "EAGLE3, steps 3, draft tokens 4",
+    }

@@ -130,3 +130,19 @@ def test_the_shipped_config_records_against_tokenreel_simulate(tmp_path: Path) -
     finally:
         sim.terminate()
         sim.wait(timeout=30)
+
+
+def test_llama_cpp_context_from_meta_n_ctx_is_checked() -> None:
+    """llama.cpp has no max_model_len: its /v1/models card says meta.n_ctx (the slot's context)."""
+    from tests.test_recorder_support import serve
+    from tests.test_token_counting import llamacpp_app
+
+    async def main(max_tokens: int) -> list[str]:
+        async with serve(llamacpp_app([])) as root:
+            arm = archive.Arm(id="q4", label="q4", base_url=f"{root}/v1", model="qwen")
+            [check] = await preflight([arm], load_prompts("builtin:ladder4", Path.cwd()), Settings(max_tokens=max_tokens))
+            return check.problems
+
+    assert asyncio.run(main(1024)) == []
+    [problem] = asyncio.run(main(5000))
+    assert problem.startswith("max_model_len 4096 < max_tokens 5000")

@@ -6,6 +6,7 @@ before the frames earn it."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 
@@ -204,3 +205,30 @@ def test_end_card_and_columns_fit_every_layout(size: str, arms: int) -> None:
         assert n == 0 or MULTIPLIER.search(shown(verdict))
     frame = renderer.render(plan.frame_count - 1)
     assert frame.shape == (int(size.split("x")[1]), int(size.split("x")[0]), 3)
+
+
+def test_estimated_counts_and_approximate_acceptance_are_marked(race: RenderPlan) -> None:
+    """A run counted one token per event (the server sent no counts) shows ≈ before every figure
+    counted from tokens; acceptance from rounded counters shows ≈ too; the footer says what ≈ is."""
+    s = session(
+        [
+            ("a", "slow arm", [stream(words(30), 300 * MS, 40 * MS)]),
+            ("b", "fast arm", [stream(words(30), 200 * MS, 25 * MS, tokens=4)]),
+        ],
+        acceptance={"b": 4.37},
+    )
+    s.runs[1].token_source = "per_event"
+    s.runs[1].acceptance = replace(s.runs[1].acceptance, approximate=True)
+    plan = build_plan(s, RenderOptions(size=SMALL, title_s="0.2", hold_s="1"))
+    boxes: list = []
+    renderer = FrameRenderer(plan, boxes)
+    mid = plan.clock.title_frames + finish_frame(plan, plan.arms[1]) // 2
+    (a_left, _, _, a_stats), (b_left, _, _, b_stats) = final_figures(renderer, mid)
+    assert shown(b_left).startswith("≈") and shown(b_stats).startswith("≈")
+    assert "≈" not in shown(a_left) + shown(a_stats)
+    (_, _, _, _), (b_left, _, _, b_stats) = final_figures(renderer, last_replay(plan))
+    assert shown(b_left).startswith("≈") and "accept ≈4.37" in shown(b_stats)
+    assert any("≈: an estimate" in box.text for box in boxes)  # the footer, drawn with the base
+    assert any("estimated" in w for w in plan.warnings)
+    unmarked = FrameRenderer(race)
+    assert all("≈" not in shown(line) for column in final_figures(unmarked, last_replay(race)) for line in column)

@@ -1,4 +1,4 @@
-"""The simulated vLLM endpoints, exercised over real HTTP."""
+"""The simulated vLLM endpoints (the default shape), exercised over real HTTP."""
 
 from __future__ import annotations
 
@@ -287,8 +287,8 @@ def test_info_endpoints(sim: SimCluster) -> None:
     assert models["data"][0]["id"] == NVFP4.model
     assert models["data"][0]["max_model_len"] == NVFP4.max_model_len
     version = HTTP.get(sim.root_url("nvfp4") + "/version").json()
-    assert version == {"version": "0.11.0", "simulated": True, "time_scale": 0.02,
-                       "profile": "nvfp4"}
+    assert version == {"version": "0.33.0", "simulated": True, "time_scale": 0.02,
+                       "profile": "nvfp4", "engine": "vllm"}
     assert HTTP.get(sim.root_url("nvfp4") + "/health").status_code == 200
     chat(sim, "nvfp4", "remember me", max_tokens=1)
     logged = HTTP.get(sim.root_url("nvfp4") + "/sim/requests").json()["requests"]

@@ -30,7 +30,10 @@ MAX_OFFSET_NS = 7 * 24 * 3600 * 10**9  # a week
 
 RUN_STATUSES = ("ok", "failed", "skipped")
 GATE_STATUSES = ("idle", "busy", "unavailable")
-TOKEN_SOURCES = ("usage_delta", "token_ids", "logprobs", "per_event")
+# How a run's per-event token counts were obtained; "per_event" (one per text event, reconciled
+# with the final usage) is the only estimate: a run with it says so in the report and video.
+TOKEN_SOURCES = ("usage_delta", "timings", "token_ids", "logprobs", "tokenizer", "per_event")
+ESTIMATED_TOKEN_SOURCES = ("per_event",)
 
 
 class ArchiveError(ValueError):
@@ -69,6 +72,9 @@ class Arm:
     timeouts: dict[str, float] = field(default_factory=dict)
     fingerprint: dict[str, Any] = field(default_factory=dict)
     recorded: list[dict[str, str]] = field(default_factory=list)  # [{"started_at", "finished_at"}]
+    # What the endpoint cannot tell (quantization, drafter, engine flags), declared in the config.
+    settings: dict[str, str] = field(default_factory=dict)
+    tokenizer: str | None = None  # a tokenizer.json to count tokens with when the server gives no running count
 
 
 @dataclass
@@ -135,6 +141,8 @@ class Acceptance:
     draft_tokens: float | None = None
     accepted: float | None = None
     source: str = ""  # "metrics" (counter differences) or the per-response field it came from
+    approximate: bool = False  # some count came from counters printed in rounded steps (llama.cpp)
+    note: str = ""  # why it is approximate, and the bound rounding puts on the length
 
 
 @dataclass
@@ -156,11 +164,17 @@ class Run:
     contended: bool | None = None
     contention_detail: str = ""
     acceptance: Acceptance | None = None
+    acceptance_note: str = ""  # why no source gave an acceptance figure (empty when one did)
     chunks: Chunks = field(default_factory=Chunks)
 
     @property
     def key(self) -> tuple[str, str, int]:
         return (self.arm, self.prompt, self.index)
+
+    @property
+    def tokens_estimated(self) -> bool:
+        """True when the per-event counts are a guess (no running count, ids, logprobs or tokenizer)."""
+        return self.token_source in ESTIMATED_TOKEN_SOURCES
 
 
 @dataclass
@@ -398,6 +412,8 @@ def _arm(r: _Reader, data: Any, where: str) -> Arm:
         timeouts=r.get(d, "timeouts", where, r.num_map, {}),
         fingerprint=r.get(d, "fingerprint", where, r.any_obj, {}),
         recorded=recorded,
+        settings=r.get(d, "settings", where, r.str_map, {}),
+        tokenizer=r.get(d, "tokenizer", where, r.opt_str, None),
     )
 
 
@@ -476,6 +492,8 @@ def _acceptance(r: _Reader, data: Any, where: str) -> Acceptance | None:
         draft_tokens=r.get(d, "draft_tokens", where, r.opt_num, None),
         accepted=r.get(d, "accepted", where, r.opt_num, None),
         source=r.get(d, "source", where, r.str_, ""),
+        approximate=r.get(d, "approximate", where, r.bool_, False),
+        note=r.get(d, "note", where, r.str_, ""),
     )
 
 
@@ -504,6 +522,7 @@ def _run(r: _Reader, data: Any, where: str) -> Run:
         contended=r.get(d, "contended", where, r.opt_bool, None),
         contention_detail=r.get(d, "contention_detail", where, r.str_, ""),
         acceptance=_acceptance(r, d.get("acceptance"), f"{where}.acceptance"),
+        acceptance_note=r.get(d, "acceptance_note", where, r.str_, ""),
         chunks=_chunks(r, d.get("chunks"), f"{where}.chunks"),
     )
 

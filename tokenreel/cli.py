@@ -45,6 +45,7 @@ EXIT_BAD_INPUT = 2
 
 if TYPE_CHECKING:
     from tokenreel.archive import Arm, Prompt, Settings
+    from tokenreel.ladder import MissingCell
     from tokenreel.recorder.config import Config
     from tokenreel.renderer.plan import RenderOptions
 
@@ -166,14 +167,17 @@ def report(
     err.print(f"report written to {out_path}", markup=False)
 
 
-def _record_into(session: Session, path: Path, arm_ids: list[str] | None, fail_fast: bool) -> int:
+def _record_into(
+    session: Session, path: Path, arm_ids: list[str] | None, fail_fast: bool, metrics_warned: set[str] | None = None
+) -> int:
     """Record with the live display; returns the exit code (1 when a run failed or was skipped)."""
     import asyncio
 
     from tokenreel.recorder.runner import record as record_session
     from tokenreel.console import RecordDisplay, summary_tables
 
-    with user_errors(), RecordDisplay(err) as display:
+    # Arms whose missing /metrics the preflight already named are not warned about twice.
+    with user_errors(), RecordDisplay(err, metrics_warned) as display:
         result = asyncio.run(record_session(session, path, arm_ids, display, fail_fast))
     for table in summary_tables(session):
         out.print(table)
@@ -184,10 +188,30 @@ def _record_into(session: Session, path: Path, arm_ids: list[str] | None, fail_f
     if result.interrupted:
         err.print("interrupted: every completed run is saved; continue with `tokenreel record --resume`")
         return 130
+    contended = _all_contended_cells(session, arm_ids)
+    for cell in contended:  # a cell whose every run was contended is in no figure: say so, never silently
+        err.print(f"{cell.arm} / {cell.prompt}: {cell.reason}", markup=False, soft_wrap=True)
+    if contended:
+        err.print(
+            f"{len(contended)} cell(s) have no usable run (all contended, lines above): free the endpoint, then"
+            " `tokenreel record --resume` re-records their runs",
+            markup=False, soft_wrap=True,
+        )
     if result.failed or result.skipped:
         err.print("some runs failed or were skipped (lines above); `tokenreel record --resume` retries them")
         return 1
-    return 0
+    return 1 if contended else 0
+
+
+def _all_contended_cells(session: Session, arm_ids: list[str] | None) -> list[MissingCell]:
+    """Cells of the recorded arms whose measured runs all completed but were all contended."""
+    from tokenreel.ladder import missing_cells
+
+    return [
+        cell for cell in missing_cells(session)
+        if (arm_ids is None or cell.arm in arm_ids) and cell.runs
+        and all(r.status == "ok" and r.contended for r in session.runs_of(cell.arm, cell.prompt))
+    ]
 
 
 @app.command(cls=Command, short_help="Record each arm's token timings into a session file.")
@@ -257,14 +281,19 @@ def record(
         session = new_session(cfg.name, cfg.settings, cfg.prompts, cfg.arms)
     with user_errors():
         selected = select_arms(session, arm_ids)
+    metrics_warned: set[str] = set()
     if preflight:
-        code = _preflight([arm for arm in selected if runs_todo(session, arm)], session.prompts, session.settings)
+        code = _preflight(
+            [arm for arm in selected if runs_todo(session, arm)], session.prompts, session.settings, warned=metrics_warned
+        )
         if code:
             raise typer.Exit(code)
-    raise typer.Exit(_record_into(session, path, arm_ids, fail_fast))
+    raise typer.Exit(_record_into(session, path, arm_ids, fail_fast, metrics_warned))
 
 
-def _preflight(arms: list[Arm], prompts: list[Prompt], settings: Settings, verbose: bool = False) -> int:
+def _preflight(
+    arms: list[Arm], prompts: list[Prompt], settings: Settings, verbose: bool = False, warned: set[str] | None = None
+) -> int:
     """Check the arms, print every problem (and warning) once; 2 when any problem stops recording."""
     import asyncio
 
@@ -274,6 +303,8 @@ def _preflight(arms: list[Arm], prompts: list[Prompt], settings: Settings, verbo
     for result in checks:
         for warning in result.warnings:
             err.print(f"warning: {result.arm}: {warning}", markup=False, soft_wrap=True)
+            if warned is not None and "/metrics" in warning:  # said once: recording will not repeat it
+                warned.add(result.arm)
         if verbose and not result.problems:
             out.print(f"ok: {result.arm}: {'; '.join(result.notes) or 'reachable'}", markup=False, soft_wrap=True)
     problems = [(result.arm, problem) for result in checks for problem in result.problems]
@@ -327,8 +358,12 @@ def simulate(
             "stall malformed no_done early_stop busy).",
         ),
     ] = None,
+    engine: Annotated[
+        str,
+        typer.Option(metavar="NAME", help="Wire shape of every endpoint: vllm (0.33), sglang (0.5) or llamacpp (llama.cpp server)."),
+    ] = "vllm",
 ) -> None:
-    """Serve vLLM-like OpenAI endpoints that imitate the seed ladder, without a GPU.
+    """Serve OpenAI endpoints that imitate the seed ladder, without a GPU (vLLM-like unless --engine).
 
     Each profile gets its own port (/v1/chat/completions, /v1/completions, /v1/models,
     /metrics), streaming at the profile's speed. Point a config's base_url at them.
@@ -339,22 +374,25 @@ def simulate(
       tokenreel simulate
       tokenreel simulate --profiles bf16,nvfp4 --port 9000 --time-scale 0.1
       tokenreel simulate --fault nvfp4=429 --fault bf16=stall
+      tokenreel simulate --engine llamacpp
     """
     import asyncio
     import dataclasses
 
-    from tokenreel.simulator.profiles import FAULTS, profile_by_id
+    from tokenreel.simulator.profiles import ENGINES, FAULTS, profile_by_id
     from tokenreel.simulator.server import serve_forever
 
     chosen = []
     with user_errors():
+        if engine not in ENGINES:
+            raise ValueError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
         faults = dict(_split_fault(item, FAULTS) for item in fault or [])
         for profile_id in split_ids(profiles) or []:
             try:
                 profile = profile_by_id(profile_id)
             except KeyError as exc:
                 raise ValueError(f"--profiles: {exc.args[0]}") from None
-            chosen.append(dataclasses.replace(profile, fault=faults.get(profile_id, profile.fault)))
+            chosen.append(dataclasses.replace(profile, engine=engine, fault=faults.get(profile_id, profile.fault)))
     for i, profile in enumerate(chosen):
         out.print(f"{profile.id:<16} http://{host}:{port + i}/v1   model {profile.model}   {profile.label}")
     out.print("Ctrl-C stops. Point a config's base_url at these to record them.")

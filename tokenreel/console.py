@@ -26,6 +26,7 @@ from tokenreel.recorder.runner import (
     ArmFinished,
     ArmStarted,
     GateWaiting,
+    NoMetrics,
     RecordEvent,
     RunFinished,
     RunProgress,
@@ -40,8 +41,9 @@ from tokenreel.terminal import FitTable
 class RecordDisplay:
     """A progress bar per arm plus one line per finished run that needs attention."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, metrics_warned: set[str] | None = None) -> None:
         self.console = console
+        self.metrics_warned = set(metrics_warned or ())  # arms already warned about (the preflight)
         self.progress = Progress(
             TextColumn("{task.fields[arm]:<16}"),
             BarColumn(bar_width=24),
@@ -61,6 +63,18 @@ class RecordDisplay:
         self.progress.stop()
 
     def __call__(self, event: RecordEvent) -> None:
+        if isinstance(event, NoMetrics):  # once per arm: unchecked runs must not pass silently
+            if event.arm in self.metrics_warned:
+                return
+            self.metrics_warned.add(event.arm)
+            why = event.detail.split(";")[0]
+            self.console.print(
+                f"warning: {event.arm}: {why}: its runs are recorded without the idle gate or the contention"
+                f" check (contended: unknown); {event.hint}",
+                markup=False,
+                highlight=False,
+            )
+            return
         if isinstance(event, ArmStarted):
             self.tasks[event.arm] = self.progress.add_task(
                 "", total=event.runs_todo, arm=event.arm, status=f"{event.label}: checking the endpoint"
@@ -136,9 +150,15 @@ def summary_tables(session: Session) -> list[Table]:
     table = FitTable(title=Text(title, style="table.title"), title_justify="left")
     table.number_column("Step", justify="left")
     table.label_column("Arm")
-    for column in ("Decode tok/s", "vs prior", "vs first", "TTFT s", "Accept. len"):
+    # The acceptance rate gets a column only in a ladder that has one (a speculative arm).
+    rates = any(row.acceptance_rate is not None for row in ladder)
+    for column in ("Decode tok/s", "vs prior", "vs first", "TTFT s", "Accept. len") + (("Accept. rate",) if rates else ()):
         table.number_column(column)
     for i, row in enumerate(ladder, start=1):
+        length = figure(row.acceptance_length, 2)
+        if row.acceptance_approximate and row.acceptance_length is not None:
+            length = f"≈{length}"  # from counters printed in rounded steps
+        rate = (figure(None if row.acceptance_rate is None else row.acceptance_rate * 100, 0, " %"),) if rates else ()
         table.add_row(
             str(i),
             Text(row.label),
@@ -146,7 +166,8 @@ def summary_tables(session: Session) -> list[Table]:
             multiplier(row.vs_prior),
             multiplier(row.vs_first),
             figure(row.ttft_s, 2),
-            figure(row.acceptance_length, 2),
+            length,
+            *rate,
         )
     categories = category_table(session, cells)
     by_category = FitTable(title="Decode tok/s by prompt category", title_justify="left")

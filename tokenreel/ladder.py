@@ -4,6 +4,10 @@ A cell is one arm on one prompt. Its figures are medians over the measured runs 
 completed and were not contended (someone else generating during the run measures
 contention, not the arm). The ladder row of an arm is the mean of its cell medians over the
 prompts that every arm has, so every arm is averaged over the same prompts.
+
+A cell with no usable run is not dropped silently: `missing_cells` says why each one is
+missing (all runs contended, failed, skipped, not recorded), and where an engine cannot give a
+figure (acceptance length, contention) the cell carries the reason, for the report to print.
 """
 
 from __future__ import annotations
@@ -29,8 +33,23 @@ class Cell:
     spread_tok_s: float | None
     acceptance_length: float | None
     like_for_like: bool
-    contended: bool
+    contended: bool | None  # None: not checked (no /metrics), contention_note says why
     note: str = ""
+    acceptance_rate: float | None = None
+    acceptance_approximate: bool = False  # from counters printed in rounded steps
+    acceptance_note: str = ""  # why there is no acceptance length (or why it is approximate)
+    contention_note: str = ""  # why contention is unknown
+
+
+@dataclass(frozen=True)
+class MissingCell:
+    """An arm × prompt with no usable measured run, and why."""
+
+    arm: str
+    prompt: str
+    category: str
+    runs: int  # measured runs archived
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -43,6 +62,9 @@ class LadderRow:
     ttft_s: float | None
     acceptance_length: float | None
     prompts: int
+    acceptance_rate: float | None = None
+    acceptance_approximate: bool = False
+    acceptance_note: str = ""
 
 
 def usable_runs(session: Session, arm_id: str, prompt_id: str) -> list[Run]:
@@ -98,6 +120,9 @@ def _cell(session: Session, arm_id: str, prompt_id: str, category: str) -> Cell 
     elif forced and lengths != {session.settings.max_tokens}:
         note = f"stopped at {next(iter(lengths))} of {session.settings.max_tokens} tokens"
     acceptance = [r.acceptance.mean_length for r in runs if r.acceptance is not None]
+    rates = [r.acceptance.rate for r in runs if r.acceptance is not None]
+    approximate = any(r.acceptance.approximate for r in runs if r.acceptance and r.acceptance.mean_length is not None)
+    contended = _contended(measured_ok)
     return Cell(
         arm=arm_id,
         prompt=prompt_id,
@@ -111,9 +136,77 @@ def _cell(session: Session, arm_id: str, prompt_id: str, category: str) -> Cell 
         spread_tok_s=(max(decodes) - min(decodes)) if decodes else None,
         acceptance_length=_median(list(acceptance)),
         like_for_like=not note,
-        contended=any(r.contended for r in measured_ok),
+        contended=contended,
         note=note,
+        acceptance_rate=_median(list(rates)),
+        acceptance_approximate=approximate,
+        acceptance_note=_acceptance_note(runs),
+        contention_note=_contention_note(measured_ok) if contended is None else "",
     )
+
+
+def _contended(runs: list[Run]) -> bool | None:
+    """True when any run was contended; None when some run could not be checked; else False."""
+    if any(r.contended for r in runs):
+        return True
+    if any(r.contended is None for r in runs):
+        return None
+    return False
+
+
+def _contention_note(runs: list[Run]) -> str:
+    """Why contention is unknown: no /metrics (with the endpoint's answer), or no counter."""
+    for run in runs:
+        if run.contended is None:
+            if run.gate.status == "unavailable":
+                why = run.gate.detail.split(";")[0].removeprefix("no /metrics at ")
+                return f"no /metrics: {why}" if why else "no /metrics"
+            return run.contention_detail or "not checked"
+    return ""
+
+
+def _acceptance_note(runs: list[Run]) -> str:
+    """Why the cell has no acceptance length, or why it is approximate; empty when exact."""
+    lengths = [r.acceptance for r in runs if r.acceptance is not None and r.acceptance.mean_length is not None]
+    if lengths:
+        approximate = [a.note for a in lengths if a.approximate]
+        return approximate[0] if approximate else ""
+    notes = [r.acceptance_note for r in runs if r.acceptance_note]
+    if notes:
+        return _commonest(notes)
+    return "none archived (recorded before tokenreel kept the reason; most likely not speculative)"
+
+
+def missing_cells(session: Session) -> list[MissingCell]:
+    """Every arm × prompt without a usable measured run, with the reason, in ladder order."""
+    missing = []
+    for arm in session.arms:
+        for prompt in session.prompts:
+            if usable_runs(session, arm.id, prompt.id):
+                continue
+            runs = session.runs_of(arm.id, prompt.id)
+            missing.append(MissingCell(arm.id, prompt.id, prompt.category, len(runs), _missing_reason(runs)))
+    return missing
+
+
+def _missing_reason(runs: list[Run]) -> str:
+    """"all 3 runs contended: <detail>", or the mix of what happened to the runs."""
+    if not runs:
+        return "no measured run recorded"
+    kinds = {
+        "contended": [r for r in runs if r.status == "ok" and r.contended],
+        "failed": [r for r in runs if r.status == "failed"],
+        "skipped": [r for r in runs if r.status == "skipped"],
+    }
+    parts = []
+    for kind, group in kinds.items():
+        if group:
+            detail = group[-1].contention_detail if kind == "contended" else group[-1].error
+            parts.append((kind, len(group), detail))
+    if len(parts) == 1:
+        kind, count, detail = parts[0]
+        return f"all {count} run{'s' if count != 1 else ''} {kind}: {detail}"
+    return "no usable run: " + "; ".join(f"{count} {kind} ({detail})" for kind, count, detail in parts)
 
 
 def build_cells(session: Session) -> list[Cell]:
@@ -166,6 +259,9 @@ def build_ladder(session: Session, cells: list[Cell], baseline: str | None = Non
                 ttft_s=_mean([c.ttft_s for c in mine]),
                 acceptance_length=_mean([c.acceptance_length for c in mine]),
                 prompts=len(mine),
+                acceptance_rate=_mean([c.acceptance_rate for c in mine]),
+                acceptance_approximate=any(c.acceptance_approximate for c in mine),
+                acceptance_note=_row_acceptance_note(mine),
             )
         )
     reference = means.get(baseline) if baseline else (rows[0].decode_tok_s if rows else None)
@@ -176,6 +272,20 @@ def build_ladder(session: Session, cells: list[Cell], baseline: str | None = Non
             replace(row, vs_prior=_ratio(row.decode_tok_s, prior), vs_first=_ratio(row.decode_tok_s, reference))
         )
     return result
+
+
+def _commonest(items: list[str]) -> str:
+    """The most frequent item, the earliest on a tie (reports must not vary run to run)."""
+    return max(dict.fromkeys(items), key=items.count)
+
+
+def _row_acceptance_note(cells: list[Cell]) -> str:
+    """The arm's reason for no (or an approximate) acceptance length: its cells' commonest."""
+    with_length = [c for c in cells if c.acceptance_length is not None]
+    relevant = [c.acceptance_note for c in (with_length or cells) if c.acceptance_note]
+    if with_length and not any(c.acceptance_approximate for c in with_length):
+        return ""
+    return _commonest(relevant) if relevant else ""
 
 
 def category_table(session: Session, cells: list[Cell]) -> dict[str, dict[str, float | None]]:

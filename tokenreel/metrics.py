@@ -2,8 +2,10 @@
 
 n         = server-reported completion tokens (usage.completion_tokens; the sum of the
             per-chunk counts only when the server reported no usage)
-TTFT      = first chunk with content, reasoning or tool calls, minus request send
-            (a role-only chunk is not the first token)
+TTFT      = first chunk after the role chunk that carries a token (or content, reasoning or
+            tool calls), minus request send. A role-only chunk is not the first token; a chunk
+            with empty text that carries a token is (vLLM 0.33 sends a first token that decodes
+            to part of a character, or a special token whose text is skipped, that way)
 decode    = (n - tokens in the first chunk) / (t_last - t_first)   [tok/s]
 TPOT      = 1000 / decode                                          [ms]
 end-to-end= n / (t_last - t_send)                                  [tok/s]
@@ -32,11 +34,17 @@ class RunMetrics:
 
 
 def first_token_index(chunks: Chunks) -> int | None:
-    """Index of the first chunk with content, reasoning or a tool call."""
+    """Index of the first chunk that carries a token or text (content, reasoning, a tool call).
+
+    The recorder never leaves a count on a role-only chunk (it moves to the next token chunk),
+    so a role chunk is never the first token.
+    """
     for i in range(len(chunks)):
-        if chunks.has_text(i):
+        if chunks.tokens[i] > 0 or chunks.has_text(i):
             return i
     return None
+
+
 
 
 def last_token_index(chunks: Chunks) -> int | None:

@@ -1,7 +1,9 @@
 """`tokenreel report`: the ladder, the per-category table and every cell, as md, json or csv.
 
 The markdown mirrors the seeds' tables (step, what changed, decode speed, vs. prior step,
-vs. original) so a write-up can paste it as is.
+vs. original) so a write-up can paste it as is. A figure an engine cannot give is never a bare
+dash: the report says why (not speculative, no spec counters, no /metrics), and a cell with no
+usable run is listed with its reason instead of vanishing.
 """
 
 from __future__ import annotations
@@ -12,15 +14,17 @@ from dataclasses import asdict
 
 import orjson
 
-from tokenreel.archive import Session
+from tokenreel.archive import Arm, Session
 from tokenreel.figures import figure, multiplier
-from tokenreel.ladder import build_cells, build_ladder, category_table, common_prompts
+from tokenreel.ladder import build_cells, build_ladder, category_table, common_prompts, missing_cells
 
 REPORT_FORMAT = "tokenreel.report"
 REPORT_VERSION = 1
 CELL_KEYS = (
     "arm", "prompt", "category", "runs", "output_tokens", "ttft_s", "tpot_ms", "decode_tok_s",
     "e2e_tok_s", "spread_tok_s", "acceptance_length", "like_for_like", "contended", "note",
+    "acceptance_rate", "acceptance_approximate", "acceptance_note", "contention_note",
+    "token_counts", "tokens_estimated",
 )
 STEP_MARKS = "①②③④⑤⑥⑦⑧⑨⑩"
 
@@ -54,8 +58,109 @@ def build_report(session: Session, baseline: str | None = None) -> dict:
             category: {arm: _round(value) for arm, value in row.items()}
             for category, row in category_table(session, cells).items()
         },
-        "cells": [{k: _round(v) for k, v in asdict(cell).items()} for cell in cells],
+        "cells": [_with_counts(session, {k: _round(v) for k, v in asdict(cell).items()}) for cell in cells],
+        "arms": [_arm_entry(session, arm) for arm in session.arms],
+        "missing_cells": [asdict(missing) for missing in missing_cells(session)],
     }
+
+
+# Per arm in the csv (one row per cell): what the endpoint said and what the config declared.
+ARM_CSV_KEYS = ("arm_fingerprint", "arm_settings")
+ESTIMATED_NOTE = (
+    "\\* estimated token counts: the server sent no running usage, timings, token ids or logprobs and no"
+    " `tokenizer` was configured, so each event counted as one token (the server's final total, if any, on"
+    " the last event): decode speed and TPOT are approximate."
+)
+
+
+def _measured_runs(session: Session, arm: str, prompt: str | None = None) -> list:
+    return [r for r in session.runs if r.arm == arm and (prompt is None or r.prompt == prompt)
+            and not r.warmup and r.status == "ok"]
+
+
+def _with_counts(session: Session, cell: dict) -> dict:
+    """How the cell's runs counted tokens ("usage_delta", ..., "per_event") and whether any guessed."""
+    runs = _measured_runs(session, cell["arm"], cell["prompt"])
+    cell["token_counts"] = ",".join(sorted({r.token_source for r in runs}))
+    cell["tokens_estimated"] = any(r.tokens_estimated for r in runs)
+    return cell
+
+
+def fingerprint_summary(arm: Arm) -> dict[str, str]:
+    """The recorder's summary of what the endpoint said; for older archives, version and context."""
+    fp = arm.fingerprint
+    if isinstance(fp.get("summary"), dict):
+        return {str(k): str(v) for k, v in fp["summary"].items()}
+    out = {}
+    version = fp.get("version")
+    if isinstance(version, dict) and version.get("version") is not None:
+        out["version"] = str(version["version"])
+    if isinstance(fp.get("max_model_len"), int):
+        out["max_model_len"] = str(fp["max_model_len"])
+    return out
+
+
+def _pairs(items: dict[str, str], sep: str = " · ") -> str:
+    return sep.join(f"{k} {v}" if k not in ("engine",) else v for k, v in items.items())
+
+
+def _arm_entry(session: Session, arm: Arm) -> dict:
+    runs = _measured_runs(session, arm.id)
+    return {
+        "arm": arm.id,
+        "label": arm.label,
+        "fingerprint": fingerprint_summary(arm),
+        "settings": dict(arm.settings),
+        "token_counts": ",".join(sorted({r.token_source for r in runs})),
+        "tokens_estimated": any(r.tokens_estimated for r in runs),
+    }
+
+
+def _arms_table(report: dict) -> list[str]:
+    """Each arm: what its endpoint said (fingerprint) and what the config declared ([arms.settings])."""
+    lines = ["| Arm | Endpoint says | Declared settings | Token counts |", "|---|---|---|---|"]
+    for a in report["arms"]:
+        counts = a["token_counts"] + (" (estimated\\*)" if a["tokens_estimated"] else "")
+        settings = "; ".join(f"{k} = {v}" for k, v in a["settings"].items())
+        lines.append(f"| {a['label']} | {_pairs(a['fingerprint']) or '—'} | {settings or '—'} | {counts or '—'} |")
+    return [*lines, ""]
+
+
+def _est(text: str, estimated: bool) -> str:
+    return f"{text}\\*" if estimated and text != "—" else text
+
+
+def _acceptance(value: float | None, approximate: bool) -> str:
+    """Acceptance length to 2 decimals; ≈ marks one from counters printed in rounded steps."""
+    text = figure(value, 2)
+    return f"≈{text}" if approximate and value is not None else text
+
+
+def _rate(value: float | None) -> str:
+    return figure(None if value is None else value * 100, 0, " %")
+
+
+def _contended(cell: dict) -> str:
+    if cell["contended"] is None:
+        return f"unknown ({cell['contention_note'] or 'not checked'})"
+    return "yes" if cell["contended"] else "no"
+
+
+def _acceptance_notes(report: dict) -> list[str]:
+    """One line per arm whose acceptance length is missing (why) or approximate (how far off)."""
+    lines = []
+    for row in report["ladder"]:
+        reasons = list(dict.fromkeys(
+            c["acceptance_note"] for c in report["cells"]
+            if c["arm"] == row["arm"] and c["acceptance_note"]
+            and (c["acceptance_length"] is None or c["acceptance_approximate"])
+        ))
+        if reasons:
+            mark = "≈" if row["acceptance_approximate"] else "—"
+            lines.append(f"- {row['label']} ({mark}): {'; '.join(reasons)}")
+    if not lines:
+        return []
+    return ["Acceptance length and rate, where not measured exactly:", "", *lines, ""]
 
 
 def to_markdown(report: dict, session: Session) -> str:
@@ -64,14 +169,17 @@ def to_markdown(report: dict, session: Session) -> str:
     if report["simulated"]:
         lines += ["Recorded against simulated endpoints (`tokenreel simulate`), not real GPUs.", ""]
     lines += [
-        "| Step | Arm | Decode speed | vs. prior step | vs. original | TTFT | Acceptance length |",
-        "|---|---|---|---|---|---|---|",
+        "| Step | Arm | Decode speed | vs. prior step | vs. original | TTFT | Acceptance length | Acceptance rate |",
+        "|---|---|---|---|---|---|---|---|",
     ]
+    estimated_arms = {a["arm"] for a in report["arms"] if a["tokens_estimated"]}
     for i, row in enumerate(report["ladder"]):
         mark = STEP_MARKS[i] if i < len(STEP_MARKS) else str(i + 1)
+        decode = _est(figure(row["decode_tok_s"], 1, " tok/s"), row["arm"] in estimated_arms)
         lines.append(
-            f"| {mark} | {row['label']} | {figure(row['decode_tok_s'], 1, ' tok/s')} | {multiplier(row['vs_prior'])} "
-            f"| {multiplier(row['vs_first'])} | {figure(row['ttft_s'], 2, ' s')} | {figure(row['acceptance_length'], 2)} |"
+            f"| {mark} | {row['label']} | {decode} | {multiplier(row['vs_prior'])} "
+            f"| {multiplier(row['vs_first'])} | {figure(row['ttft_s'], 2, ' s')} "
+            f"| {_acceptance(row['acceptance_length'], row['acceptance_approximate'])} | {_rate(row['acceptance_rate'])} |"
         )
     runs = sorted({c["runs"] for c in report["cells"]})
     lines += [
@@ -81,6 +189,19 @@ def to_markdown(report: dict, session: Session) -> str:
         "(every arm produced the same number of tokens).",
         "",
     ]
+    if estimated_arms:
+        lines += [ESTIMATED_NOTE, ""]
+    lines += _acceptance_notes(report)
+    lines += _arms_table(report)
+    if report["missing_cells"]:
+        lines += [
+            "Missing cells (no usable run, so not in any figure above):",
+            "",
+            "| Arm | Prompt | Category | Runs | Why |",
+            "|---|---|---|---|---|",
+            *(f"| {m['arm']} | {m['prompt']} | {m['category']} | {m['runs']} | {m['reason']} |" for m in report["missing_cells"]),
+            "",
+        ]
     arm_ids = [row["arm"] for row in report["ladder"]]
     if report["categories"]:
         header = " | ".join(f"{STEP_MARKS[i] if i < len(STEP_MARKS) else i + 1} {labels[a]}" for i, a in enumerate(arm_ids))
@@ -93,15 +214,17 @@ def to_markdown(report: dict, session: Session) -> str:
             lines.append(f"| {category.capitalize()} | {values} | {speedup} |")
         lines.append("")
     lines += [
-        "| Arm | Prompt | Category | Runs | Tokens | TTFT s | TPOT ms | Decode tok/s | E2E tok/s | Spread | Accept. len | Like-for-like | Contended |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| Arm | Prompt | Category | Runs | Tokens | TTFT s | TPOT ms | Decode tok/s | E2E tok/s | Spread | Accept. len | Accept. rate | Like-for-like | Contended |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in report["cells"]:
         like = "yes" if c["like_for_like"] else f"no ({c['note']})"
         lines.append(
             f"| {c['arm']} | {c['prompt']} | {c['category']} | {c['runs']} | {c['output_tokens']} "
-            f"| {figure(c['ttft_s'], 3)} | {figure(c['tpot_ms'], 2)} | {figure(c['decode_tok_s'])} | {figure(c['e2e_tok_s'])} "
-            f"| {figure(c['spread_tok_s'])} | {figure(c['acceptance_length'], 2)} | {like} | {'yes' if c['contended'] else 'no'} |"
+            f"| {figure(c['ttft_s'], 3)} | {_est(figure(c['tpot_ms'], 2), c['tokens_estimated'])} "
+            f"| {_est(figure(c['decode_tok_s']), c['tokens_estimated'])} | {figure(c['e2e_tok_s'])} "
+            f"| {figure(c['spread_tok_s'])} | {_acceptance(c['acceptance_length'], c['acceptance_approximate'])} "
+            f"| {_rate(c['acceptance_rate'])} | {like} | {_contended(c)} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -112,10 +235,16 @@ def to_json(report: dict) -> str:
 
 def to_csv(report: dict) -> str:
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CELL_KEYS, lineterminator="\n")
+    writer = csv.DictWriter(out, fieldnames=(*CELL_KEYS, *ARM_CSV_KEYS), lineterminator="\n")
     writer.writeheader()
+    arms = {a["arm"]: a for a in report["arms"]}
     for cell in report["cells"]:
-        writer.writerow({k: cell[k] for k in CELL_KEYS})
+        arm = arms[cell["arm"]]
+        writer.writerow({
+            **{k: cell[k] for k in CELL_KEYS},
+            "arm_fingerprint": _pairs(arm["fingerprint"], "; "),
+            "arm_settings": "; ".join(f"{k}={v}" for k, v in arm["settings"].items()),
+        })
     return out.getvalue()
 
 
