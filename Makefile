@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test tools shaping bench verify clean lock check-lock wheel
+.PHONY: demo test test-fast engine tools shaping bench verify clean lock check-lock wheel
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -35,10 +35,22 @@ shaping: $(STAMP)
 	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libfribidi0 >/dev/null; } \
 	  || { echo "tokenreel needs FriBiDi to shape text: install it (Debian/Ubuntu: sudo apt-get install libfribidi0)" >&2; exit 2; }
 
-test: $(STAMP) tools
+test: $(STAMP) tools engine
 	$(BIN)/python .ci/check_lock.py
 	$(BIN)/python -m pytest -q
 	$(BIN)/tokenreel verify sessions/
+
+# Everything but the real-engine tests (pytest -m engine), and no engine build.
+test-fast: $(STAMP) tools
+	$(BIN)/python .ci/check_lock.py
+	$(BIN)/python -m pytest -q -m "not engine"
+
+# The real-engine tests' llama.cpp (llama-server, llama-quantize: pinned in tests/engines/build.py)
+# and their generated models, built once into $${TOKENREEL_CACHE:-$$HOME/.cache/tokenreel} and
+# reused (first build about 4 min on 2 cores; a cached run prints that it reuses it).
+engine: $(STAMP)
+	$(BIN)/python -m tests.engines.build
+	$(BIN)/python -m tests.engines.models
 
 bench: $(STAMP)
 	$(BIN)/python bench/render_throughput.py

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from tokenreel import assets
 from tokenreel.recorder.prompts import load_prompts
@@ -42,6 +43,67 @@ SECRET_FLAG = re.compile(
 def scrub_secret_flags(text: str) -> str:
     """The same command line with every secret flag's value replaced by ***."""
     return SECRET_FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
+
+
+# Names whose values are secrets (fingerprint JSON keys, extra_body fields) and values that look
+# like keys whatever their name. A model's special tokens (bos_token...) are vocabulary, not secrets.
+SECRET_KEY = re.compile(
+    r"api[_-]?key|secret|passw|auth|credential|cookie|bearer|(^|[_-])(access_)?token$", re.IGNORECASE
+)
+VOCAB_TOKEN_KEY = re.compile(r"(bos|eos|eot|eog|pad|unk|sep|cls|mask|nl|fim_(pre|suf|mid|pad|rep|sep))_token", re.I)
+SECRET_VALUE = re.compile(r"^(sk-|hf_|ghp_|gho_|github_pat_|xox[abp]-|bearer\s)", re.IGNORECASE)
+SECRET_MASK = "***"
+
+# THE SECRETS RULE (issue 11): every secret this process knows (API keys read from api_key_env,
+# extra_body values whose names look secret) is scrubbed from a string BEFORE the string is cut,
+# in everything archived, printed or drawn: `scrub_secrets` is the one function, and the one
+# place that cuts server text (`stream.one_line`) calls it first. Credentials in URLs are refused
+# at config load instead. Known secrets are kept for the life of the process, never written.
+_KNOWN_SECRETS: set[str] = set()
+
+
+def remember_secret(value: str | None) -> None:
+    """Add a secret to the set scrubbed from every message (empty values are ignored)."""
+    if value:
+        _KNOWN_SECRETS.add(value)
+
+
+def scrub_secrets(text: str) -> str:
+    """`text` with every known secret replaced by *** (longest first, so none survives in part)."""
+    for secret in sorted(_KNOWN_SECRETS, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, SECRET_MASK)
+    return text
+
+
+def known_secrets() -> list[str]:
+    """The secrets to mask in streamed text, longest first."""
+    return sorted(_KNOWN_SECRETS, key=len, reverse=True)
+
+
+def looks_secret(name: str) -> bool:
+    """A field name whose value is a secret (api_key, client_secret, access_token; not max_tokens)."""
+    return bool(SECRET_KEY.search(name)) and not VOCAB_TOKEN_KEY.fullmatch(name)
+
+
+def scrub_secret_fields(value: Any) -> Any:
+    """A copy of a JSON-like value whose string values under secret-looking names (at any depth),
+    and string values that look like keys, are replaced by ***; each such value is remembered."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if isinstance(item, str) and looks_secret(str(key)):
+                remember_secret(item)
+                out[key] = SECRET_MASK
+            else:
+                out[key] = scrub_secret_fields(item)
+        return out
+    if isinstance(value, list):
+        return [scrub_secret_fields(item) for item in value]
+    if isinstance(value, str) and len(value) >= 16 and SECRET_VALUE.match(value):  # a key, not a stop string "sk-"
+        remember_secret(value)
+        return SECRET_MASK
+    return value
 
 
 class ConfigError(ValueError):
@@ -134,7 +196,7 @@ def _arm(check: _Checker, table: dict[str, Any], where: str, default_tokenizer: 
     arm_id = check.text(table["id"], f"{where}.id")
     if not ARM_ID.fullmatch(arm_id):
         raise check.fail(f"{where}.id", f"{arm_id!r} is not a valid id; use letters, digits, '.', '_' and '-'")
-    base_url = check.url(table["base_url"], f"{where}.base_url")
+    base_url = check.url(table["base_url"], f"{where}.base_url", arm_id)
     api = check.text(table.get("api", "chat"), f"{where}.api")
     if api not in ("chat", "completions"):
         raise check.fail(f"{where}.api", f"must be \"chat\" or \"completions\", got {api!r}")
@@ -144,8 +206,9 @@ def _arm(check: _Checker, table: dict[str, Any], where: str, default_tokenizer: 
         raise check.fail(f"{where}.api_key_env", problem)
     metrics_url = table.get("metrics_url")
     if metrics_url is not None:
-        metrics_url = check.url(metrics_url, f"{where}.metrics_url")
-    return Arm(
+        metrics_url = check.url(metrics_url, f"{where}.metrics_url", arm_id)
+    extra_body = check.extra_body(table.get("extra_body", {}), f"{where}.extra_body")
+    arm = Arm(
         id=arm_id,
         label=check.text(table.get("label", arm_id), f"{where}.label"),
         base_url=base_url,
@@ -153,7 +216,7 @@ def _arm(check: _Checker, table: dict[str, Any], where: str, default_tokenizer: 
         api=api,
         api_key_env=key_env,
         metrics_url=metrics_url or default_metrics_url(base_url),
-        extra_body=check.extra_body(table.get("extra_body", {}), f"{where}.extra_body"),
+        extra_body=scrub_secret_fields(extra_body),
         timeouts=check.timeouts(table.get("timeouts", {}), f"{where}.timeouts"),
         settings=check.settings(table.get("settings", {}), f"{where}.settings"),
         tokenizer=(
@@ -161,6 +224,16 @@ def _arm(check: _Checker, table: dict[str, Any], where: str, default_tokenizer: 
             else default_tokenizer
         ),
     )
+    if arm.extra_body != extra_body:
+        # The archive gets the scrubbed extra_body; requests send this one (not a dataclass field,
+        # so never archived). See `request_extra_body`.
+        arm.__dict__["_extra_body_sent"] = extra_body
+    return arm
+
+
+def request_extra_body(arm: Arm) -> dict[str, Any]:
+    """The extra_body to send: the config's own values, where the archived copy has them scrubbed."""
+    return arm.__dict__.get("_extra_body_sent", arm.extra_body)
 
 
 @lru_cache(maxsize=8)
@@ -234,10 +307,35 @@ class _Checker:
             raise self.fail(where, f"must be true or false, got {_kind(value)}")
         return value
 
-    def url(self, value: Any, where: str) -> str:
+    def url(self, value: Any, where: str, arm_id: str) -> str:
+        """An http(s) URL with a host, a valid port, and no credentials, query or fragment.
+
+        Checked here, before any endpoint is touched: a bad port or an empty host would otherwise
+        surface as a connection error mid-recording, and credentials in a URL would be archived.
+        """
         text = self.text(value, where)
+        field = where.rsplit(".", 1)[-1]
+
+        def bad(problem: str) -> ConfigError:
+            return self.fail(where, f"{problem} (arm {arm_id!r}); fix {field}")
+
+        if "@" in re.split(r"[/?#]", text.partition("://")[2], maxsplit=1)[0]:  # first, and without echoing them
+            raise bad("holds credentials (user:password@): remove them, name the key's variable in api_key_env")
         if not text.startswith(("http://", "https://")):
-            raise self.fail(where, f"must start with http:// or https://, got {text!r}")
+            raise bad(f"must start with http:// or https://, got {text!r}")
+        if any(ord(c) < 33 or ord(c) == 127 for c in text):
+            raise bad("holds spaces or control characters")
+        try:
+            parts = urlsplit(text)
+            port = parts.port
+        except ValueError as exc:  # a port out of range or not a number, a malformed IPv6 host
+            raise bad(f"is not a valid URL ({exc})") from None
+        if not parts.hostname:
+            raise bad(f"has no host: {text!r}")
+        if port == 0:
+            raise bad("port 0 is not a port")
+        if parts.query or parts.fragment or "?" in text or "#" in text:
+            raise bad("must not have a query or fragment (paths are appended to it)")
         return text.rstrip("/")
 
     def timeouts(self, value: Any, where: str) -> dict[str, float]:

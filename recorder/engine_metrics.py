@@ -22,6 +22,8 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from tokenreel.archive import Acceptance
+from tokenreel.recorder.sse_client import MAX_METRICS_BYTES, Refused, get_bounded
+from tokenreel.recorder.stream import one_line
 
 # snapshot field -> metric names (without a `_total` suffix), per engine. SGLang has no spec
 # counters (`sglang:spec_num_steps` is the configured step count, not a count of verify steps;
@@ -41,7 +43,6 @@ _FIELD_OF = {name: field_name for field_name, names in NAMES.items() for name in
 # name, labels (braces included, may hold quoted '}'), value text; an optional timestamp follows.
 _SAMPLE_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?[ \t]+(\S+)(?:[ \t]+\S+)?[ \t]*$")
 _NUMBER = re.compile(r"[+-]?(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?")
-MAX_METRICS_BYTES = 8 * 1024 * 1024
 
 
 class MetricsUnavailable(Exception):
@@ -149,18 +150,17 @@ def _quantum(text: str, precision: int) -> float:
 async def fetch_snapshot(http: aiohttp.ClientSession, url: str, timeout: float = 5.0) -> EngineSnapshot:
     """GET and parse /metrics; raises MetricsUnavailable (refused, HTTP error, unknown names)."""
     try:
-        async with http.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as response:
-            status, content = response.status, await response.read()
+        status, content = await get_bounded(http, url, f"/metrics at {url}", MAX_METRICS_BYTES, timeout)
+    except Refused as exc:
+        raise MetricsUnavailable(str(exc)) from None
     except (aiohttp.ClientError, TimeoutError) as exc:  # aiohttp's total timeout is a bare TimeoutError
         raise MetricsUnavailable(f"no /metrics at {url} ({type(exc).__name__})") from None
     if status != 200:
         raise MetricsUnavailable(f"no /metrics at {url} (HTTP {status})")
-    if len(content) > MAX_METRICS_BYTES:
-        raise MetricsUnavailable(f"/metrics at {url} is larger than {MAX_METRICS_BYTES} bytes")
     try:
         snapshot = parse_metrics(content.decode("utf-8", "replace"))  # the exposition format is UTF-8
     except ValueError as exc:
-        raise MetricsUnavailable(f"/metrics at {url} is not Prometheus text ({str(exc)[:80]})") from None
+        raise MetricsUnavailable(f"/metrics at {url} is not Prometheus text ({one_line(str(exc), 80)})") from None
     if snapshot.running is None:
         raise MetricsUnavailable(f"/metrics at {url} has no vLLM, SGLang or llama.cpp request gauges")
     return snapshot

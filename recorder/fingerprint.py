@@ -15,25 +15,25 @@ quantization nor its speculative config on these endpoints: declare them in `[ar
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import aiohttp
 import orjson
 
-from tokenreel.recorder.config import SECRET_FLAG, scrub_secret_flags, server_root
-from tokenreel.recorder.sse_client import api_key, auth_headers
+from tokenreel.recorder.config import (
+    SECRET_FLAG,
+    SECRET_MASK,
+    SECRET_VALUE,
+    looks_secret,
+    scrub_secret_flags,
+    scrub_secrets,
+    server_root,
+)
+from tokenreel.recorder.sse_client import MAX_FINGERPRINT_BYTES, Refused, api_key, auth_headers, get_bounded
 from tokenreel.archive import Arm
 
-MAX_BODY_BYTES = 256 * 1024
 MAX_STRING_CHARS = 2000
 MAX_DEPTH = 6
-SECRET_KEY = re.compile(
-    r"api[_-]?key|secret|passw|auth|credential|cookie|bearer|(^|[_-])(access_)?token$", re.IGNORECASE
-)
-# A model's special tokens (llama.cpp /props bos_token, eos_token) are vocabulary, not secrets.
-VOCAB_TOKEN_KEY = re.compile(r"(bos|eos|eot|eog|pad|unk|sep|cls|mask|nl|fim_(pre|suf|mid|pad|rep|sep))_token", re.I)
-SECRET_VALUE = re.compile(r"^(sk-|hf_|ghp_|gho_|github_pat_|xox[abp]-|bearer\s)", re.IGNORECASE)
 
 
 async def fingerprint(http: aiohttp.ClientSession, arm: Arm, timeout: float = 5.0) -> dict[str, Any]:
@@ -47,10 +47,13 @@ async def fingerprint(http: aiohttp.ClientSession, arm: Arm, timeout: float = 5.
     }
     key = api_key(arm)
     out: dict[str, Any] = {}
+    unread: dict[str, str] = {}
     for name, url in probes.items():
-        data = await _get_json(http, url, auth_headers(arm), timeout)
+        data = await _get_json(http, url, auth_headers(arm), timeout, unread, name)
         if isinstance(data, dict):
             out[name] = _clean(data, key, 0)
+    if unread:
+        out["unread"] = unread  # why an answer was not kept (over the read limit, another server)
     length = _max_model_len(out.get("models"), arm.model)
     if length is None:
         length = _first_int(out, ("props", "default_generation_settings", "n_ctx"), ("server_info", "context_length"))
@@ -174,13 +177,17 @@ def _first_int(fp: dict[str, Any], *paths: tuple[str, ...]) -> int | None:
     return None
 
 
-async def _get_json(http: aiohttp.ClientSession, url: str, headers: dict[str, str], timeout: float) -> Any:
+async def _get_json(
+    http: aiohttp.ClientSession, url: str, headers: dict[str, str], timeout: float, unread: dict[str, str], name: str
+) -> Any:
     try:
-        async with http.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)) as response:
-            status, content = response.status, await response.read()
+        status, content = await get_bounded(http, url, f"the answer of {url}", MAX_FINGERPRINT_BYTES, timeout, headers)
+    except Refused as exc:
+        unread[name] = str(exc)
+        return None
     except (aiohttp.ClientError, TimeoutError):  # aiohttp's total timeout is a bare TimeoutError
         return None
-    if status != 200 or len(content) > MAX_BODY_BYTES:
+    if status != 200:
         return None
     try:
         return orjson.loads(content)
@@ -189,27 +196,28 @@ async def _get_json(http: aiohttp.ClientSession, url: str, headers: dict[str, st
 
 
 def _clean(value: Any, key: str | None, depth: int) -> Any:
-    """Drop secret-looking keys and values, cut long strings and deep nesting."""
+    """Drop secret-looking keys and values (judged whole, before any cut), cut long strings and
+    deep nesting."""
     if isinstance(value, dict):
         if depth >= MAX_DEPTH:
             return {}
         out = {}
         for k, v in value.items():
-            if SECRET_KEY.search(k) and not VOCAB_TOKEN_KEY.fullmatch(k):
+            # A key that looks secret by name, or that IS a secret (a server keyed by the API key).
+            if looks_secret(k) or _secret_value(k, key) or _secret_value(v, key):
                 continue
-            v = _clean(v, key, depth + 1)
-            if not _secret_value(v, key):
-                out[k] = v
+            out[k] = _clean(v, key, depth + 1)
         return out
     if isinstance(value, list):
         if depth >= MAX_DEPTH:
             return []
         items = [_clean(v, key, depth + 1) for v in value]
         # argv lists: ["--api-key", "X"] keeps the flag, scrubs its value
-        items = ["***" if i and isinstance(items[i - 1], str) and _is_secret_flag(items[i - 1]) else v
+        items = [SECRET_MASK if i and isinstance(items[i - 1], str) and _is_secret_flag(items[i - 1]) else v
                  for i, v in enumerate(items)]
-        return [v for v in items if not _secret_value(v, key)]
+        return [v for v, raw in zip(items, value) if v == SECRET_MASK or not _secret_value(raw, key)]
     if isinstance(value, str):
+        value = scrub_secrets(value)  # before the cut below: no part of a key survives
         if "-" in value:
             value = scrub_secret_flags(value)
         if len(value) > MAX_STRING_CHARS:
@@ -222,7 +230,10 @@ def _is_secret_flag(text: str) -> bool:
 
 
 def _secret_value(value: Any, key: str | None) -> bool:
-    return isinstance(value, str) and (bool(SECRET_VALUE.match(value)) or (key is not None and key in value))
+    """A string that looks like a key or holds a known secret (the arm's key among them)."""
+    return isinstance(value, str) and (
+        bool(SECRET_VALUE.match(value)) or (key is not None and key in value) or scrub_secrets(value) != value
+    )
 
 
 def _max_model_len(models: Any, model: str) -> int | None:

@@ -22,10 +22,10 @@ from tokenreel.recorder.config import default_metrics_url, server_root
 from tokenreel.recorder.engine_metrics import MetricsUnavailable, fetch_snapshot
 from tokenreel.recorder.fingerprint import card_context_length
 from tokenreel.recorder.prompts import chat_messages, completion_text
-from tokenreel.recorder.sse_client import api_key, auth_headers
+from tokenreel.recorder.sse_client import MAX_PREFLIGHT_BYTES, Refused, api_key, auth_headers, get_bounded
+from tokenreel.recorder.stream import one_line
 
 TIMEOUT_S = 5.0
-MAX_BODY_BYTES = 1024 * 1024
 
 
 @dataclass
@@ -43,6 +43,7 @@ class _Answer:
     status: int | None  # None: no HTTP answer at all
     body: Any = None  # parsed JSON, or None
     error: str = ""  # why there was no answer
+    refused: bool = False  # the answer was refused (another server, over its read limit): error says why
 
 
 async def preflight(arms: list[Arm], prompts: list[Prompt], settings: Settings) -> list[ArmCheck]:
@@ -61,6 +62,9 @@ async def check_arm(http: aiohttp.ClientSession, arm: Arm, prompts: list[Prompt]
         )
     models_url = f"{arm.base_url}/models"
     answer = await _request(http, "GET", models_url, auth_headers(arm))
+    if answer.refused:  # a redirect to another server, or an answer over its read limit
+        check.problems.append(answer.error)
+        return check
     if answer.status is None:
         check.problems.append(f"endpoint unreachable: {models_url} ({answer.error}); start the server or fix base_url")
         return check  # nothing else can answer either
@@ -162,17 +166,15 @@ async def _request(
     if data is not None:
         headers = {**headers, "Content-Type": "application/json"}
     try:
-        async with http.request(
-            method, url, headers=headers, data=data, timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)
-        ) as response:
-            content = await response.content.read(MAX_BODY_BYTES + 1)
-            status = response.status
+        status, content = await get_bounded(
+            http, url, f"the answer of {url}", MAX_PREFLIGHT_BYTES, TIMEOUT_S, headers, method, data
+        )
+    except Refused as exc:
+        return _Answer(None, error=str(exc), refused=True)
     except aiohttp.ClientConnectorError as exc:
         return _Answer(None, error=_connect_reason(exc))
     except (aiohttp.ClientError, TimeoutError) as exc:  # aiohttp's total timeout is a bare TimeoutError
-        return _Answer(None, error=type(exc).__name__ if str(exc) == "" else str(exc).splitlines()[0])
-    if len(content) > MAX_BODY_BYTES:
-        return _Answer(status)
+        return _Answer(None, error=type(exc).__name__ if str(exc) == "" else one_line(str(exc).splitlines()[0], 200))
     try:
         return _Answer(status, orjson.loads(content))
     except orjson.JSONDecodeError:

@@ -23,7 +23,7 @@ from tokenreel.recorder.engine_metrics import merge_acceptance, missing_acceptan
 from tokenreel.recorder.fingerprint import fingerprint
 from tokenreel.recorder.gate import contention, settle_after_run, wait_idle
 from tokenreel.recorder.sse_client import ProgressFn, stream_run
-from tokenreel.archive import Arm, Prompt, Run, Session, Settings, save
+from tokenreel.archive import Arm, Prompt, Run, Session, Settings, quarantine, save
 from tokenreel.metrics import NS_PER_S, output_tokens, run_metrics
 
 
@@ -79,7 +79,7 @@ class RunFinished:
     prompt: str
     index: int
     warmup: bool
-    status: str  # ok | failed | skipped
+    status: str  # ok | failed | skipped | invalid
     error: str  # one line; for ok runs a note (forced length not met), usually empty
     tokens: int
     ttft_s: float | None
@@ -104,6 +104,7 @@ class ArmFinished:
     ok: int
     failed: int
     skipped: int
+    invalid: int = 0  # runs with an impossible value from the server (archive.quarantine)
 
 
 RecordEvent = Union[ArmStarted, GateWaiting, RunStarted, RunProgress, RunFinished, ArmFinished, NoMetrics]
@@ -118,6 +119,7 @@ class RecordResult:
     ok: int = 0
     failed: int = 0
     skipped: int = 0
+    invalid: int = 0
     already_ok: int = 0
     interrupted: bool = False
     stopped_on_failure: bool = False
@@ -149,6 +151,7 @@ async def record(
     Runs already ok in `session` (by arm, prompt, index) are kept; failed and skipped ones are
     retried and replaced. Ctrl-C or cancellation stops cleanly: completed runs are already
     saved, the result says `interrupted` (the cancellation is absorbed so the caller gets it).
+    The caller holds `archive.SessionLock(path)` for the whole call, as `tokenreel record` does.
     """
     arms = select_arms(session, arm_ids)
     result = RecordResult(Path(path))
@@ -207,7 +210,7 @@ class _Recorder:
         if not todo:
             return True
         self.emit(ArmStarted(arm.id, arm.label, position, arms, len(todo)))
-        tally = {"ok": 0, "failed": 0, "skipped": 0}
+        tally = {"ok": 0, "failed": 0, "skipped": 0, "invalid": 0}
         self.warned_no_metrics = False
         recording = {"started_at": _now()}
         arm.recorded.append(recording)
@@ -226,7 +229,7 @@ class _Recorder:
                 tally[run.status] += 1
                 setattr(self.result, run.status, getattr(self.result, run.status) + 1)
                 self.emit(_finished(run))
-                if self.fail_fast and run.status == "failed":
+                if self.fail_fast and run.status in ("failed", "invalid"):
                     self.result.stopped_on_failure = True
                     return False
         finally:
@@ -272,7 +275,11 @@ class _Recorder:
         return progress
 
     def _store(self, run: Run) -> None:
-        """Replace an earlier failed/skipped attempt of the same run, then save at once."""
+        """Replace an earlier failed/skipped attempt of the same run, then save at once.
+
+        The run is checked first (archive.quarantine), so one that the loader would reject is
+        reported and counted as `invalid` rather than poisoning the session."""
+        quarantine(run, str(self.result.path))
         self.session.runs = [r for r in self.session.runs if r.key != run.key]
         self.session.runs.append(run)
         save(self.session, self.result.path)

@@ -32,6 +32,7 @@ scrubbed from every message.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -41,8 +42,9 @@ from typing import Any, Callable
 
 import aiohttp
 import orjson
+from yarl import URL
 
-from tokenreel.recorder.config import load_tokenizer
+from tokenreel.recorder.config import load_tokenizer, remember_secret, request_extra_body, scrub_secrets
 from tokenreel.recorder.prompts import chat_messages, completion_text
 from tokenreel.recorder.stream import CountText, StreamFailure, StreamParser, one_line, tokenizer_counts
 from tokenreel.archive import Arm, Chunks, Prompt, Run, Settings
@@ -63,6 +65,17 @@ DEADLINE_STEP_NS = 100_000_000
 # aiohttp pauses the socket once twice this much is unread: 2 MiB absorbs a ~0.1 s hiccup of
 # the loop at 50,000 tok/s without the server's writes blocking (vLLM would merge steps).
 READ_BUFSIZE = 1 << 20
+
+# THE READ BOUNDS RULE (issue 11): every read from the network has a bound that says what it is,
+# is read incrementally and stops at the bound with a one-line reason (`read_bounded`); a stream
+# is bounded per line (`stream.MAX_SSE_LINE_BYTES`) and in time (the timeouts).
+MAX_ERROR_BODY_BYTES = 64 << 10  # an HTTP error answer: only its message is wanted
+MAX_METRICS_BYTES = 8 << 20  # /metrics of a busy vLLM with many LoRA labels is ~1 MiB
+MAX_FINGERPRINT_BYTES = 256 << 10  # /version, /v1/models, /server_info, /props each
+MAX_PREFLIGHT_BYTES = 1 << 20  # /v1/models (many models), /tokenize
+# THE REDIRECT RULE: a redirect to another scheme, host or port is refused (it would measure
+# another server); one within the same server is followed, at most this many times.
+MAX_REDIRECTS = 5
 
 ProgressFn = Callable[[int, int], None]  # (tokens so far, ns since request send)
 
@@ -138,7 +151,7 @@ def request_body(
         stream_options={"include_usage": True, "continuous_usage_stats": True},
     )
     body.update(added or {})
-    body.update(arm.extra_body)
+    body.update(request_extra_body(arm))  # the config's values, where the archived copy is scrubbed
     return body
 
 
@@ -154,8 +167,74 @@ def _token_counter(arm: Arm) -> CountText | None:
 
 
 def api_key(arm: Arm) -> str | None:
-    """The key from the environment variable the arm names; None when there is none to send."""
-    return (os.environ.get(arm.api_key_env) or None) if arm.api_key_env else None
+    """The key from the environment variable the arm names; None when there is none to send.
+
+    Every key read is remembered as a secret, so that it is scrubbed from all that is archived,
+    printed or drawn (`config.scrub_secrets`)."""
+    key = (os.environ.get(arm.api_key_env) or None) if arm.api_key_env else None
+    remember_secret(key)
+    return key
+
+
+class Refused(Exception):
+    """A body over its read bound, or a redirect to another server; the message is one line."""
+
+
+async def read_bounded(response: aiohttp.ClientResponse, limit: int, what: str) -> bytes:
+    """The body, read piece by piece; Refused as soon as it passes `limit` bytes (the connection
+    is then closed, not drained)."""
+    if response.content_length is not None and response.content_length > limit:
+        raise Refused(f"{what} of {response.content_length} bytes is over the {_size(limit)} read limit; not read")
+    body = bytearray()
+    while piece := await response.content.read(limit + 1 - len(body)):
+        body += piece
+        if len(body) > limit:
+            raise Refused(f"{what} is over the {_size(limit)} read limit; not read further")
+    return bytes(body)
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
+
+
+def redirect_target(response: aiohttp.ClientResponse) -> str | None:
+    """Where a 3xx answer points (absolute), or None when it is no redirect; Refused when it
+    points to another scheme, host or port."""
+    if response.status not in (301, 302, 303, 307, 308):
+        return None
+    location = response.headers.get("Location", "")
+    url = response.url
+    try:
+        target = url.join(URL(location)) if location else None
+    except ValueError:
+        target = None
+    if target is None or not target.host:
+        raise Refused(f"HTTP {response.status} from {url} redirects nowhere usable; fix base_url")
+    if (target.scheme, target.host, target.port) != (url.scheme, url.host, url.port):
+        origin = f"{target.scheme}://{target.host}:{target.port}"
+        raise Refused(
+            f"HTTP {response.status} from {url} redirects to another server ({one_line(origin, 120)}); refused,"
+            " it would measure that server: fix base_url (or metrics_url) to the server itself"
+        )
+    return str(target)
+
+
+async def get_bounded(
+    http: aiohttp.ClientSession, url: str, what: str, limit: int, timeout: float,
+    headers: dict[str, str] | None = None, method: str = "GET", data: bytes | None = None,
+) -> tuple[int, bytes]:
+    """(status, body) of a small request: redirects within the server followed, others refused
+    (Refused), the body bounded; aiohttp and timeout errors propagate."""
+    client_timeout = aiohttp.ClientTimeout(total=timeout)
+    for _ in range(MAX_REDIRECTS + 1):
+        async with http.request(
+            method, url, headers=headers, data=data, timeout=client_timeout, allow_redirects=False
+        ) as response:
+            target = redirect_target(response)
+            if target is None:
+                return response.status, await read_bounded(response, limit, what)
+        url = target
+    raise Refused(f"{what}: more than {MAX_REDIRECTS} redirects; fix the URL")
 
 
 def auth_headers(arm: Arm) -> dict[str, str]:
@@ -191,25 +270,32 @@ async def stream_run(
     body = request_body(arm, prompt, settings, added)
     try:
         try:
-            await _Request(http, arm, body, timeouts, run, progress, counter).send()
+            request = _Request(http, arm, body, timeouts, run, progress, counter)
+            await request.send()
         except _Failed:
             if not added or run.http_status not in (400, 422):
                 raise
             # Perhaps the endpoint refuses a field the recorder added: once more without them, and
             # if that works, they are never added again for this arm.
             body = request_body(arm, prompt, settings)
-            await _Request(http, arm, body, timeouts, run, progress, counter).send()
+            request = _Request(http, arm, body, timeouts, run, progress, counter)
+            await request.send()
             learned.rejects_added.update(added)
     except _Failed as failure:
         run.status, run.error = "failed", _scrub(str(failure), arm)
         return
     if run.tokens_estimated:
         learned.needs_per_token = True
-    run.status, run.error = "ok", _forced_length_note(run, body)
+    notes = (_forced_length_note(run, body), request.note)
+    run.status, run.error = "ok", "; ".join(note for note in notes if note)
 
 
 class _Failed(Exception):
     """Internal: the run failed; the message is the run's one-line error."""
+
+
+class _Redirect(Exception):
+    """Internal: the endpoint redirects within the same server; the message is the target URL."""
 
 
 class _Request:
@@ -238,10 +324,20 @@ class _Request:
         # connect bounds pool wait + TCP/TLS; reads are bounded by our own deadlines in _attempt.
         self.http_timeout = aiohttp.ClientTimeout(total=None, connect=timeouts.connect, sock_read=None)
         self.phase = "first_token"
+        self.redirects = 0
+        self.note = ""  # the stream's note for an ok run (invalid text replaced)
 
     async def send(self) -> None:
-        for attempt in range(MAX_429_RETRIES + 1):
-            retry_after = await self._attempt()
+        attempt = 0
+        while True:
+            try:
+                retry_after = await self._attempt()
+            except _Redirect as redirect:  # within the same server: followed at once, not a retry
+                self.redirects += 1
+                if self.redirects > MAX_REDIRECTS:
+                    raise _Failed(f"more than {MAX_REDIRECTS} redirects from {completions_url(self.arm)}; fix base_url") from None
+                self.url = str(redirect)
+                continue
             if retry_after is None:
                 return
             if attempt == MAX_429_RETRIES:
@@ -250,6 +346,7 @@ class _Request:
                     " wait until it is free, then record again with --resume"
                 )
             await asyncio.sleep(_retry_after_s(retry_after, attempt))
+            attempt += 1
 
     async def _attempt(self) -> str | None:
         """One request; on HTTP 429 returns the Retry-After header ("" when absent) to retry."""
@@ -260,7 +357,7 @@ class _Request:
         # Nothing is sent until it is awaited.
         request = self.http.post(
             self.url, data=self.payload, headers=self.headers, timeout=self.http_timeout,
-            auto_decompress=False, read_bufsize=READ_BUFSIZE,
+            auto_decompress=False, read_bufsize=READ_BUFSIZE, allow_redirects=False,
         )
         loop = asyncio.get_running_loop()
         run.started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
@@ -272,10 +369,13 @@ class _Request:
             async with asyncio.timeout_at(min(start + self.t.first_token, total_at)) as scope:
                 async with request as response:
                     run.http_status = response.status
+                    target = redirect_target(response)
+                    if target is not None:
+                        raise _Redirect(target)
                     if response.status != 200:
                         return await self._http_error(response)
                     await self._read(response.content, parser, scope, t0, total_at)
-        except StreamFailure as failure:
+        except (StreamFailure, Refused) as failure:
             raise _Failed(str(failure)) from None
         except aiohttp.ConnectionTimeoutError:  # a TimeoutError too: must come first
             raise _Failed(
@@ -314,16 +414,19 @@ class _Request:
     ) -> None:
         """The hot loop: stamp each read first, parse, then move the stall deadline if it is due."""
         loop = asyncio.get_running_loop()
-        readany, progress = content.readany, self.progress
+        readany, progress, chunks = content.readany, self.progress, parser.chunks
         last_progress = move_at = 0
         while data := await readany():
             t = perf_counter_ns() - t0
             if parser.done:
                 continue  # drain to the end of the body so the connection is reused
+            events = len(chunks)
             parser.feed(t, data)
             if parser.done:
                 scope.reschedule(loop.time() + DRAIN_S)
-            elif t >= move_at and parser.first_text_seen:
+            # Only a read that completed an event moves the stall deadline: SSE comments (":"
+            # keep-alives) or a line that never ends do not keep a stalled stream alive.
+            elif t >= move_at and parser.first_text_seen and len(chunks) > events:
                 # The deadline gets one step of slack, so until the next move it stays at least
                 # between_chunks after every read.
                 move_at = t + DEADLINE_STEP_NS
@@ -341,11 +444,15 @@ class _Request:
         run.token_source, run.usage, run.finish_reason, run.acceptance = (
             outcome.token_source, outcome.usage, outcome.finish_reason, outcome.acceptance
         )
+        self.note = outcome.note
 
     async def _http_error(self, response: aiohttp.ClientResponse) -> str:
         """Raise the failure for a non-200 answer; for 429 return its Retry-After header."""
         status = response.status
-        message = _server_message(await response.read())
+        try:
+            message = _server_message(await read_bounded(response, MAX_ERROR_BODY_BYTES, "the error body"))
+        except Refused as refused:
+            message = str(refused)
         if status == 429:
             return response.headers.get("retry-after", "")
         if status in (401, 403):
@@ -381,6 +488,8 @@ def _retry_after_s(header: str, attempt: int) -> float:
     if header:
         try:
             seconds = float(header)
+            if not math.isfinite(seconds):  # "nan" would retry at once, "inf" never: a bad value
+                seconds = float(2**attempt)
         except ValueError:
             try:
                 seconds = (parsedate_to_datetime(header) - datetime.now(timezone.utc)).total_seconds()
@@ -424,6 +533,7 @@ def _connect_reason(exc: aiohttp.ClientConnectorError) -> str:
 
 
 def _scrub(text: str, arm: Arm) -> str:
-    """Never let the key reach the archive, even if a server echoes it back."""
-    key = api_key(arm)
-    return text.replace(key, "***") if key else text
+    """Never let the key reach the archive, even if a server echoes it back (messages were
+    already scrubbed before they were cut; this catches what was not cut)."""
+    api_key(arm)  # remembered, should it not be yet
+    return scrub_secrets(text)

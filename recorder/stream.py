@@ -9,7 +9,9 @@ speculative decoding, reasoning parsers and slow readers all put several tokens 
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from bisect import bisect_left
 from dataclasses import dataclass
 from itertools import accumulate
@@ -18,6 +20,7 @@ from typing import Any, Callable, Protocol
 import orjson
 
 from tokenreel.archive import Acceptance, Chunks
+from tokenreel.recorder.config import known_secrets, scrub_secrets
 
 # SSE fields other than data carry nothing for us; anything else means the body is not SSE.
 _OTHER_FIELDS = (b"event", b"id", b"retry")
@@ -25,6 +28,11 @@ NOT_SSE_HINT = "the endpoint does not stream like an OpenAI server, check base_u
 # Where engines put per-response speculative-decoding stats; most events carry none of them.
 _SPEC_KEYS = frozenset(("metrics", "sglext", "timings"))
 _PLAIN_DELTA = frozenset(("role", "content"))  # a delta with other keys may hold reasoning or tool calls
+# The longest SSE line read (one event): a body without newlines would otherwise grow the buffer
+# without end. vLLM's biggest events (a final chunk with per-request spec metrics, logprobs of a
+# multi-token step) are a few KiB.
+MAX_SSE_LINE_BYTES = 4 << 20
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 # Given every event's text, the tokens each one carries (a local tokenizer); see `tokenizer_counts`.
@@ -43,6 +51,7 @@ class Outcome:
     usage: dict[str, int] | None
     finish_reason: str | None
     acceptance: Acceptance | None
+    note: str = ""  # what the run should say although it is ok (invalid text replaced)
 
 
 class StreamParser:
@@ -54,6 +63,8 @@ class StreamParser:
         self.live_tokens = 0  # best running guess, for progress display only
         self.first_text_seen = False
         self._pending = b""
+        self._event_type = b""  # the SSE `event:` field of the event being read ("error" fails the run)
+        self._invalid_text = 0  # events whose text was invalid UTF-8 or held lone surrogates
         self._usage_cum: list[int | None] = []
         self._token_ids: list[int | None] = []
         self._logprobs: list[int | None] = []
@@ -69,10 +80,20 @@ class StreamParser:
             data = self._pending + data
         lines = data.split(b"\n")
         self._pending = lines.pop()
+        if len(self._pending) > MAX_SSE_LINE_BYTES:
+            raise StreamFailure(self._too_long())
         for line in lines:
+            if len(line) > MAX_SSE_LINE_BYTES:
+                raise StreamFailure(self._too_long())
             self._line(t_ns, line)
             if self.done:
                 return
+
+    def _too_long(self) -> str:
+        return (
+            f"one SSE line longer than {MAX_SSE_LINE_BYTES >> 20} MiB after {len(self.chunks)} events, not read"
+            f" further; {NOT_SSE_HINT}"
+        )
 
     def end_of_body(self, t_ns: int) -> None:
         """The body ended: a last line without a newline still counts."""
@@ -82,33 +103,54 @@ class StreamParser:
 
     def _line(self, t_ns: int, line: bytes) -> None:
         line = line.rstrip(b"\r")
-        if not line or line[0] == 58:  # blank separator or ":" comment
+        if not line:  # blank line: the event ends; an `event: error` without data still fails
+            if self._event_type == b"error":
+                raise StreamFailure(self._error_event("(no message)"))
+            self._event_type = b""
+            return
+        if line[0] == 58:  # ":" comment
             return
         if not line.startswith(b"data:"):
-            if line.split(b":", 1)[0] in _OTHER_FIELDS:
+            name, _, value = line.partition(b":")
+            if name == b"event":
+                self._event_type = value.strip()
+                return
+            if name in _OTHER_FIELDS:
                 return
             raise StreamFailure(f"malformed stream line after {self._where(line)}")
         payload = line[5:].strip()
+        if self._event_type == b"error":  # SSE `event: error`: whatever its data says, the run failed
+            raise StreamFailure(self._error_event(_error_payload_text(payload)))
         if payload == b"[DONE]":
             self.done = True
             return
         try:
             event = orjson.loads(payload)
         except orjson.JSONDecodeError:
-            raise StreamFailure(f"malformed JSON in stream after {self._where(payload)}") from None
+            event = self._replaced(payload)
         if not isinstance(event, dict):
             raise StreamFailure(f"malformed stream event after {self._where(payload)}")
         if event.get("error"):
-            message = _error_text(event["error"])
-            raise StreamFailure(
-                f"the server sent an error event after {self.live_tokens} tokens: {message}; check the server log"
-            )
+            raise StreamFailure(self._error_event(_error_text(event["error"])))
         self._event(t_ns, event)
 
+    def _error_event(self, message: str) -> str:
+        return f"the server sent an error event after {self.live_tokens} tokens: {message}; check the server log"
+
+    def _replaced(self, payload: bytes) -> Any:
+        """JSON whose text is not valid Unicode (invalid UTF-8, a lone or split surrogate pair):
+        decoded with U+FFFD in place of the bad text, and counted for the run's note, rather than
+        failing the run as "not an OpenAI server". Anything else still fails as malformed JSON."""
+        try:
+            event = json.loads(payload.decode("utf-8", "replace"))
+        except ValueError:
+            raise StreamFailure(f"malformed JSON in stream after {self._where(payload)}") from None
+        self._invalid_text += 1
+        return _replace_surrogates(event)
+
     def _where(self, data: bytes) -> str:
-        """'N events: <the bad bytes>; hint' for malformed-stream errors."""
-        snippet = repr(data[:60].decode("utf-8", "replace")) + ("..." if len(data) > 60 else "")
-        return f"{len(self.chunks)} events: {snippet}; {NOT_SSE_HINT}"
+        """'N events: <the bad bytes>; hint' for malformed-stream errors (scrubbed, then cut)."""
+        return f"{len(self.chunks)} events: {one_line(data.decode('utf-8', 'replace'), 60)!r}; {NOT_SSE_HINT}"
 
     def _event(self, t_ns: int, event: dict[str, Any]) -> None:
         """Once per event, the hot path: common keys read once, rare ones only when present."""
@@ -184,7 +226,16 @@ class StreamParser:
         """
         usage = _clean_usage(self._usage)
         source = self._fill_tokens(usage, count_text)
-        return Outcome(source, usage, self._finish_reason, response_acceptance(self._spec))
+        # Counted first (a local tokenizer sees the real text), then masked for the archive.
+        for column in (self.chunks.content, self.chunks.reasoning, self.chunks.tool):
+            mask_secrets(column)
+        note = ""
+        if self._invalid_text:
+            note = (
+                f"{self._invalid_text} event(s) held invalid text (invalid UTF-8 or a lone surrogate), archived"
+                " with U+FFFD in its place; check the server's detokenizer"
+            )
+        return Outcome(source, usage, self._finish_reason, response_acceptance(self._spec), note)
 
     def _fill_tokens(self, usage: dict[str, int] | None, count_text: CountText | None) -> str:
         chunks = self.chunks
@@ -349,7 +400,62 @@ def _error_text(error: Any) -> str:
     return one_line(str(error)).rstrip(". ")
 
 
+def _error_payload_text(payload: bytes) -> str:
+    """The message of an `event: error` data line: JSON `error`/`message`, else the text."""
+    try:
+        data = json.loads(payload.decode("utf-8", "replace"))
+    except ValueError:
+        return one_line(payload.decode("utf-8", "replace")) or "(no message)"
+    if isinstance(data, dict):
+        data = data.get("error") or data.get("message") or data
+    return _error_text(data) or "(no message)"
+
+
+def _replace_surrogates(value: Any) -> Any:
+    """Every string in a decoded JSON value with lone surrogates replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_replace_surrogates(k): _replace_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replace_surrogates(v) for v in value]
+    return value
+
+
+def mask_secrets(texts: list[str]) -> int:
+    """Mask every known secret in streamed text, in place, even one split across events.
+
+    Each character of a secret becomes "*", so every event keeps its length (its characters are
+    drawn at the same moments and positions in the video); returns how many were masked.
+    """
+    secrets = known_secrets()
+    if not secrets or not texts:
+        return 0
+    joined = "".join(texts)
+    spans = [(m, m + len(secret)) for secret in secrets for m in _find_all(joined, secret)]
+    if not spans:
+        return 0
+    chars = list(joined)
+    for start, end in spans:
+        chars[start:end] = "*" * (end - start)
+    masked, at = "".join(chars), 0
+    for i, text in enumerate(texts):
+        texts[i], at = masked[at : at + len(text)], at + len(text)
+    return len(spans)
+
+
+def _find_all(text: str, part: str) -> list[int]:
+    found, at = [], text.find(part)
+    while at >= 0:
+        found.append(at)
+        at = text.find(part, at + 1)
+    return found
+
+
 def one_line(text: str, limit: int = 300) -> str:
-    """Collapse whitespace and cut long server messages: run errors are one line."""
-    text = " ".join(text.split())
+    """Scrub secrets, collapse whitespace, then cut long server messages: run errors are one line.
+
+    The one place server text is cut; scrubbing comes first so that no part of a key survives.
+    """
+    text = " ".join(scrub_secrets(text).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."

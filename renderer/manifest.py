@@ -8,6 +8,7 @@ host names or timestamps: rendering the same thing twice writes the same manifes
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import re
@@ -27,7 +28,14 @@ from tokenreel.renderer.theme import is_path as is_theme_path
 from tokenreel.archive import read_input
 
 FORMAT = "tokenreel.render"
-VERSION = 1
+# 2 (issue 11): the manifest carries SEAL, the SHA-256 of its own content, so an edit to any of
+# its fields (versions, encoder_args, poster_frame, output...) is detected. Version 1 (no seal)
+# is still read, but verify can then only report it unverified (exit 2).
+VERSION = 2
+READS = (1, 2)
+SEAL = "manifest_sha256"
+UNSEALED = "a version-1 manifest carries no seal, so edits to it cannot be detected; re-render to write a sealed one"
+MAX_BYTES = 256 << 20  # a manifest is read only from a regular file of at most this size
 SUFFIX = ".render.json"
 VERSION_KEYS = ("tokenreel", "pillow", "numpy", "ffmpeg", "ffmpeg_binary", "python")
 # Written since text shaping (issue 9): how glyphs are laid out and rasterised. Optional when
@@ -110,7 +118,24 @@ def to_dict(manifest: Manifest) -> dict[str, Any]:
     for spec in fields(Manifest):
         value = getattr(manifest, spec.name)
         out[spec.name] = asdict(value) if spec.name == "options" else value
+    out[SEAL] = seal(out)
     return out
+
+
+def seal(data: dict[str, Any]) -> str:
+    """SHA-256 of the manifest's content without the seal itself, in a canonical form (sorted
+    keys, no spaces): any field edited, added or removed changes it; reformatting does not."""
+    content = {key: value for key, value in data.items() if key != SEAL}
+    return hashlib.sha256(orjson.dumps(content, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def seal_problem(data: dict[str, Any]) -> str | None:
+    """Why the manifest's content cannot be trusted as written by render, or None."""
+    if data.get("version") == 1:
+        return UNSEALED
+    if data.get(SEAL) != seal(data):
+        return f"the manifest was edited since render wrote it (its {SEAL} does not match its content)"
+    return None
 
 
 def dumps(manifest: Manifest) -> bytes:
@@ -185,13 +210,18 @@ def from_dict(data: Any, path: str | os.PathLike[str]) -> Manifest:
     if data.get("format") != FORMAT:
         raise c.fail("format", f"expected {FORMAT!r}, got {data.get('format')!r}: this is not a render manifest")
     version = c.count(c.field(data, "version"), "version")
-    if version != VERSION:
-        raise c.fail("version", f"version {version} is not one this tokenreel reads ({VERSION})")
+    if version not in READS:
+        raise c.fail("version", f"version {version} is not one this tokenreel reads ({', '.join(map(str, READS))})")
+    if version >= 2:
+        c.sha256(c.field(data, SEAL), SEAL)
+    # The session path rule: relative to the manifest's folder (it may climb out of it: a
+    # manifest in out/ names ../sessions/x.json), never absolute; verify then opens it only if
+    # it is a regular file within the session size bound (archive.read_input).
     session = c.text(c.field(data, "session"), "session")
-    if Path(session).is_absolute():
+    if Path(session).is_absolute() or session.startswith(("/", "\\")) or "\x00" in session:
         raise c.fail("session", f"expected a path relative to the manifest, got {session!r}")
     output = c.text(c.field(data, "output"), "output")
-    if "/" in output or "\\" in output or output in (".", ".."):
+    if "/" in output or "\\" in output or "\x00" in output or output in (".", ".."):
         raise c.fail("output", f"expected a file name in the manifest's folder, got {output!r}")
     size = c.text(c.field(data, "size"), "size")
     if not _SIZE.fullmatch(size):
@@ -238,14 +268,19 @@ def from_dict(data: Any, path: str | os.PathLike[str]) -> Manifest:
     )
 
 
-def load(path: str | os.PathLike[str]) -> Manifest:
-    """Read and validate a manifest; every problem is a ManifestError naming file and field."""
+def read(path: str | os.PathLike[str]) -> tuple[Manifest, str | None]:
+    """Read and validate a manifest, and check its seal (see seal_problem) on the same bytes."""
     try:
-        payload = read_input(path, "a render manifest")
+        payload = read_input(path, "a render manifest", MAX_BYTES)
     except OSError as exc:
         raise ManifestError(path, "", str(exc)) from None
     try:
         data = orjson.loads(payload)
     except orjson.JSONDecodeError as exc:
         raise ManifestError(path, "", f"not valid JSON: {exc}") from None
-    return from_dict(data, path)
+    return from_dict(data, path), seal_problem(data)
+
+
+def load(path: str | os.PathLike[str]) -> Manifest:
+    """Read and validate a manifest; every problem is a ManifestError naming file and field."""
+    return read(path)[0]

@@ -26,6 +26,11 @@ MIN_ARMS, MAX_ARMS = 2, 4
 MAX_SIDE = 3840  # 4K: the largest size the layouts are checked at
 MAX_FPS = 240
 MAX_SECONDS = Fraction(3600)
+# The replay (the race, at playback speed) may last at most options.max_duration_s seconds:
+# 30 min unless asked (`render --max-duration`), so a week-long run is refused up front
+# instead of rendering 18 million frames. The cap itself may be raised to a day.
+MAX_DURATION_S = "1800"
+MAX_DURATION_CAP = Fraction(86400)
 ALIGNS = ("send", "first-token")
 PAUSE = Fraction(3, 4)  # seconds every column shows its final state before the end card
 _SIZE = re.compile(r"(\d{1,5})[xX×](\d{1,5})")
@@ -50,6 +55,7 @@ class RenderOptions:
     logo: str | None = None  # PNG drawn in the title card's top-right corner
     logo_sha256: str | None = None  # the logo's hash, pinned when rendered (see pin_files)
     theme_sha256: str | None = None  # a theme file's hash, pinned likewise (None: a shipped theme)
+    max_duration_s: str = MAX_DURATION_S  # longest replay allowed, seconds of video (see MAX_DURATION_S)
 
 
 @dataclass(frozen=True)
@@ -336,6 +342,21 @@ def speed_ups(tracks: list[ArmTrack], align: str) -> list[ArmTrack]:
     return out
 
 
+def _minutes(seconds: Fraction) -> str:
+    return f"{float(seconds) / 60:.1f} min" if seconds >= 60 else f"{float(seconds):.1f} s"
+
+
+def _check_duration(replay_frames: int, options: RenderOptions, speed: Fraction) -> None:
+    cap = _fraction(options.max_duration_s, "max_duration", Fraction(1), MAX_DURATION_CAP)
+    seconds = Fraction(replay_frames, options.fps)
+    if seconds > cap:
+        raise ValueError(
+            f"max_duration: the replay would last {_minutes(seconds)} ({replay_frames} frames at {options.fps} fps,"
+            f" speed {speed}), longer than the {_minutes(cap)} allowed; choose a higher --speed, or raise the cap"
+            f" with --max-duration SECONDS (at most {int(MAX_DURATION_CAP)})"
+        )
+
+
 def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
     """Check every option against the session and gather what the frames need."""
     width, height = _size(options.size)
@@ -361,6 +382,7 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
     hold_frames = round(hold_s * options.fps)
     pause_frames = round(PAUSE * options.fps) if hold_frames else 0  # the final state, then the card
     replay_frames = max(first_frame_showing(t.t_ns[-1], options.fps, speed) for t in tracks) + 1 + pause_frames
+    _check_duration(replay_frames, options, speed)
     clock = Clock(options.fps, speed, round(title_s * options.fps), replay_frames, hold_frames)
     prompt = session.prompt(prompt_id)
     cells = build_cells(session)

@@ -14,10 +14,16 @@ frame the renderer reports unchanged keeps the hash of the one before.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import multiprocessing
 import os
+import re
+import shutil
+import signal
+import stat
 import tempfile
+import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -41,6 +47,13 @@ from tokenreel import archive
 # video still splits evenly over two workers. A constant: the bytes depend on it.
 CHUNK_FRAMES = 240
 POLL_S = 0.2  # how often progress is read from the workers
+WATCHDOG_S = 0.5  # how often a worker checks that its parent is still alive
+
+# Staging folders are named .<output>.tokenreel-<pid>-<random>: the pid is the render's, so a
+# folder left by a killed render (SIGKILL leaves no chance to clean up) is recognised and removed
+# by the next render into the same folder, while a live render's folder is left alone.
+STAGING_TAG = "tokenreel"
+_STAGING = re.compile(r"\..+\." + STAGING_TAG + r"-(\d+)-[A-Za-z0-9_]+")
 
 Progress = Callable[[int, int], None]  # (frames done, frames to render)
 
@@ -91,6 +104,46 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
+def regular_file_sha256(path: str | os.PathLike[str]) -> str:
+    """SHA-256 of a regular file; OSError for anything else (a FIFO would never end, a symlink
+    or a directory is not the file a manifest names). Symlinks are not followed."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise OSError(f"{path}: not a regular file")
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
+def staging_prefix(name: str) -> str:
+    return f".{name}.{STAGING_TAG}-{os.getpid()}-"
+
+
+def clean_stale(folder: Path, pattern: re.Pattern[str] = _STAGING) -> list[Path]:
+    """Remove the staging folders in `folder` whose render process is gone; the ones removed."""
+    removed = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        if not match or not entry.is_dir(follow_symlinks=False) or process_alive(int(match.group(1))):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(Path(entry.path))
+    return removed
+
+
 def poster_index(plan: RenderPlan) -> int:
     """options.at if given, else the first frame of the end card, else the last frame."""
     if plan.poster_index is not None:
@@ -118,8 +171,31 @@ def _encode_span(
 _worker: tuple[FrameRenderer, RenderPlan, Ffmpeg, Synchronized] | None = None
 
 
-def _start_worker(plan: RenderPlan, ffmpeg: Ffmpeg, counter: Synchronized) -> None:
+def _die_with_parent(parent: int) -> None:
+    """A worker never outlives the render that started it: the kernel kills it when its parent
+    dies (Linux PR_SET_PDEATHSIG), and a watchdog thread checks the parent's pid as well
+    (other systems, or a parent that died before the prctl). Ctrl-C is the parent's to handle:
+    it stops the workers itself, so they print nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            threading.Event().wait(WATCHDOG_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="tokenreel-parent-watchdog", daemon=True).start()
+
+
+def _start_worker(plan: RenderPlan, ffmpeg: Ffmpeg, counter: Synchronized, parent: int) -> None:
     global _worker
+    _die_with_parent(parent)
     _worker = (FrameRenderer(plan), plan, ffmpeg, counter)
 
 
@@ -143,7 +219,8 @@ def _run_jobs(plan: RenderPlan, ffmpeg: Ffmpeg, jobs: list[_Job], workers: int, 
     context = multiprocessing.get_context("spawn")
     counter = context.Value("q", 0)
     pool = ProcessPoolExecutor(
-        min(workers, len(jobs)), mp_context=context, initializer=_start_worker, initargs=(plan, ffmpeg, counter)
+        min(workers, len(jobs)), mp_context=context, initializer=_start_worker,
+        initargs=(plan, ffmpeg, counter, os.getpid()),
     )
     try:
         futures = [pool.submit(_worker_job, job) for job in jobs]
@@ -154,6 +231,10 @@ def _run_jobs(plan: RenderPlan, ffmpeg: Ffmpeg, jobs: list[_Job], workers: int, 
             for future in done:
                 future.result()  # re-raises a worker's error now, not after the other chunks
         return [h for future in futures for h in future.result()]
+    except BaseException:  # an error, Ctrl-C, SIGTERM: stop the workers now, not after their chunks
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            process.kill()
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
@@ -206,6 +287,16 @@ def _write_png(plan: RenderPlan, index: int, staged: Path, progress: _Counter) -
     return [hashlib.sha256(frame.data).hexdigest()]
 
 
+def load_session(path: str | os.PathLike[str]) -> tuple[archive.Session, str]:
+    """The session and the SHA-256 of the very bytes it was parsed from (read once: a file
+    replaced meanwhile cannot put another file's hash in the manifest)."""
+    try:
+        payload = archive.read_input(path, "a session file")
+    except OSError as exc:
+        raise archive.ArchiveError(path, "", str(exc)) from None
+    return archive.loads(payload, str(path)), hashlib.sha256(payload).hexdigest()
+
+
 def render(
     session_path: str | os.PathLike[str],
     out_path: str | os.PathLike[str],
@@ -228,8 +319,7 @@ def render(
     if isinstance(chunk_frames, bool) or not isinstance(chunk_frames, int) or chunk_frames < 1:
         raise ValueError(f"chunk_frames: expected a whole number >= 1, got {chunk_frames!r}")
     fonts.require_shaping()  # without raqm, shaped text would draw other pixels: refuse, one line
-    session = archive.load(session_path)
-    session_sha256 = file_sha256(session_path)
+    session, session_sha256 = load_session(session_path)
     plan = build_plan(session, options)
     del session  # the plan holds what the frames need
     ffmpeg = None if fmt == "png" else find_ffmpeg()
@@ -238,8 +328,12 @@ def render(
     total = {"png": 1, "gif": 2 * plan.frame_count}.get(fmt, plan.frame_count)
     counter = _Counter(progress, total)
     manifest_path = manifests.path_for(out)
+    for target in (out, manifest_path):
+        if target.is_symlink() or (target.exists() and not target.is_file()):
+            raise ValueError(f"{target}: exists and is not a regular file; remove it or choose another output")
     out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmp:
+    clean_stale(out.parent)
+    with tempfile.TemporaryDirectory(prefix=staging_prefix(out.name), dir=out.parent) as tmp:
         work = Path(tmp)
         staged = work / out.name
         if poster is not None:

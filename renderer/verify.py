@@ -8,12 +8,16 @@ the same and only the encoded bytes differ (the encoder changed: ffmpeg then and
 from __future__ import annotations
 
 import os
+import re
+import stat
 import tempfile
 from dataclasses import dataclass
+from hashlib import sha256
 from pathlib import Path
 
+from tokenreel.archive import read_input
 from tokenreel.renderer import manifest as manifests
-from tokenreel.renderer.render import Progress, RenderResult, file_sha256, render
+from tokenreel.renderer.render import Progress, clean_stale, regular_file_sha256, render
 
 IDENTICAL = "identical"
 SESSION_MISSING = "session_missing"
@@ -21,12 +25,23 @@ SESSION_CHANGED = "session_changed"  # the session file is not the one rendered 
 FRAMES_DIFFER = "frames_differ"  # frames differ from the same session: the renderer changed
 ENCODING_DIFFERS = "encoding_differs"  # same frames, other bytes: the encoder changed
 OUTPUT_CHANGED = "output_changed"  # the re-render matches the manifest, the file on disk does not
+OUTPUT_NOT_FILE = "output_not_file"  # the output the manifest names is a symlink, directory, FIFO...
+OUTPUT_MISSING = "output_missing"  # no output on disk, and verify was asked to require it
+MANIFEST_EDITED = "manifest_edited"  # the seal, the manifest's name or a re-derived field disagrees
+UNSEALED = "unsealed"  # a version-1 manifest: everything re-rendered identically, but edits are undetectable
 INVALID = "invalid"  # the manifest cannot be read, or the render failed
+
+# verify re-renders into <tmp>/tokenreel-verify-<pid>-<random>; one left by a killed verify is
+# removed by the next (see render.clean_stale).
+VERIFY_TMP_PREFIX = "tokenreel-verify-"
+_VERIFY_TMP = re.compile(re.escape(VERIFY_TMP_PREFIX) + r"(\d+)-[A-Za-z0-9_]+")
 
 # What `tokenreel verify` exits with: a re-render that failed (a broken install, a missing or
 # unreadable session) proves nothing about the video, so it must never read as "differs".
 EXIT_IDENTICAL, EXIT_DIFFERS, EXIT_UNVERIFIED = 0, 1, 2
-_EXIT_CODES = {IDENTICAL: EXIT_IDENTICAL, INVALID: EXIT_UNVERIFIED, SESSION_MISSING: EXIT_UNVERIFIED}
+_EXIT_CODES = {
+    IDENTICAL: EXIT_IDENTICAL, INVALID: EXIT_UNVERIFIED, SESSION_MISSING: EXIT_UNVERIFIED, UNSEALED: EXIT_UNVERIFIED,
+}
 
 
 @dataclass(frozen=True)
@@ -92,8 +107,45 @@ def _renderer_versions(record: manifests.Manifest, now: manifests.Manifest) -> s
     return "same tokenreel, pillow, numpy and python versions, same text layout engine and libraries"
 
 
-def _compare(path: Path, record: manifests.Manifest, session_changed: bool, result: RenderResult) -> VerifyResult:
-    now = manifests.load(result.manifest)
+def _differs(record: manifests.Manifest, now: manifests.Manifest) -> str | None:
+    """Fields the re-render derives again, which must say what the manifest says."""
+    for name in ("frame_count", "fps", "size", "poster_frame", "chunk_frames", "encoder_args"):
+        then_value, now_value = getattr(record, name), getattr(now, name)
+        if then_value != now_value:
+            shown = (lambda v: "other arguments") if name == "encoder_args" else repr
+            return f"the manifest says {name} {shown(then_value)}, its re-render {shown(now_value)}"
+    return None
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISLNK, "a symlink"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _on_disk(path: Path, record: manifests.Manifest) -> tuple[str, str | None]:
+    """What is at the output the manifest names: ("absent", None), ("file", its sha256), or
+    ("other", what it is): a symlink (dangling or not), a directory, a FIFO... is not the output."""
+    target = path.parent / record.output
+    try:
+        mode = os.lstat(target).st_mode
+    except FileNotFoundError:
+        return "absent", None
+    if not stat.S_ISREG(mode):
+        return "other", _kind(mode)
+    try:
+        return "file", regular_file_sha256(target)
+    except OSError as exc:  # replaced meanwhile, or unreadable
+        return "other", f"unreadable ({exc.strerror or exc})"
+
+
+def _compare(
+    path: Path, record: manifests.Manifest, now: manifests.Manifest, disk: tuple[str, str | None],
+    unsealed: str | None, require_output: bool,
+) -> VerifyResult:
+    session_changed = now.session_sha256 != record.session_sha256  # hashed from the bytes rendered
     index = _first_difference(record.frame_sha256, now.frame_sha256)
     if index is not None:
         frame = index + (record.poster_frame or 0)
@@ -105,39 +157,88 @@ def _compare(path: Path, record: manifests.Manifest, session_changed: bool, resu
     if record.output_sha256 != now.output_sha256:
         message = f"all {len(now.frame_sha256)} frames identical, encoded bytes differ: {_encoding_cause(record, now)}"
         return VerifyResult(path, ENCODING_DIFFERS, message)
+    mismatch = _differs(record, now)
+    if mismatch:
+        return VerifyResult(path, MANIFEST_EDITED, f"{mismatch}: the manifest does not describe this render")
     if session_changed:
         message = "session changed since the render (the re-render is still identical)"
         return VerifyResult(path, SESSION_CHANGED, message)
-    on_disk = path.parent / record.output
-    if on_disk.exists() and file_sha256(on_disk) != record.output_sha256:
+    state, detail = disk
+    if state == "other":
+        message = f"{record.output} on disk is {detail}, not a regular file: it is not the output this manifest describes"
+        return VerifyResult(path, OUTPUT_NOT_FILE, message)
+    if state == "file" and detail != record.output_sha256:
         message = f"{record.output} on disk is not the file this manifest describes (a re-render is)"
         return VerifyResult(path, OUTPUT_CHANGED, message)
-    note = "" if on_disk.exists() else f" ({record.output} is not on disk: compared with the manifest)"
+    if state == "absent" and require_output:
+        message = f"{record.output} is not on disk (--require-output); the re-render matches the manifest"
+        return VerifyResult(path, OUTPUT_MISSING, message)
+    note = (
+        "" if state == "file"
+        else f" ({record.output} not on disk: only the re-render was compared with the manifest's hashes)"
+    )
+    if unsealed:
+        message = f"frames and bytes re-render identically{note}, but {unsealed}"
+        return VerifyResult(path, UNSEALED, message)
     message = f"identical: {record.frame_count} frames, sha256 {record.output_sha256[:16]}{note}"
     return VerifyResult(path, IDENTICAL, message)
 
 
-def verify_one(path: str | os.PathLike[str], workers: int = 1, progress: Progress | None = None) -> VerifyResult:
-    """Re-render one manifest's output into a temporary folder and compare."""
+def verify_one(
+    path: str | os.PathLike[str], workers: int = 1, progress: Progress | None = None, require_output: bool = False
+) -> VerifyResult:
+    """Check one manifest against itself and what is on disk, then re-render it into a
+    temporary folder and compare.
+
+    What is checked, in order: the manifest reads (a regular file within manifests.MAX_BYTES),
+    is named after the output it describes (<output>.render.json), and its seal matches its
+    content (an edit to any field); the re-render gives the same frames, the same bytes and the
+    same derived fields (frame_count, fps, size, poster_frame, chunk_frames, encoder_args) from a
+    session whose bytes hash as recorded; the output it names, in the manifest's folder, is a
+    regular file (never a symlink, directory or FIFO) with the recorded hash. An output that is
+    not on disk at all (the archived manifests ship without their videos) still verifies, the
+    message saying "not on disk"; require_output makes that a difference (exit 1).
+    """
     path = Path(path)
     try:
-        record = manifests.load(path)
+        record, seal_problem = manifests.read(path)
     except manifests.ManifestError as exc:
         return VerifyResult(path, INVALID, str(exc))
+    if path.name != record.output + manifests.SUFFIX:
+        message = (
+            f"the manifest describes {record.output!r} but is named {path.name!r} (expected"
+            f" {record.output + manifests.SUFFIX!r}): its output field was edited, or it was renamed"
+        )
+        return VerifyResult(path, MANIFEST_EDITED, message)
+    if seal_problem and seal_problem != manifests.UNSEALED:
+        return VerifyResult(path, MANIFEST_EDITED, seal_problem)
+    unsealed = seal_problem
     session = path.parent / record.session
-    if not session.is_file():
+    try:
+        os.stat(session)
+    except (FileNotFoundError, NotADirectoryError):
         return VerifyResult(path, SESSION_MISSING, f"session file {session} is missing: cannot re-render")
-    session_changed = file_sha256(session) != record.session_sha256
-    with tempfile.TemporaryDirectory(prefix="tokenreel-verify-") as tmp:
+    except OSError as exc:
+        return VerifyResult(path, INVALID, f"could not re-render: {session}: {exc.strerror or exc}")
+    disk = _on_disk(path, record)
+    clean_stale(Path(tempfile.gettempdir()), _VERIFY_TMP)
+    with tempfile.TemporaryDirectory(prefix=f"{VERIFY_TMP_PREFIX}{os.getpid()}-") as tmp:
         out = Path(tmp) / record.output
         try:
             options = manifests.resolved_options(record.options, path.parent)
             result = render(session, out, options, workers, progress, record.chunk_frames)
         except Exception as exc:  # a bad session, a broken install, ffmpeg: nothing was compared
             reason = str(exc) if isinstance(exc, (ValueError, OSError, RuntimeError)) else f"{type(exc).__name__}: {exc}"
-            changed = "the session changed since the render, and " if session_changed else ""
+            changed = "the session changed since the render, and " if _session_changed(session, record) else ""
             return VerifyResult(path, INVALID, f"could not re-render: {changed}{reason}")
-        return _compare(path, record, session_changed, result)
+        return _compare(path, record, manifests.load(result.manifest), disk, unsealed, require_output)
+
+
+def _session_changed(session: Path, record: manifests.Manifest) -> bool:
+    try:
+        return sha256(read_input(session, "a session file")).hexdigest() != record.session_sha256
+    except OSError:
+        return False
 
 
 def find_manifests(paths: list[Path]) -> list[Path]:
@@ -150,7 +251,7 @@ def find_manifests(paths: list[Path]) -> list[Path]:
             if not inside:
                 raise ValueError(f"{path}: no *.render.json manifests in this folder")
             found.extend(inside)
-        elif path.is_file():
+        elif path.exists():  # a FIFO or a device too: reading it says what it is (never hangs)
             found.append(path)
         else:
             raise ValueError(f"{path}: no such manifest or folder; give FILE.render.json files or folders of them")
@@ -166,7 +267,8 @@ def overall_exit_code(results: list[VerifyResult]) -> int:
 
 
 def verify(
-    manifest_paths: list[str | os.PathLike[str]], workers: int = 1, progress: Progress | None = None
+    manifest_paths: list[str | os.PathLike[str]], workers: int = 1, progress: Progress | None = None,
+    require_output: bool = False,
 ) -> list[VerifyResult]:
     """One result per manifest, in order; all ok means every output re-renders byte for byte."""
-    return [verify_one(path, workers, progress) for path in manifest_paths]
+    return [verify_one(path, workers, progress, require_output) for path in manifest_paths]

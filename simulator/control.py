@@ -2,11 +2,20 @@
 
 Not part of any engine: tests use these to make an endpoint look busy, make "someone else"
 generate tokens, or arm a fault for the next N requests.
+
+Who may use them (issue 11, item 11): any web page open on the machine can send a POST to a
+loopback port (text/plain and form bodies need no CORS preflight), so every /sim route
+answers only a request that carries this process's token in the `X-Sim-Token` header
+(403 otherwise), and POST /sim/state takes only `Content-Type: application/json` (415
+otherwise). The token is made once per process (`SIM_TOKEN`): `tokenreel simulate` prints
+it at start, and in-process users read it from `SimCluster.token` (or `.control_headers`).
 """
 
 from __future__ import annotations
 
+import hmac
 import math
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +24,23 @@ from tokenreel.simulator.profiles import FAULTS
 from tokenreel.simulator.wire import BadRequest
 
 ARMABLE_FAULTS = tuple(f for f in FAULTS if f not in ("refuse", "busy"))
+# Every number a control takes is bounded, so no body can overflow a gauge or the JSON answer.
+MAX_CONTROL_VALUE = 1_000_000_000
+
+
+TOKEN_HEADER = "X-Sim-Token"
+SIM_TOKEN = secrets.token_urlsafe(18)
+
+
+def control_refusal(method: str, headers: Any) -> tuple[int, str] | None:
+    """Why a /sim request is refused, as (status, one line); None when it may proceed."""
+    if not hmac.compare_digest(str(headers.get(TOKEN_HEADER, "")).encode(), SIM_TOKEN.encode()):
+        return 403, (f"/sim needs the {TOKEN_HEADER} header with the token `tokenreel simulate` printed at start "
+                     "(in-process: SimCluster.token)")
+    content_type = str(headers.get("Content-Type", "")).split(";")[0].strip().lower()
+    if method == "POST" and content_type != "application/json":
+        return 415, f"/sim takes only Content-Type: application/json, not {content_type or 'none'!r}"
+    return None
 
 
 @dataclass
@@ -91,7 +117,7 @@ class SimState:
             self.contention_mark = now
         if (fault := body.get("fault")) is not None:
             mode = fault.get("mode")
-            if mode is not None and mode not in ARMABLE_FAULTS:
+            if mode is not None and (not isinstance(mode, str) or mode not in ARMABLE_FAULTS):
                 raise BadRequest(
                     f"fault mode must be one of {', '.join(ARMABLE_FAULTS)} ('refuse' and "
                     "'busy' are per-profile; use the 'busy' key for busy gauges)",
@@ -105,13 +131,13 @@ def _seconds(spec: dict[str, Any], now: float) -> float:
     seconds = spec.get("seconds")
     if seconds is None:
         return math.inf
-    if not isinstance(seconds, (int, float)) or seconds < 0:
-        raise BadRequest("seconds must be a non-negative number or null", "seconds")
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 <= seconds <= MAX_CONTROL_VALUE:
+        raise BadRequest(f"seconds must be a number from 0 to {MAX_CONTROL_VALUE} or null", "seconds")
     return now + float(seconds)
 
 
 def _count(spec: dict[str, Any], key: str, default: float = 0) -> float:
     value = spec.get(key, default)
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-        raise BadRequest(f"{key} must be a non-negative number", key)
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= MAX_CONTROL_VALUE:
+        raise BadRequest(f"{key} must be a number from 0 to {MAX_CONTROL_VALUE}", key)
     return value

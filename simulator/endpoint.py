@@ -15,6 +15,7 @@ is closed.
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 from collections import deque
 from collections.abc import AsyncIterator
@@ -23,7 +24,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from tokenreel.simulator.control import SimState
+from tokenreel.simulator.control import SimState, control_refusal
 from tokenreel.simulator.counters import Tally, make_counters, metrics_off
 from tokenreel.simulator.plan import Plan, Step, make_plan
 from tokenreel.simulator.profiles import Profile
@@ -41,6 +42,21 @@ MID_STREAM_FAULTS = frozenset({"error_event", "drop", "stall", "malformed"})
 SHUTDOWN_TIMEOUT_S = 0.25
 REQUEST_LOG_LEN = 100
 SEND_BUFFER_BYTES = 64 * 1024
+class _OneLine(logging.Filter):
+    """Whatever aiohttp logs about a request it could not handle (an unparsable request line, a
+    bad Content-Length) is one line, never a traceback: the client sent it, not a bug here."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            problem = " ".join(str(record.exc_info[1]).split())
+            record.msg, record.args = f"{record.getMessage()}: {type(record.exc_info[1]).__name__}: {problem}", None
+            record.exc_info = record.exc_text = None
+        return True
+
+
+HTTP_LOG = logging.getLogger("tokenreel.simulator.http")
+HTTP_LOG.addFilter(_OneLine())
+STREAM_STARTED = web.RequestKey("tokenreel_stream_started", bool)  # response headers already sent
 ENGINES: dict[str, type[Engine]] = {"vllm": VllmEngine, "sglang": SglangEngine, "llamacpp": LlamacppEngine}
 
 
@@ -64,7 +80,7 @@ class SimServer:
     # --- lifecycle -------------------------------------------------------------------------
 
     def app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(middlewares=[self._guard])
         app.add_routes(
             [
                 web.post("/v1/chat/completions", self._chat),
@@ -88,6 +104,7 @@ class SimServer:
             handler_cancellation=True,  # a client hang-up aborts the request, as in the engines
             shutdown_timeout=SHUTDOWN_TIMEOUT_S,
             access_log=None,
+            logger=HTTP_LOG,
         )
         await self._runner.setup()
         await web.SockSite(self._runner, sock).start()
@@ -96,6 +113,26 @@ class SimServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """/sim needs the token (control.py); a malformed request is a 400 with one line, never
+        a 500 with a traceback: whatever a handler could not make sense of before it started
+        answering is the request's fault, named in the error's message."""
+        if request.path.startswith("/sim/"):
+            refused = control_refusal(request.method, request.headers)
+            if refused is not None:
+                return self.engine.error(refused[0], refused[1], "BadRequestError")
+        try:
+            return await handler(request)
+        except web.HTTPException:
+            raise
+        except (BadRequest, orjson.JSONDecodeError, UnicodeDecodeError, ValueError, TypeError, KeyError,
+                IndexError, AttributeError, OverflowError) as exc:
+            if request.get(STREAM_STARTED):  # headers are gone: nothing but closing is left
+                raise
+            message = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+            return self.engine.error(400, f"malformed request: {message}", "BadRequestError", getattr(exc, "param", None))
 
     # --- plain endpoints -------------------------------------------------------------------
 
@@ -139,8 +176,8 @@ class SimServer:
             if not isinstance(body, dict):
                 raise BadRequest("body must be a JSON object")
             self.state.apply(body, now, self._flush_contention)
-        except (BadRequest, orjson.JSONDecodeError) as exc:
-            return self.engine.error(400, str(exc), "BadRequestError", getattr(exc, "param", None))
+        except (BadRequest, orjson.JSONDecodeError, UnicodeDecodeError) as exc:
+            return self.engine.error(400, " ".join(str(exc).split()), "BadRequestError", getattr(exc, "param", None))
         return json_response(self.state.describe(now))
 
     async def _requests(self, request: web.Request) -> web.Response:
@@ -229,6 +266,7 @@ class SimServer:
         if emitter.merges_steps:
             _small_send_buffer(request)
         response = web.StreamResponse(headers=SSE_HEADERS)
+        request[STREAM_STARTED] = True
         await response.prepare(request)  # headers leave at once, like the engines: they are not TTFT
         plan = ctx.plan
         last = len(plan.steps) - 1

@@ -104,10 +104,10 @@ def prompt_token_ids(body: dict[str, Any], chat: bool) -> tuple[str, list[int]]:
             raise BadRequest("prompt must be a string", "prompt")
         return raw, [token_id(p) for p in tokenize(raw)] or [TEMPLATE_TOKEN_ID]
     messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise BadRequest("messages must be a non-empty list", "messages")
-    texts = [_message_text(m.get("content")) for m in messages if isinstance(m, dict)]
-    users = [_message_text(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+        raise BadRequest("messages must be a non-empty list of objects", "messages")
+    texts = [_message_text(m.get("content")) for m in messages]
+    users = [_message_text(m.get("content")) for m in messages if m.get("role") == "user"]
     ids = [TEMPLATE_TOKEN_ID] * 2
     for text in texts:
         ids += [TEMPLATE_TOKEN_ID] * 4 + [token_id(p) for p in tokenize(text)]
@@ -118,7 +118,10 @@ def _message_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        texts = [p.get("text", "") for p in content if isinstance(p, dict)]
+        if not all(isinstance(text, str) for text in texts):
+            raise BadRequest("a content part's text must be a string", "messages")
+        return "".join(texts)
     return ""
 
 

@@ -18,7 +18,8 @@ Faults (Profile.fault, or armed for the next N requests through /sim/state), on 
     early_stop   finish_reason "stop" after max_tokens // 3 tokens, ignore_eos or not
     busy         running/waiting gauges never drop to zero (per profile only)
 
-Test controls (not part of any engine):
+Test controls (not part of any engine; every /sim request needs the process's token in the
+X-Sim-Token header, and POST needs Content-Type: application/json: see control.py):
     POST /sim/state  {"busy": {"running": 2, "waiting": 1, "seconds": 1.5},
                       "contention": {"tok_s": 300.0, "seconds": 2.0},
                       "fault": {"mode": "500", "count": 1}}
@@ -32,12 +33,14 @@ Test controls (not part of any engine):
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import socket
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
+from tokenreel.simulator.control import SIM_TOKEN, TOKEN_HEADER
 from tokenreel.simulator.endpoint import SimServer
 from tokenreel.simulator.plan import Plan, plan_steps
 from tokenreel.simulator.profiles import Profile
@@ -52,6 +55,42 @@ log = logging.getLogger(__name__)
 
 
 # --- running servers ---------------------------------------------------------------------
+
+MAX_PORT = 65535
+
+
+def exposure(host: str) -> str | None:
+    """Where a simulator may listen (issue 11, item 11), the one rule: an explicit IP address
+    (or "localhost"), never "" or a name that would quietly mean every interface. None for
+    loopback; for any other address, the warning to print loudly (the simulator has no
+    authentication on its OpenAI routes and is reachable from other machines there).
+    ValueError names what to give instead."""
+    if host == "localhost":
+        return None
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        raise ValueError(
+            f"--host {host!r}: give an explicit IP address: 127.0.0.1 or ::1 (this machine only), "
+            "or 0.0.0.0 or :: if every interface is really meant"
+        ) from None
+    if address.is_loopback:
+        return None
+    return (
+        f"listening on {host}, not loopback: other machines can reach these simulated endpoints "
+        "(their OpenAI routes need no key); use --host 127.0.0.1 unless that is meant"
+    )
+
+
+def ports_for(profiles: Sequence[Profile], base_port: int) -> list[int]:
+    """Profile i gets base_port + i; ValueError when the last one would pass 65535."""
+    last = base_port + len(profiles) - 1
+    if not 1 <= base_port <= MAX_PORT or last > MAX_PORT:
+        raise ValueError(
+            f"--port {base_port}: {len(profiles)} profile(s) need ports {base_port}-{last}, past {MAX_PORT}; "
+            f"choose --port {MAX_PORT - len(profiles) + 1} or lower"
+        )
+    return [base_port + i for i in range(len(profiles))]
 
 
 def _bound_socket(host: str, port: int) -> socket.socket:
@@ -82,7 +121,11 @@ class SimCluster:
         ids = [p.id for p in profiles]
         if len(set(ids)) != len(ids):
             raise ValueError(f"profile ids must be unique: {ids}")
+        if warning := exposure(host):
+            log.warning("%s", warning)
         self.host = host
+        self.token = SIM_TOKEN  # what every /sim request must carry (control.py)
+        self.control_headers = {TOKEN_HEADER: SIM_TOKEN}
         self.time_scale = time_scale
         self.profiles = tuple(profiles)
         self.servers = {
@@ -163,17 +206,26 @@ async def serve_forever(
 ) -> None:
     """Serve profile i on base_port + i until cancelled (for `tokenreel simulate`).
 
-    A "refuse" profile leaves its port closed. Listen on loopback unless told otherwise.
+    A "refuse" profile leaves its port closed. Listen on loopback unless told otherwise
+    (`exposure`). A port that cannot be bound is a ValueError naming it (the servers
+    already started are stopped).
     """
+    exposure(host)
     servers: list[SimServer] = []
     try:
-        for i, profile in enumerate(profiles):
-            port = base_port + i
+        for profile, port in zip(profiles, ports_for(profiles, base_port)):
             if profile.fault == "refuse":
                 log.info("%s: port %d left closed (fault refuse)", profile.id, port)
                 continue
+            try:
+                sock = _bound_socket(host, port)
+            except OSError as exc:
+                raise ValueError(
+                    f"cannot listen on {host}:{port} (profile {profile.id}): {exc.strerror or exc}; "
+                    "stop what holds that port or choose another --port"
+                ) from None
             server = SimServer(profile, time_scale)
-            await server.start(_bound_socket(host, port))
+            await server.start(sock)
             servers.append(server)
             log.info("%s: http://%s:%d/v1 serves %s (%s)", profile.id, host, port, profile.model, profile.engine)
         await asyncio.Event().wait()

@@ -113,3 +113,56 @@ def test_missing_and_empty_files(tmp_path: Path) -> None:
     (tmp_path / "empty.json").write_bytes(b"")
     with pytest.raises(ArchiveError, match="empty"):
         archive.load(tmp_path / "empty.json")
+
+
+def test_save_keeps_a_run_the_loader_would_reject_as_invalid(tmp_path: Path) -> None:
+    """A usage jump of 2M tokens in one event: the run is quarantined, the file still loads."""
+    session = small_session()
+    session.runs[0].chunks.tokens[2] = 2_000_000
+    path = tmp_path / "s.json"
+    archive.save(session, path)
+    run = archive.load(path).runs[0]
+    assert run.status == "invalid" and len(run.chunks) == 0
+    assert "chunks.tokens[2]: expected a token count from 0 to 1000000, got 2000000" in run.error
+    assert run.error.endswith("`tokenreel record --resume` records it again") and "\n" not in run.error
+    assert run.usage == {"prompt_tokens": 5, "completion_tokens": 4}  # only the bad part is dropped
+
+
+def test_save_quarantines_each_bad_part_of_a_run(tmp_path: Path) -> None:
+    session = small_session()
+    session.runs[0].gate.running = -1.0  # a negative /metrics gauge
+    session.runs[0].usage = {"completion_tokens": 10**20}
+    path = tmp_path / "s.json"
+    archive.save(session, path)
+    run = archive.load(path).runs[0]
+    assert run.status == "invalid" and "gate.running" in run.error and "usage.completion_tokens" in run.error
+    assert run.gate.running is None and run.gate.status == "idle" and run.usage is None
+    assert len(run.chunks) == 4  # the stream itself was fine
+
+
+def test_save_writes_nothing_the_loader_rejects(tmp_path: Path) -> None:
+    session = small_session()
+    path = tmp_path / "s.json"
+    archive.save(session, path)
+    before = path.read_bytes()
+    session.arms.append(copy.deepcopy(session.arms[0]))  # not a server value: refused, not quarantined
+    with pytest.raises(ArchiveError, match=r"arms\[1\]\.id.*duplicate"):
+        archive.save(session, path)
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "words"),
+    [("mean_length", 1e308, "acceptance length 1e+308"), ("mean_length", 0.5, "acceptance length 0.5"),
+     ("rate", 1.5, "acceptance rate 1.5"), ("accepted", 1e300, "accepted token count 1e+300")],
+)
+def test_impossible_acceptance_figures_become_none_with_a_note(tmp_path: Path, name: str, value: float, words: str) -> None:
+    session = small_session()
+    setattr(session.runs[0].acceptance, name, value)
+    for loaded in (archive.loads(archive.dumps(session), "x.json"), None):  # bounded at load, and at save
+        if loaded is None:
+            archive.save(session, tmp_path / "s.json")
+            loaded = archive.load(tmp_path / "s.json")
+        run = loaded.runs[0]
+        assert getattr(run.acceptance, name) is None and run.status == "ok"
+        assert words in run.acceptance_note

@@ -163,3 +163,44 @@ def test_arm_settings_declare_what_the_endpoint_cannot_tell(tmp_path: Path) -> N
     path.write_text(base + 'settings = "Q4_0"\n')
     with pytest.raises(ConfigError, match=r"arms\[0\]\.settings: must be a table, got a string"):
         load_config(path)
+
+
+@pytest.mark.parametrize(
+    ("field", "url", "hint"),
+    [
+        ("base_url", "http://127.0.0.1:99999/v1", "Port out of range"),
+        ("base_url", "http://", "has no host"),
+        ("base_url", "https:///v1", "has no host"),
+        ("base_url", "http://h:0/v1", "port 0 is not a port"),
+        ("base_url", "http://h:80x/v1", "is not a valid URL"),
+        ("base_url", "http://h/v1?key=1", "query or fragment"),
+        ("base_url", "http://h /v1", "spaces or control characters"),
+        ("metrics_url", "http://h:123456/metrics", "Port out of range"),
+    ],
+)
+def test_invalid_urls_are_refused_at_load_naming_arm_and_field(tmp_path: Path, field: str, url: str, hint: str) -> None:
+    """Issue 11 item 10: a URL no request could reach is a config error, before any endpoint."""
+    arm = f'metrics_url = "{url}"' if field == "metrics_url" else ""
+    text = MINIMAL.format(session="", arm=arm)
+    if field == "base_url":
+        text = text.replace('base_url = "http://h:1/v1"', f'base_url = "{url}"')
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: arms[0].{field}: ") and "\n" not in message
+    assert hint in message and f"(arm 'a'); fix {field}" in message
+
+
+@pytest.mark.parametrize("field", ["base_url", "metrics_url"])
+def test_credentials_in_a_url_are_refused_without_echoing_them(tmp_path: Path, field: str) -> None:
+    """Issue 11 item 6: a key in a URL's userinfo would be archived, printed and drawn."""
+    url = "http://user:sk-userinfo-SECRET-91a@127.0.0.1:8000/v1"
+    text = MINIMAL.format(session="", arm=f'metrics_url = "{url}"' if field == "metrics_url" else "")
+    if field == "base_url":
+        text = text.replace('base_url = "http://h:1/v1"', f'base_url = "{url}"')
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, text))
+    message = str(caught.value)
+    assert f"arms[0].{field}: holds credentials" in message and "api_key_env" in message
+    assert "sk-userinfo" not in message and "SECRET-91a" not in message

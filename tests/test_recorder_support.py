@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -46,14 +47,16 @@ def chat_prompt(text: str = "Implement a Python function that parses dates.", ca
 
 def set_state(cluster: SimCluster, profile_id: str, **state: Any) -> dict[str, Any]:
     """POST the simulator's test control (busy gauges, contention, armed faults)."""
-    response = httpx.post(f"{cluster.root_url(profile_id)}/sim/state", json=state, timeout=5)
+    response = httpx.post(f"{cluster.root_url(profile_id)}/sim/state", json=state, headers=cluster.control_headers, timeout=5)
     response.raise_for_status()
     return response.json()
 
 
 def sent_bodies(cluster: SimCluster, profile_id: str) -> list[dict[str, Any]]:
     """The request bodies the simulated endpoint received, oldest first."""
-    return httpx.get(f"{cluster.root_url(profile_id)}/sim/requests", timeout=5).json()["requests"]
+    return httpx.get(
+        f"{cluster.root_url(profile_id)}/sim/requests", headers=cluster.control_headers, timeout=5
+    ).json()["requests"]
 
 
 def seed(profile_id: str, **changes: Any) -> Profile:
@@ -81,3 +84,13 @@ async def serve(app: web.Application) -> AsyncIterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         await runner.cleanup()
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[str, str]:
+    """(stdout, stderr) of a CLI process; killed if still running after `timeout`."""
+    try:
+        return proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()

@@ -255,7 +255,8 @@ def test_manifest_round_trips_and_holds_no_host_details(tmp_path: Path) -> None:
     assert manifests.dumps(record) == payload
     data = orjson.loads(payload)
     assert list(data) == sorted(data) and payload.startswith(b'{\n  "chunk_frames"')
-    assert data["format"] == "tokenreel.render" and data["version"] == 1
+    assert data["format"] == "tokenreel.render" and data["version"] == 2
+    assert data["manifest_sha256"] == manifests.seal(data)  # the seal covers every other field
     assert record.session == "../sessions/s.json" and record.output == "demo.gif"
     assert record.session_sha256 == hashlib.sha256(session_file.read_bytes()).hexdigest()
     assert record.output_sha256 == hashlib.sha256(result.output.read_bytes()).hexdigest()
@@ -275,7 +276,8 @@ CORRUPTIONS = [
     ("options.arms", lambda d: d["options"].update(arms="a,b"), "list of strings"),
     ("frame_sha256", lambda d: d["frame_sha256"].pop(), "list of"),
     ("versions.ffmpeg", lambda d: d["versions"].pop("ffmpeg"), "missing"),
-    ("version", lambda d: d.update(version=2), "not one this tokenreel reads"),
+    ("version", lambda d: d.update(version=3), "not one this tokenreel reads"),
+    ("manifest_sha256", lambda d: d.pop("manifest_sha256"), "missing"),
 ]
 
 

@@ -268,7 +268,7 @@ def test_faults_on_every_shape(make_sim: Any, engine: str) -> None:
     cluster = make_sim([shaped(BF16, engine)])
 
     def arm(mode: str) -> None:
-        r = HTTP.post(cluster.root_url("bf16") + "/sim/state", json={"fault": {"mode": mode}})
+        r = HTTP.post(cluster.root_url("bf16") + "/sim/state", json={"fault": {"mode": mode}}, headers=cluster.control_headers)
         assert r.status_code == 200
 
     arm("error_event")
@@ -298,7 +298,8 @@ def test_faults_on_every_shape(make_sim: Any, engine: str) -> None:
     r = HTTP.post(cluster.base_url("bf16") + "/chat/completions",
                   json={"model": BF16.model, "messages": [{"role": "user", "content": "hi"}], "stream": True})
     assert r.status_code == 500 and "error" in r.json()
-    r = HTTP.post(cluster.root_url("bf16") + "/sim/state", json={"busy": {"running": 2, "waiting": 1}})
+    r = HTTP.post(cluster.root_url("bf16") + "/sim/state", json={"busy": {"running": 2, "waiting": 1}},
+                  headers=cluster.control_headers)
     gauges = samples(cluster, "bf16")
     running = {"vllm": "vllm:num_requests_running", "sglang": "sglang:num_running_reqs",
                "llamacpp": "llamacpp:requests_processing"}[engine]

@@ -111,7 +111,7 @@ def assert_goes_idle(cluster: SimCluster, pid: str, within_s: float = 1.0) -> No
 
 
 def arm(cluster: SimCluster, pid: str, **state: Any) -> dict[str, Any]:
-    r = HTTP.post(cluster.root_url(pid) + "/sim/state", json=state)
+    r = HTTP.post(cluster.root_url(pid) + "/sim/state", json=state, headers=cluster.control_headers)
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -291,7 +291,7 @@ def test_info_endpoints(sim: SimCluster) -> None:
                        "profile": "nvfp4", "engine": "vllm"}
     assert HTTP.get(sim.root_url("nvfp4") + "/health").status_code == 200
     chat(sim, "nvfp4", "remember me", max_tokens=1)
-    logged = HTTP.get(sim.root_url("nvfp4") + "/sim/requests").json()["requests"]
+    logged = HTTP.get(sim.root_url("nvfp4") + "/sim/requests", headers=sim.control_headers).json()["requests"]
     assert logged[-1]["messages"][0]["content"] == "remember me"
 
 
@@ -343,7 +343,7 @@ def test_busy_and_contention_controls(make_sim) -> None:
     time.sleep(0.05)
     assert metrics(cluster, "bf16")["vllm:generation_tokens_total"] == \
         end["vllm:generation_tokens_total"]
-    r = HTTP.post(cluster.root_url("bf16") + "/sim/state", json={"fault": {"mode": "busy"}})
+    r = HTTP.post(cluster.root_url("bf16") + "/sim/state", json={"fault": {"mode": "busy"}}, headers=cluster.control_headers)
     assert r.status_code == 400
 
 

@@ -7,10 +7,23 @@ hold millions of tokens: columns load fast and keep the file small.
 
 Loading validates every field and raises `ArchiveError` naming the file and the field.
 Saving is atomic (temp file, fsync, rename), so the file on disk is never half-written.
+
+Rules that keep one bad server value from poisoning a session (issue 11):
+
+- The recorder never saves what the loader rejects. `save` runs the loader's own validation
+  (`from_dict`) on exactly what it writes; a run that fails it is kept with status `invalid`
+  and the reason (`quarantine`: the offending part, such as its chunks, is dropped), so the
+  file always loads and `--resume` re-records that run.
+- Every float that reaches a metric is finite and bounded: an acceptance length outside
+  [1, MAX_ACCEPTANCE_LENGTH], a rate outside [0, 1] or a count above MAX_COUNT is dropped to
+  None with a note (`bound_acceptance`, applied at save and at load alike).
+- One writer per session: `SessionLock` (fcntl.flock on `.<file name>.lock` next to the file)
+  is held for a whole `record`; a second writer is refused at once, naming the holder's pid.
 """
 
 from __future__ import annotations
 
+import fcntl
 import math
 import os
 import tempfile
@@ -27,8 +40,15 @@ VERSION = 1
 MAX_CHUNKS_PER_RUN = 5_000_000
 MAX_RUNS = 1_000_000
 MAX_OFFSET_NS = 7 * 24 * 3600 * 10**9  # a week
+MAX_TOKENS_PER_EVENT = 1_000_000
+MAX_COUNT = MAX_CHUNKS_PER_RUN * MAX_TOKENS_PER_EVENT  # usage and spec-decode counts of one run
+# Acceptance length is 1 + accepted / verify steps: at most 1 + the draft window, which no
+# drafter takes near this; anything above (or below 1) is a server bug, not a measurement.
+MAX_ACCEPTANCE_LENGTH = 1000.0
 
-RUN_STATUSES = ("ok", "failed", "skipped")
+# "invalid": the server sent a value the archive cannot hold (see `quarantine`); like failed,
+# it is in no figure and `--resume` records it again.
+RUN_STATUSES = ("ok", "failed", "skipped", "invalid")
 GATE_STATUSES = ("idle", "busy", "unavailable")
 # How a run's per-event token counts were obtained; "per_event" (one per text event, reconciled
 # with the final usage) is the only estimate: a run with it says so in the report and video.
@@ -212,6 +232,99 @@ class Session:
 
 
 # ---------------------------------------------------------------------------------------------
+# Impossible values: bounded or quarantined, never saved as a file the loader rejects
+
+_ACCEPTANCE_BOUNDS = (
+    ("mean_length", "acceptance length", 1.0, MAX_ACCEPTANCE_LENGTH),
+    ("rate", "acceptance rate", 0.0, 1.0),
+    ("drafts", "draft count", 0.0, float(MAX_COUNT)),
+    ("draft_tokens", "draft token count", 0.0, float(MAX_COUNT)),
+    ("accepted", "accepted token count", 0.0, float(MAX_COUNT)),
+)
+
+
+def bound_acceptance(run: Run) -> None:
+    """Drop acceptance figures no drafter can produce to None, the reason in acceptance_note
+    (module rule 2): one `mean_acceptance_length: 1e308` would overflow every later mean.
+    Idempotent."""
+    acceptance = run.acceptance
+    if acceptance is None:
+        return
+    dropped = []
+    for name, label, low, high in _ACCEPTANCE_BOUNDS:
+        value = getattr(acceptance, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue  # None, or a wrong type that validation names
+        if not (math.isfinite(value) and low <= value <= high):
+            setattr(acceptance, name, None)
+            dropped.append(f"{label} {value:g} (outside {low:g} to {high:g})")
+    if dropped:
+        note = f"the server reported an impossible {', '.join(dropped)}; dropped"
+        run.acceptance_note = f"{run.acceptance_note}; {note}" if run.acceptance_note else note
+
+
+def _drop_chunks(run: Run) -> None:
+    run.chunks = Chunks()
+
+
+def _drop_usage(run: Run) -> None:
+    run.usage = None
+
+
+def _drop_gate_figures(run: Run) -> None:
+    status = run.gate.status if run.gate.status in GATE_STATUSES else "unavailable"
+    run.gate = Gate(status=status, detail=run.gate.detail if isinstance(run.gate.detail, str) else "")
+
+
+def _drop_acceptance(run: Run) -> None:
+    run.acceptance = None
+
+
+# The parts of a run that carry values from the server, and how each is dropped.
+_DROPPABLE: dict[str, Callable[[Run], None]] = {
+    "chunks": _drop_chunks,
+    "usage": _drop_usage,
+    "gate": _drop_gate_figures,
+    "acceptance": _drop_acceptance,
+}
+
+
+def quarantine(run: Run, path: str = "<session>") -> str:
+    """Validate one run as the loader does; if it fails, mark it `invalid` (module rule 1).
+
+    Server values it catches: a usage jump of more than MAX_TOKENS_PER_EVENT in one event, a
+    negative /metrics gauge, more than MAX_CHUNKS_PER_RUN events. Each offending part is
+    dropped and named in `error`. Returns that reason ("" for a valid run); raises ArchiveError
+    for a problem in a part the recorder itself sets (a bug, not the server's).
+    """
+    import re
+
+    bound_acceptance(run)
+    reasons: list[str] = []
+    for _ in range(len(_DROPPABLE) + 1):
+        try:
+            _run(_Reader(path), run_to_dict(run), "run")
+        except ArchiveError as exc:
+            where = exc.field.removeprefix("run.")
+            part = re.split(r"[.\[]", where, maxsplit=1)[0]
+            if part not in _DROPPABLE or any(r.startswith(part) for r in reasons):
+                raise
+            reasons.append(f"{where}: {exc.problem}")
+            _DROPPABLE[part](run)
+            continue
+        break
+    if not reasons:
+        return ""
+    dropped = ", ".join(dict.fromkeys(r.split(".")[0].split("[")[0].split(":")[0] for r in reasons))
+    reason = (
+        f"invalid: the server sent an impossible value ({'; '.join(reasons)}); the run is kept without its"
+        f" {dropped}: check the endpoint, then `tokenreel record --resume` records it again"
+    )
+    run.status, run.error = "invalid", reason
+    return reason
+
+
+# ---------------------------------------------------------------------------------------------
 # Saving
 
 
@@ -259,10 +372,29 @@ def dumps(session: Session) -> bytes:
 
 
 def save(session: Session, path: str | os.PathLike[str]) -> None:
-    """Write atomically: a crash leaves either the previous file or the new one, never half."""
+    """Write atomically: a crash leaves either the previous file or the new one, never half.
+
+    What is written is first checked by the loader's own validation (`from_dict`), so a saved
+    file always loads: a run that fails it is quarantined in place (status `invalid`, see
+    `quarantine`); anything else that would not load raises ArchiveError and nothing is written.
+    """
+    import re
+
     target = Path(path)
+    for run in session.runs:
+        bound_acceptance(run)
+    for _ in range(len(session.runs) + 1):
+        data = session_to_dict(session)
+        try:
+            from_dict(data, str(target))
+        except ArchiveError as exc:
+            bad = re.match(r"runs\[(\d+)\]", exc.field)
+            if bad is None or int(bad[1]) >= len(session.runs) or not quarantine(session.runs[int(bad[1])], str(target)):
+                raise
+            continue
+        break
     target.parent.mkdir(parents=True, exist_ok=True)
-    payload = dumps(session)
+    payload = orjson.dumps(data)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         os.fchmod(fd, 0o644)  # mkstemp's 0600 would make shared session files unreadable to others
@@ -455,8 +587,8 @@ def _chunks(r: _Reader, data: Any, where: str) -> Chunks:
             raise r.fail(f"{where}.t_ns[{i}]", f"{t} ns is longer than a week")
         previous = t
     for i, count in enumerate(tokens):
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0 or count > 1_000_000:
-            raise r.fail(f"{where}.tokens[{i}]", f"expected a token count >= 0, got {count!r}")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0 or count > MAX_TOKENS_PER_EVENT:
+            raise r.fail(f"{where}.tokens[{i}]", f"expected a token count from 0 to {MAX_TOKENS_PER_EVENT}, got {count!r}")
     texts = {}
     for name in ("content", "reasoning", "tool"):
         column = columns[name]
@@ -501,12 +633,16 @@ def _usage(r: _Reader, data: Any, where: str) -> dict[str, int] | None:
     if data is None:
         return None
     d = r.obj(data, where)
-    return {key: r.nonneg_int(value, f"{where}.{key}") for key, value in d.items() if not isinstance(value, dict)}
+    usage = {key: r.nonneg_int(value, f"{where}.{key}") for key, value in d.items() if not isinstance(value, dict)}
+    for key, value in usage.items():
+        if value > MAX_COUNT:
+            raise r.fail(f"{where}.{key}", f"{value} tokens is more than the limit of {MAX_COUNT}")
+    return usage
 
 
 def _run(r: _Reader, data: Any, where: str) -> Run:
     d = r.obj(data, where)
-    return Run(
+    run = Run(
         arm=r.get(d, "arm", where, r.str_),
         prompt=r.get(d, "prompt", where, r.str_),
         index=r.get(d, "index", where, r.nonneg_int),
@@ -525,6 +661,8 @@ def _run(r: _Reader, data: Any, where: str) -> Run:
         acceptance_note=r.get(d, "acceptance_note", where, r.str_, ""),
         chunks=_chunks(r, d.get("chunks"), f"{where}.chunks"),
     )
+    bound_acceptance(run)
+    return run
 
 
 def _list_of(r: _Reader, data: dict[str, Any], key: str, build: Callable[[_Reader, Any, str], T]) -> list[T]:
@@ -587,19 +725,52 @@ def loads(payload: bytes, path: str = "<session>") -> Session:
     return from_dict(data, path)
 
 
-def read_input(path: str | os.PathLike[str], what: str) -> bytes:
-    """The bytes of an input file, or a one-line OSError message for people (shared by loaders)."""
+# Inputs are read only from regular files of at most this many bytes: a device (/dev/zero), a
+# FIFO or a socket would never end or never answer (issue 11). Callers pass their own bound.
+MAX_INPUT_BYTES = 256 << 20
+
+
+def read_input(path: str | os.PathLike[str], what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of an input file, or a one-line OSError message for people (shared by loaders).
+
+    Only a regular file (a symlink to one is fine) of at most `limit` bytes is read: anything
+    else is refused before a byte is read, saying what it is."""
+    import stat as stats
+
     try:
-        payload = Path(path).read_bytes()
+        kind = os.stat(path).st_mode
+        if stats.S_ISDIR(kind):
+            raise IsADirectoryError
+        if not stats.S_ISREG(kind):
+            raise OSError(f"is not a regular file ({_file_kind(kind)}), expected {what}")
+        # O_NONBLOCK: should the path be swapped for a FIFO since the stat, open still returns
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as handle:
+            kind = os.fstat(handle.fileno()).st_mode
+            if not stats.S_ISREG(kind):
+                raise OSError(f"is not a regular file ({_file_kind(kind)}), expected {what}")
+            payload = handle.read(limit + 1)
     except FileNotFoundError:
         raise OSError("no such file") from None
     except IsADirectoryError:
         raise OSError(f"is a directory, expected {what}") from None
     except OSError as exc:
+        if exc.errno is None:
+            raise
         raise OSError(f"cannot read: {exc.strerror}") from None
+    if len(payload) > limit:
+        raise OSError(f"larger than {limit >> 20} MiB, the most tokenreel reads as {what}")
     if not payload.strip():
         raise OSError("the file is empty")
     return payload
+
+
+def _file_kind(mode: int) -> str:
+    import stat as stats
+
+    kinds = {stats.S_ISFIFO: "a FIFO", stats.S_ISCHR: "a character device", stats.S_ISBLK: "a block device",
+             stats.S_ISSOCK: "a socket", stats.S_ISDIR: "a directory"}
+    return next((name for test, name in kinds.items() if test(mode)), "not a file")
 
 
 def load(path: str | os.PathLike[str]) -> Session:
@@ -609,3 +780,66 @@ def load(path: str | os.PathLike[str]) -> Session:
     except OSError as exc:
         raise ArchiveError(path, "", str(exc)) from None
     return loads(payload, str(path))
+
+
+# ---------------------------------------------------------------------------------------------
+# One writer per session
+
+
+class SessionLock:
+    """The exclusive lock of module rule 3: flock on `.<file name>.lock`, which holds the pid.
+
+    Why: two `record` processes on one --out each rewrite the whole file after every run, so
+    the last writer would drop the other's runs. Acquire never waits (ArchiveError naming the
+    holder's pid); load the session only after acquiring, so resume and --arms merge with what
+    is on disk now. Release removes the file; the kernel drops the flock of a killed holder.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.lock_path = self.path.with_name(f".{self.path.name}.lock")
+        self._fd: int | None = None
+
+    def acquire(self) -> SessionLock:
+        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+                os.close(fd)
+                raise ArchiveError(
+                    self.path, "",
+                    f"another `tokenreel record` (pid {holder}) is writing this session; wait for it to finish"
+                    " (then --arms or --resume adds to it), or record into another --out",
+                ) from None
+            except BaseException:
+                os.close(fd)
+                raise
+            try:  # the holder may have removed the file between our open and flock: lock the new one
+                same = os.stat(self.lock_path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            self.lock_path.unlink(missing_ok=True)  # while still locked: a waiter re-checks the inode
+        finally:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> SessionLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

@@ -6,17 +6,18 @@ and exits with code 2; never a traceback.
 
 from __future__ import annotations
 
+import errno
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
 from tokenreel import __version__, archive
 from tokenreel.archive import ArchiveError, Session
-from tokenreel.terminal import CliConsole, Command, Group
+from tokenreel.terminal import CliConsole, Command, Group, strip_controls
 
 # Help pages use click's plain formatting: a paragraph after a line holding only "\b" keeps its
 # line breaks, so examples stay one command a line.
@@ -42,6 +43,7 @@ Example (simulated endpoints, no GPU; `tokenreel demo` does all of it at once):
 out = CliConsole(highlight=False)
 err = CliConsole(stderr=True, highlight=False)
 EXIT_BAD_INPUT = 2
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from tokenreel.archive import Arm, Prompt, Settings
@@ -57,12 +59,45 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
 
 
 @contextmanager
-def user_errors() -> Iterator[None]:
-    """Turn the project's input errors into one line and exit code 2."""
+def user_errors(output: Path | None = None, when_full: str = "") -> Iterator[None]:
+    """Turn the project's input errors, and every error the operating system raises (no
+    permission, a read-only or full disk, a folder where a file goes...), into one line and
+    exit code 2 (`_os_error_line`). `output` is what the block writes: the line names it when
+    the error names no file or only a temporary next to it; `when_full` is said after a full disk."""
     try:
         yield
-    except (ArchiveError, ValueError, FileExistsError, FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+    except ArchiveError as exc:
         fail(str(exc))
+    except OSError as exc:
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT) and when_full
+        fail(_os_error_line(exc, output) + (f"; {when_full}" if full else ""))
+    except ValueError as exc:
+        fail(str(exc))
+
+
+_OS_ADVICE = {
+    errno.EACCES: "no permission to write or read there: fix the folder's permissions or choose another path",
+    errno.EPERM: "not permitted there: fix the folder's permissions or choose another path",
+    errno.EROFS: "a read-only file system: choose another path",
+    errno.ENOSPC: "the disk is full: free some space or choose another path",
+    errno.EDQUOT: "the disk quota is used up: free some space or choose another path",
+    errno.EISDIR: "a folder is in the way: give the path of a file, or remove the folder",
+    errno.ENOTDIR: "part of the path is a file, not a folder: fix the path",
+    errno.ENOENT: "no such file or folder: check the path",
+    errno.EEXIST: "it already exists: remove it or choose another path",
+}
+
+
+def _os_error_line(exc: OSError, output: Path | None = None) -> str:
+    """'PATH: what the system said; what to do', one line (an error we raised ourselves, with
+    no errno, keeps its own message)."""
+    name = exc.filename2 if exc.filename2 is not None else exc.filename
+    if output is not None and (name is None or Path(str(name)).name.startswith(f".{output.name}.")):
+        name = output  # a hidden temporary next to the output stands for the output
+    if exc.errno is None or name is None:
+        return " ".join(str(exc).split()) if name is None else f"{name}: {exc}"
+    what = exc.strerror or str(exc)
+    return " ".join(f"{name}: {what}; {_OS_ADVICE.get(exc.errno, 'check the path')}".split())
 
 
 def load_session(path: Path) -> Session:
@@ -160,15 +195,17 @@ def report(
     with user_errors():
         text = render_report(session, fmt, baseline)
     if out_path is None:
-        sys.stdout.write(text)
+        sys.stdout.write(strip_controls(text))  # a report on a terminal: no escapes from session text
         return
     check_writable(out_path, force)
-    out_path.write_text(text, encoding="utf-8")
+    with user_errors(out_path):
+        out_path.write_text(text, encoding="utf-8")
     err.print(f"report written to {out_path}", markup=False)
 
 
 def _record_into(
-    session: Session, path: Path, arm_ids: list[str] | None, fail_fast: bool, metrics_warned: set[str] | None = None
+    session: Session, path: Path, arm_ids: list[str] | None, fail_fast: bool, metrics_warned: set[str] | None = None,
+    signals: _RecordSignals | None = None,
 ) -> int:
     """Record with the live display; returns the exit code (1 when a run failed or was skipped)."""
     import asyncio
@@ -177,15 +214,19 @@ def _record_into(
     from tokenreel.console import RecordDisplay, summary_tables
 
     # Arms whose missing /metrics the preflight already named are not warned about twice.
-    with user_errors(), RecordDisplay(err, metrics_warned) as display:
-        result = asyncio.run(record_session(session, path, arm_ids, display, fail_fast))
+    unsaved = f"the last run was not saved; {path} keeps every run saved before it (then --resume)"
+    with user_errors(path, unsaved), RecordDisplay(err, metrics_warned) as display:
+        recording = record_session(session, path, arm_ids, display, fail_fast)
+        result = asyncio.run(signals.run(recording) if signals else recording)
     for table in summary_tables(session):
         out.print(table)
     out.print(
         f"session: {path}  ({result.ok} runs recorded, {result.already_ok} already done, "
-        f"{result.failed} failed, {result.skipped} skipped)"
+        f"{result.failed} failed, {result.skipped} skipped" + (f", {result.invalid} invalid)" if result.invalid else ")")
     )
     if result.interrupted:
+        if signals is not None:
+            return signals.exit_code(130, interrupted=True)
         err.print("interrupted: every completed run is saved; continue with `tokenreel record --resume`")
         return 130
     contended = _all_contended_cells(session, arm_ids)
@@ -197,8 +238,8 @@ def _record_into(
             " `tokenreel record --resume` re-records their runs",
             markup=False, soft_wrap=True,
         )
-    if result.failed or result.skipped:
-        err.print("some runs failed or were skipped (lines above); `tokenreel record --resume` retries them")
+    if result.failed or result.skipped or result.invalid:
+        err.print("some runs failed, were skipped or invalid (lines above); `tokenreel record --resume` retries them")
         return 1
     return 1 if contended else 0
 
@@ -257,6 +298,7 @@ def record(
       tokenreel record --config ladder.toml --arms nvfp4 --out sessions/ladder.json
       tokenreel record --config ladder.toml --resume
     """
+    from tokenreel.archive import SessionLock
     from tokenreel.recorder.config import load_config
     from tokenreel.recorder.runner import new_session, runs_todo, select_arms, select_arms_of
 
@@ -272,23 +314,132 @@ def record(
         with user_errors():
             selected = select_arms_of(cfg.arms, arm_ids)
         raise typer.Exit(_preflight(selected, cfg.prompts, cfg.settings, verbose=True))
-    if path.exists() and not force:
-        if not (resume or arm_ids):
-            fail(f"{path} already exists; use --resume to continue it, --arms to add arms, or --force to start over")
-        session = load_session(path)
-        _merge_config(session, cfg, path)
-    else:
-        session = new_session(cfg.name, cfg.settings, cfg.prompts, cfg.arms)
     with user_errors():
-        selected = select_arms(session, arm_ids)
-    metrics_warned: set[str] = set()
-    if preflight:
-        code = _preflight(
-            [arm for arm in selected if runs_todo(session, arm)], session.prompts, session.settings, warned=metrics_warned
-        )
-        if code:
-            raise typer.Exit(code)
-    raise typer.Exit(_record_into(session, path, arm_ids, fail_fast, metrics_warned))
+        lock = SessionLock(path).acquire()  # one writer per session (archive.SessionLock)
+    signals = _RecordSignals(f"recording {path}", "every completed run is saved; continue with `tokenreel record --resume`")
+    try:
+        _remove_stale_temps(path)
+        if path.exists() and not force:  # read under the lock: merge with what is on disk now
+            if not (resume or arm_ids):
+                fail(f"{path} already exists; use --resume to continue it, --arms to add arms, or --force to start over")
+            session = load_session(path)
+            _merge_config(session, cfg, path)
+        else:
+            session = new_session(cfg.name, cfg.settings, cfg.prompts, cfg.arms)
+        with user_errors():
+            selected = select_arms(session, arm_ids)
+        metrics_warned: set[str] = set()
+        if preflight:
+            code = _preflight(
+                [arm for arm in selected if runs_todo(session, arm)], session.prompts, session.settings,
+                warned=metrics_warned,
+            )
+            if code:
+                raise typer.Exit(code)
+        code = _record_into(session, path, arm_ids, fail_fast, metrics_warned, signals)
+    except KeyboardInterrupt:
+        code = signals.exit_code(130, interrupted=True)
+    finally:
+        lock.release()
+        signals.restore()
+    raise typer.Exit(signals.exit_code(code))
+
+
+class _RecordSignals:
+    """Ctrl-C and SIGTERM while recording (issue 11, item 8), the one rule: SIGTERM behaves like
+    Ctrl-C. The first stops the recording: during the runs the recording task is cancelled, so
+    it stops at its next await with every completed run already saved (never mid-save);
+    anywhere else it raises KeyboardInterrupt. One line is printed and the exit code is
+    128 + the signal (130 Ctrl-C, 143 SIGTERM). A second signal exits at once and quietly
+    with 128 + its number; a save it cuts short leaves a temporary that the next record removes
+    (`_remove_stale_temps`), and the file on disk is the previous complete one."""
+
+    def __init__(self, doing: str, outcome: str) -> None:
+        import signal
+
+        self.doing, self.outcome = doing, outcome
+        self.signum: int | None = None
+        self._said = False
+        self._cancel: Callable[[], None] | None = None
+        self._previous = {sig: signal.signal(sig, self._first) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def _first(self, signum: int, frame: object) -> None:
+        import os
+        import signal
+
+        def again(signum: int, frame: object) -> None:
+            os._exit(128 + signum)
+
+        self.signum = signum
+        signal.signal(signal.SIGINT, again)
+        signal.signal(signal.SIGTERM, again)
+        if self._cancel is not None:
+            self._cancel()
+        else:
+            raise _Interrupted(signum)
+
+    async def run(self, recording: Coroutine[Any, Any, T]) -> T:
+        """Await the recording so that a signal cancels it (as asyncio.run does on Ctrl-C)."""
+        import asyncio
+
+        loop, task = asyncio.get_running_loop(), asyncio.current_task()
+        assert task is not None
+
+        def cancel() -> None:
+            task.cancel()
+            loop.call_soon_threadsafe(lambda: None)  # wake the loop out of its select
+
+        self._cancel = cancel
+        try:
+            return await recording
+        finally:
+            self._cancel = None
+
+    def exit_code(self, code: int, interrupted: bool = False) -> int:
+        """`code`, or after a signal (or an interruption) the one line and 128 + the signal."""
+        import signal
+
+        if self.signum is None and not interrupted:
+            return code
+        signum = self.signum or signal.SIGINT
+        if not self._said:
+            self._said = True
+            name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+            err.print(f"tokenreel: interrupted ({name}) while {self.doing}; {self.outcome}", markup=False, soft_wrap=True)
+        return 128 + signum
+
+    def restore(self) -> None:
+        """The handlers from before; after a signal, none: the process is on its way out with
+        128 + that signal, and a second one must not cut its last steps short."""
+        import signal
+
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler if self.signum is None else signal.SIG_IGN)
+
+
+def _remove_stale_temps(path: Path) -> None:
+    """Remove the temporaries a killed record left next to the session. `archive.save` writes
+    `.<name>.XXXXXXXX.tmp` (mkstemp's 8 characters) and renames it, so a SIGKILL mid-save leaves
+    one as large as the session. Called only under the session's lock (`SessionLock`, held by
+    the one writer for a whole record), so no live writer owns any of them."""
+    import re
+
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.[a-z0-9_]{{8}}\.tmp")
+    removed = []
+    try:
+        entries = list(path.parent.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        if pattern.fullmatch(entry.name) and entry.is_file() and not entry.is_symlink():
+            try:
+                entry.unlink()
+            except OSError:
+                continue
+            removed.append(entry.name)
+    if removed:
+        err.print(f"removed {len(removed)} temporary file(s) a killed record left next to {path}: {', '.join(removed)}",
+                  markup=False, soft_wrap=True)
 
 
 def _preflight(
@@ -345,7 +496,7 @@ def simulate(
         int, typer.Option(min=1, max=65535, metavar="PORT", help="Port of the first profile; the next get +1, +2...")
     ] = 8100,
     host: Annotated[
-        str, typer.Option(metavar="ADDRESS", help="Address to listen on (loopback unless you mean otherwise).")
+        str, typer.Option(metavar="ADDRESS", help="IP address to listen on; one that is not loopback (0.0.0.0) is served with a warning.")
     ] = "127.0.0.1",
     time_scale: Annotated[
         float, typer.Option(min=0.0001, metavar="FACTOR", help="Multiply every delay (0.1 = ten times faster).")
@@ -366,7 +517,8 @@ def simulate(
     """Serve OpenAI endpoints that imitate the seed ladder, without a GPU (vLLM-like unless --engine).
 
     Each profile gets its own port (/v1/chat/completions, /v1/completions, /v1/models,
-    /metrics), streaming at the profile's speed. Point a config's base_url at them.
+    /metrics), streaming at the profile's speed. Point a config's base_url at them. The test
+    controls (/sim/state) need the X-Sim-Token header with the token printed at start.
 
     Examples:
 
@@ -379,8 +531,9 @@ def simulate(
     import asyncio
     import dataclasses
 
+    from tokenreel.simulator.control import TOKEN_HEADER
     from tokenreel.simulator.profiles import ENGINES, FAULTS, profile_by_id
-    from tokenreel.simulator.server import serve_forever
+    from tokenreel.simulator.server import SIM_TOKEN, exposure, ports_for, serve_forever
 
     chosen = []
     with user_errors():
@@ -393,13 +546,19 @@ def simulate(
             except KeyError as exc:
                 raise ValueError(f"--profiles: {exc.args[0]}") from None
             chosen.append(dataclasses.replace(profile, engine=engine, fault=faults.get(profile_id, profile.fault)))
-    for i, profile in enumerate(chosen):
-        out.print(f"{profile.id:<16} http://{host}:{port + i}/v1   model {profile.model}   {profile.label}")
+        warning = exposure(host)  # an explicit address only; a non-loopback one is said loudly
+        ports = ports_for(chosen, port)
+    if warning:
+        err.print(f"WARNING: {warning}", markup=False, soft_wrap=True)
+    shown = f"[{host}]" if ":" in host else host
+    for profile, profile_port in zip(chosen, ports):
+        out.print(f"{profile.id:<16} http://{shown}:{profile_port}/v1   model {profile.model}   {profile.label}")
+    out.print(f"Test controls (/sim/state, /sim/requests) need the header {TOKEN_HEADER}: {SIM_TOKEN}", soft_wrap=True)
     out.print("Ctrl-C stops. Point a config's base_url at these to record them.")
     try:
         asyncio.run(serve_forever(chosen, host, port, time_scale))
-    except OSError as exc:
-        fail(f"cannot listen on {host}:{port}..: {exc.strerror}; choose another --port")
+    except (ValueError, OSError) as exc:
+        fail(_os_error_line(exc) if isinstance(exc, OSError) else str(exc))
     except KeyboardInterrupt:
         pass
 
@@ -411,6 +570,44 @@ def _split_fault(item: str, known: tuple[str, ...]) -> tuple[str, str]:
     return profile_id, mode
 
 
+class _Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM, as a KeyboardInterrupt so every clean-up path runs for both."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def _interruptible(doing: str, outcome: str = "nothing was written") -> Iterator[None]:
+    """SIGTERM behaves like Ctrl-C: the work stops, workers and temporary files are removed,
+    one line is printed, and the exit code is 128 + the signal (130 Ctrl-C, 143 SIGTERM). A
+    second Ctrl-C (or SIGTERM) during that clean-up exits at once and quietly with the same
+    code; whatever it left behind is removed by the next render."""
+    import os
+    import signal
+
+    def again(signum: int, frame: object) -> None:
+        os._exit(128 + signum)
+
+    def first(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGINT, again)
+        signal.signal(signal.SIGTERM, again)
+        raise _Interrupted(signum)
+
+    previous = {sig: signal.signal(sig, first) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        signum = exc.signum if isinstance(exc, _Interrupted) else signal.SIGINT
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        err.print(f"tokenreel: interrupted ({name}) while {doing}; {outcome}", markup=False, soft_wrap=True)
+        raise typer.Exit(128 + signum) from None
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def _render_to(session_path: Path, out_file: Path, options: RenderOptions, workers: int, force: bool) -> None:
     """Render with a progress bar, then say where the file and its manifest are."""
     from tokenreel.renderer.encode import EncodeError
@@ -419,7 +616,7 @@ def _render_to(session_path: Path, out_file: Path, options: RenderOptions, worke
 
     check_writable(out_file, force)
     try:
-        with user_errors(), RenderBar(err, f"rendering {out_file.name}") as bar:
+        with _interruptible(f"rendering {out_file}"), user_errors(out_file), RenderBar(err, f"rendering {out_file.name}") as bar:
             result = render_video(session_path, out_file, options, workers, bar)
     except EncodeError as exc:
         fail(f"ffmpeg failed while writing {out_file}: {exc}", code=1)
@@ -435,6 +632,23 @@ def _default_workers() -> int:
     import os
 
     return max(1, min(4, os.cpu_count() or 1))
+
+
+def _default_output(session_path: Path, prompt_id: str) -> Path:
+    """out/<session-stem>-<prompt>.mp4, built from sanitised components: a prompt id comes from
+    the session file, so anything but letters, digits, '.', '_' and '-' becomes '_', a leading
+    '.' too, and the file must land directly in out/ (never elsewhere through '..' or '/')."""
+    import re
+
+    def component(text: str) -> str:
+        clean = re.sub(r"[^A-Za-z0-9._-]", "_", text)[:100]
+        return re.sub(r"^\.", "_", clean) or "_"
+
+    folder = Path("out")
+    target = folder / f"{component(Path(session_path).stem)}-{component(prompt_id)}.mp4"
+    if target.parent != folder or target.resolve().parent != folder.resolve():
+        fail(f"--out: the default output {target} would leave {folder}/; pass --out FILE")
+    return target
 
 
 class _RenderCommand(Command):
@@ -504,6 +718,13 @@ def render(
     workers: Annotated[
         int | None, typer.Option(min=1, metavar="N", help="Worker processes (the output is the same for any number).")
     ] = None,
+    max_duration: Annotated[
+        str,
+        typer.Option(
+            "--max-duration", metavar="SECONDS",
+            help="Refuse a replay longer than this, in seconds of video (default 1800: 30 min; at most 86400).",
+        ),
+    ] = "1800",
     force: Annotated[bool, typer.Option(help="Overwrite --out if it exists.")] = False,
 ) -> None:
     """Replay a session side by side at real speed into a video, deterministically.
@@ -543,11 +764,11 @@ def render(
     options = RenderOptions(
         prompt=prompt, run=run, arms=tuple(arm_ids or ()), fps=fps, size=size, speed=speed,
         theme=theme, title_s=title_s, hold_s=hold, at=at, align=align,
-        title=title, subtitle=subtitle, logo=None if logo is None else str(logo),
+        title=title, subtitle=subtitle, logo=None if logo is None else str(logo), max_duration_s=max_duration,
     )
     with user_errors():
         options = pin_files(options)
-    target = out_file or Path("out") / f"{Path(session_path).stem}-{prompt or prompt_ids[0]}.mp4"
+    target = out_file or _default_output(session_path, prompt or prompt_ids[0])
     _render_to(session_path, target, options, workers or _default_workers(), force)
 
 
@@ -557,8 +778,16 @@ def verify(
         list[Path], typer.Argument(metavar="PATH...", help="FILE.render.json manifests, or folders of them.")
     ],
     workers: Annotated[int | None, typer.Option(min=1, help="Worker processes for the re-render.")] = None,
+    require_output: Annotated[
+        bool, typer.Option(help="An output not on disk is a difference (exit 1), not checked against the manifest only."),
+    ] = False,
 ) -> None:
     """Re-render what each manifest describes and compare, frame by frame and byte by byte.
+
+    Besides the re-render, the manifest itself is checked (its seal: an edited field is a
+    difference) and the output it names must be a regular file with the recorded hash; an
+    output not on disk at all is compared through the manifest's hashes only, and the line says
+    "not on disk" (--require-output: a difference).
 
     A folder stands for every *.render.json under it. Exit 0 when every output is identical;
     1 when one differs (the first differing frame is named, and whether the frames differ or
@@ -578,8 +807,8 @@ def verify(
         paths = find_manifests(manifests)
     results = []
     for path in paths:
-        with RenderBar(err, f"verifying {path.name}") as bar:
-            result = verify_one(path, workers or _default_workers(), bar)
+        with _interruptible(f"verifying {path}", "not verified"), RenderBar(err, f"verifying {path.name}") as bar:
+            result = verify_one(path, workers or _default_workers(), bar, require_output)
         mark = {0: "ok", 1: "DIFFERS"}.get(result.exit_code, "UNVERIFIED")
         (out if result.ok else err).print(f"{mark}: {path}: {result.message}", markup=False, soft_wrap=True)
         results.append(result)
@@ -632,13 +861,20 @@ def demo(
     with user_errors():
         out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "demo.json"
-    with running(SEED_LADDER, time_scale) as cluster:
-        arms = [
-            Arm(id=p.id, label=p.label, base_url=cluster.base_url(p.id), model=p.model) for p in SEED_LADDER
-        ]
-        session = new_session("Qwen3.8-27B seed ladder", settings, prompts, arms)
-        out.print(f"recording {len(arms)} arms x {len(prompts)} prompts x {1 + repeats} runs on simulated endpoints")
-        code = _record_into(session, path, None, fail_fast=False)
+    signals = _RecordSignals(f"recording {path}", f"every completed run is saved in {path}")
+    try:
+        with running(SEED_LADDER, time_scale) as cluster:
+            arms = [
+                Arm(id=p.id, label=p.label, base_url=cluster.base_url(p.id), model=p.model) for p in SEED_LADDER
+            ]
+            session = new_session("Qwen3.8-27B seed ladder", settings, prompts, arms)
+            out.print(f"recording {len(arms)} arms x {len(prompts)} prompts x {1 + repeats} runs on simulated endpoints")
+            code = _record_into(session, path, None, False, None, signals)
+    except KeyboardInterrupt:
+        code = signals.exit_code(130, interrupted=True)
+    finally:
+        signals.restore()
+    code = signals.exit_code(code)
     if code or not video:
         raise typer.Exit(code)
     code_prompt = next((p.id for p in prompts if p.category == "code"), None)

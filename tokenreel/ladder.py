@@ -197,6 +197,7 @@ def _missing_reason(runs: list[Run]) -> str:
         "contended": [r for r in runs if r.status == "ok" and r.contended],
         "failed": [r for r in runs if r.status == "failed"],
         "skipped": [r for r in runs if r.status == "skipped"],
+        "invalid": [r for r in runs if r.status == "invalid"],
     }
     parts = []
     for kind, group in kinds.items():

@@ -11,7 +11,8 @@ TPOT      = 1000 / decode                                          [ms]
 end-to-end= n / (t_last - t_send)                                  [tok/s]
 
 t_last is the arrival of the last chunk that carried tokens or text. All times are integer
-nanoseconds from request send, as archived.
+nanoseconds from request send, as archived. Every input is bounded by the archive (see
+tokenreel/archive.py: counts, offsets and acceptance figures), so every figure here is finite.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Light on purpose (rich and typer only): `tokenreel --help` imports it before anything else.
 
 - CliConsole fits a terminal's width; written to a pipe, a file or a CI log it never wraps,
-  so a path, a sha256 or a table row stays whole on its line (grep finds it, copy works).
+  so a path, a sha256 or a table row stays whole on its line (grep finds it, copy works). It
+  also strips control sequences from all it prints (see `strip_controls`).
 - FitTable fits a narrow terminal by truncating its label columns with "…"; numbers are never
   wrapped, truncated or cut.
 - Command and Group keep help pages in plain words: a metavar is SESSION, N, PATH..., never a
@@ -12,11 +13,13 @@ Light on purpose (rich and typer only): `tokenreel --help` imports it before any
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, ConsoleDimensions, ConsoleOptions, RenderResult
 from rich.measure import Measurement
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
@@ -26,6 +29,25 @@ if TYPE_CHECKING:
 
 UNWRAPPED_WIDTH = 10_000  # a pipe or a log is as wide as the longest line
 MIN_LABEL = 6  # a label column narrower than this would say nothing ("Orig…")
+
+# THE TERMINAL RULE (issue 11): text from outside (server errors, session names, labels, prompt
+# ids) may hold escape sequences that clear the screen, retitle the window or recolour what
+# follows. Every CliConsole strips them from all it prints: whole sequences from each string it
+# is given, and every control character left from each segment where rich turns segments into
+# characters (tables, progress bars, Text); only rich's own styling and cursor controls get through.
+_ESCAPES = re.compile(
+    r"\x1b\][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"  # OSC (title, hyperlink...), to BEL or ST
+    r"|\x1b[P^_X][^\x1b\x9c]*(?:\x1b\\|\x9c)"  # DCS, PM, APC, SOS strings
+    r"|\x1b\[[0-?]*[ -/]*[@-~]?"  # CSI (clear screen, colours, cursor moves)
+    r"|\x9b[0-?]*[ -/]*[@-~]?"  # 8-bit CSI
+    r"|\x1b[ -/]*[0-~]?"  # any other escape
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"  # the remaining C0 and C1 controls (newline and tab stay)
+)
+
+
+def strip_controls(text: str) -> str:
+    """`text` without terminal control sequences or control characters (newline and tab stay)."""
+    return _ESCAPES.sub("", text) if _ESCAPES.search(text) else text
 
 
 class CliConsole(Console):
@@ -59,7 +81,17 @@ class CliConsole(Console):
     def print(self, *objects: Any, soft_wrap: bool | None = None, **kwargs: Any) -> None:
         if soft_wrap is None and not self.in_window:
             soft_wrap = True
+        # Whole sequences go here, before highlighting splits a string into segments.
+        objects = tuple(strip_controls(o) if isinstance(o, str) else o for o in objects)
         super().print(*objects, soft_wrap=soft_wrap, **kwargs)
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        """Every printed character passes here (print, tables, progress bars): text segments are
+        stripped of control sequences; rich's own control segments (cursor moves) are kept."""
+        return super()._render_buffer(
+            segment if segment.control else Segment(strip_controls(segment.text), segment.style)
+            for segment in buffer
+        )
 
 
 class FitTable(Table):

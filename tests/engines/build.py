@@ -1,0 +1,162 @@
+"""Build llama-server and llama-quantize from the pinned llama.cpp once, into a reusable cache.
+
+The source is the llama.cpp vendored by the llama-cpp-python sdist on PyPI: PyPI is the one
+registry this machine (and CI) can reach, and an sdist version is an immutable pin. The build
+happens in a temporary directory next to the cache and is renamed into place at the end, so an
+interrupted build never leaves a half-installed engine that later runs would trust.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+# The one pin: llama-cpp-python's sdist version fixes the llama.cpp commit it vendors.
+LLAMA_CPP_PYTHON_VERSION = "0.3.36"
+TARGETS = ("llama-server", "llama-quantize")
+CMAKE_FLAGS = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DGGML_NATIVE=ON",
+    "-DLLAMA_BUILD_UI=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_CURL=OFF",
+    "-DBUILD_SHARED_LIBS=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+)
+REQUIRED_TOOLS = {"cmake": "cmake", "g++": "g++", "make": "make"}
+
+
+class BuildError(RuntimeError):
+    """A build failure, already phrased as the one line to show."""
+
+
+def cache_root() -> Path:
+    """Where engines and models are kept between runs (TOKENREEL_CACHE overrides)."""
+    env = os.environ.get("TOKENREEL_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "tokenreel"
+
+
+def engine_dir() -> Path:
+    """The finished install: bin/ with the two programs, src/ with the vendored llama.cpp."""
+    return cache_root() / f"llama.cpp-{LLAMA_CPP_PYTHON_VERSION}"
+
+
+def binary(name: str) -> Path:
+    """Path of one built program (llama-server or llama-quantize)."""
+    return engine_dir() / "bin" / name
+
+
+def gguf_py_dir() -> Path:
+    """The gguf-py package of the same llama.cpp, imported from here rather than installed."""
+    return engine_dir() / "src" / "gguf-py"
+
+
+def is_built() -> bool:
+    """True when a previous run finished the install (the rename is the last step)."""
+    return all(binary(t).is_file() for t in TARGETS) and (gguf_py_dir() / "gguf").is_dir()
+
+
+def _check_tools() -> None:
+    missing = [name for name in REQUIRED_TOOLS if shutil.which(name) is None]
+    if missing:
+        raise BuildError(
+            f"building llama.cpp needs {', '.join(missing)}: install them "
+            f"(Debian/Ubuntu: sudo apt-get install cmake g++ make)"
+        )
+
+
+def _run(cmd: list[str], cwd: Path, log: Path) -> None:
+    with log.open("ab") as out:
+        out.write(("\n$ " + " ".join(cmd) + "\n").encode())
+        out.flush()
+        done = subprocess.run(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+    if done.returncode != 0:
+        tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
+        raise BuildError(f"{cmd[0]} failed (exit {done.returncode}); see {log}: {tail[0][:200]}")
+
+
+def _download(dest: Path, log: Path) -> Path:
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+           f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}", "-d", str(dest), "-q"]
+    _run(cmd, dest, log)
+    found = sorted(dest.glob("llama_cpp_python-*.tar.gz"))
+    if not found:
+        raise BuildError(f"pip download gave no llama-cpp-python sdist in {dest}")
+    return found[0]
+
+
+def _extract_vendor(sdist: Path, dest: Path) -> Path:
+    """Extract only vendor/llama.cpp (the sdist also carries a .git directory we do not need)."""
+    prefix = f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}/vendor/llama.cpp/"
+    with tarfile.open(sdist) as tar:
+        members = [m for m in tar.getmembers() if m.name.startswith(prefix)]
+        for m in members:
+            m.name = m.name[len(prefix):]
+        tar.extractall(dest, members=[m for m in members if m.name], filter="data")
+    if not (dest / "CMakeLists.txt").is_file():
+        raise BuildError(f"{sdist.name} has no vendor/llama.cpp/CMakeLists.txt")
+    return dest
+
+
+def build(jobs: int | None = None) -> Path:
+    """Build and install the engine unless a finished install is already cached; return its dir."""
+    final = engine_dir()
+    if is_built():
+        print(f"llama.cpp {LLAMA_CPP_PYTHON_VERSION}: reusing the cached build in {final}", flush=True)
+        return final
+    _check_tools()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix=f".{final.name}.building-", dir=final.parent))
+    log = work / "build.log"
+    print(f"llama.cpp {LLAMA_CPP_PYTHON_VERSION}: building {', '.join(TARGETS)} "
+          f"(about 4 min on 2 cores; log {log})", flush=True)
+    try:
+        sdist = _download(work, log)
+        src = _extract_vendor(sdist, work / "src")
+        sdist.unlink()
+        bdir = work / "build"
+        gen = ["-G", "Ninja"] if shutil.which("ninja") else []
+        _run(["cmake", "-S", str(src), "-B", str(bdir), *gen, *CMAKE_FLAGS], work, log)
+        n = str(jobs or os.cpu_count() or 2)
+        _run(["cmake", "--build", str(bdir), "--config", "Release", "-j", n,
+              "--target", *TARGETS], work, log)
+        (work / "bin").mkdir()
+        for t in TARGETS:
+            built = next((p for p in (bdir / "bin" / t, bdir / t) if p.is_file()), None)
+            if built is None:
+                raise BuildError(f"cmake finished but {t} is not in {bdir}/bin")
+            shutil.copy2(built, work / "bin" / t)
+        shutil.rmtree(bdir)
+        os.chmod(work, 0o755)  # mkdtemp made it private; the cache is shared like any build output
+        if final.exists():  # a stale, unfinished install: replace it
+            shutil.rmtree(final)
+        os.replace(work, final)
+    except BaseException:
+        print(f"llama.cpp build failed; partial work left in {work}", file=sys.stderr)
+        raise
+    minutes = (time.monotonic() - started) / 60
+    print(f"llama.cpp {LLAMA_CPP_PYTHON_VERSION}: built in {minutes:.1f} min into {final}", flush=True)
+    return final
+
+
+def main() -> int:
+    """`python -m tests.engines.build`: build (or reuse) the engine, one line on failure."""
+    try:
+        build()
+    except BuildError as exc:
+        print(f"tokenreel engine build: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,235 @@
+"""Tiny llama-architecture GGUF models, generated deterministically, for the real-engine tests.
+
+Why generated: the tests may only reach PyPI, and a model that decodes in a few ms per token on
+two CPU cores is what keeps a whole ladder under a few minutes. Why this shape:
+
+- the tokenizer is a byte-level BPE trained (HF `tokenizers`) on the pinned llama.cpp's own
+  docs, so its input is fixed by the pin, like everything else here;
+- weights are seeded random; in the target, the residual writes (attn_output, ffn_down) of every
+  layer after the first DRAFT_LAYERS are scaled down, so the draft, made of exactly those first
+  layers plus the same embeddings, head and norm, mostly predicts what the target will pick:
+  speculation then really accelerates, as with a real distilled drafter;
+- one copy of the target is quantized to Q4_0 with the pinned llama-quantize, and so is the
+  draft (an f16 draft disagreed with the Q4_0 target it drafts for: acceptance 0.30, 0.76x).
+
+Everything is cached under a hash of the generator's inputs (this file, the spec, the engine pin).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tests.engines import build
+
+
+@dataclass(frozen=True)
+class Spec:
+    """Model shape and the knobs that set how often the draft agrees with the target."""
+
+    vocab: int = 2048
+    n_embd: int = 512
+    n_ff: int = 1408
+    n_head: int = 8
+    n_layer: int = 16
+    draft_layers: int = 1
+    later_scale: float = 0.01  # residual writes of layers >= draft_layers in the target
+    ctx: int = 4096
+    seed: int = 20261201
+
+
+SPEC = Spec()
+SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+@dataclass(frozen=True)
+class Models:
+    """Paths of the generated files."""
+
+    f16: Path
+    q4_0: Path
+    draft: Path
+
+
+def _gguf():
+    """The gguf package of the pinned llama.cpp, from its source tree (not installed in the venv)."""
+    path = str(build.gguf_py_dir())
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    import gguf  # noqa: PLC0415
+
+    return gguf
+
+
+def _training_text() -> list[Path]:
+    """Fixed by the pin: the vendored llama.cpp's markdown docs, sorted."""
+    src = build.engine_dir() / "src"
+    return sorted([src / "README.md", *(src / "docs").rglob("*.md")])
+
+
+def _key(spec: Spec) -> str:
+    h = hashlib.sha256()
+    h.update(Path(__file__).read_bytes())
+    h.update(json.dumps(asdict(spec), sort_keys=True).encode())
+    h.update(build.LLAMA_CPP_PYTHON_VERSION.encode())
+    return h.hexdigest()[:16]
+
+
+def models_dir(spec: Spec = SPEC) -> Path:
+    return build.cache_root() / f"models-{_key(spec)}"
+
+
+def train_tokenizer(spec: Spec) -> tuple[list[str], list[int], list[str]]:
+    """(tokens, token types, merges) of a byte-level BPE; specials first, ids 0..2."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=spec.vocab, special_tokens=list(SPECIAL), show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    texts = [p.read_text(encoding="utf-8", errors="replace") for p in _training_text()]
+    tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
+    data = json.loads(tok.to_str())
+    vocab: dict[str, int] = data["model"]["vocab"]
+    tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+    if len(tokens) < spec.vocab:  # a small corpus can stop early: pad with unused tokens
+        tokens += [f"<|unused{i}|>" for i in range(spec.vocab - len(tokens))]
+    types = [3 if t in SPECIAL else (5 if t.startswith("<|unused") else 1) for t in tokens]
+    merges = [m if isinstance(m, str) else " ".join(m) for m in data["model"]["merges"]]
+    return tokens, types, merges
+
+
+def _weights(spec: Spec) -> dict[str, np.ndarray]:
+    """Seeded random weights, (out, in) row-major as gguf-py expects; later layers damped."""
+    rng = np.random.default_rng(spec.seed)
+    e, f = spec.n_embd, spec.n_ff
+
+    def mat(rows: int, cols: int, scale: float = 1.0) -> np.ndarray:
+        return (rng.standard_normal((rows, cols), dtype=np.float32) * (scale / np.sqrt(cols))).astype(np.float16)
+
+    w: dict[str, np.ndarray] = {
+        "token_embd.weight": (rng.standard_normal((spec.vocab, e), dtype=np.float32)).astype(np.float16),
+        "output_norm.weight": np.ones(e, dtype=np.float32),
+        "output.weight": mat(spec.vocab, e, 4.0),
+    }
+    for i in range(spec.n_layer):
+        damp = 1.0 if i < spec.draft_layers else spec.later_scale
+        p = f"blk.{i}."
+        w[p + "attn_norm.weight"] = np.ones(e, dtype=np.float32)
+        w[p + "attn_q.weight"] = mat(e, e)
+        w[p + "attn_k.weight"] = mat(e, e)
+        w[p + "attn_v.weight"] = mat(e, e)
+        w[p + "attn_output.weight"] = mat(e, e, damp)
+        w[p + "ffn_norm.weight"] = np.ones(e, dtype=np.float32)
+        w[p + "ffn_gate.weight"] = mat(f, e)
+        w[p + "ffn_up.weight"] = mat(f, e)
+        w[p + "ffn_down.weight"] = mat(e, f, damp)
+    return w
+
+
+def write_gguf(path: Path, spec: Spec, n_layer: int, weights: dict[str, np.ndarray],
+               tokenizer: tuple[list[str], list[int], list[str]], name: str) -> None:
+    """One llama-architecture GGUF with the first n_layer blocks of `weights`."""
+    gguf = _gguf()
+    tokens, types, merges = tokenizer
+    wr = gguf.GGUFWriter(str(path), "llama")
+    wr.add_name(name)
+    wr.add_context_length(spec.ctx)
+    wr.add_embedding_length(spec.n_embd)
+    wr.add_block_count(n_layer)
+    wr.add_feed_forward_length(spec.n_ff)
+    wr.add_head_count(spec.n_head)
+    wr.add_head_count_kv(spec.n_head)
+    wr.add_rope_dimension_count(spec.n_embd // spec.n_head)
+    wr.add_rope_freq_base(10000.0)
+    wr.add_layer_norm_rms_eps(1e-5)
+    wr.add_vocab_size(spec.vocab)
+    wr.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    wr.add_tokenizer_model("gpt2")
+    wr.add_tokenizer_pre("gpt-2")
+    wr.add_token_list(tokens)
+    wr.add_token_types(types)
+    wr.add_token_merges(merges)
+    wr.add_bos_token_id(0)
+    wr.add_eos_token_id(SPECIAL.index("<|im_end|>"))
+    wr.add_add_bos_token(False)
+    wr.add_chat_template(CHAT_TEMPLATE)
+    for key, value in weights.items():
+        if key.startswith("blk.") and int(key.split(".")[1]) >= n_layer:
+            continue
+        wr.add_tensor(key, value)
+    wr.write_header_to_file()
+    wr.write_kv_data_to_file()
+    wr.write_tensors_to_file()
+    wr.close()
+
+
+def _quantize(src: Path, dst: Path) -> None:
+    """Q4_0 with the pinned llama-quantize (same recipe for target and draft, so they agree)."""
+    done = subprocess.run([str(build.binary("llama-quantize")), str(src), str(dst), "Q4_0"],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"llama-quantize {src.name} failed (exit {done.returncode}): {last}")
+
+
+def generate(spec: Spec = SPEC) -> Models:
+    """Build (or reuse) the three files; atomic like the engine build."""
+    final = models_dir(spec)
+    out = Models(final / "target-f16.gguf", final / "target-q4_0.gguf", final / "draft-q4_0.gguf")
+    if all(p.is_file() for p in (out.f16, out.q4_0, out.draft)):
+        print(f"models: reusing {final}", flush=True)
+        return out
+    final.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    try:
+        tokenizer = train_tokenizer(spec)
+        weights = _weights(spec)
+        write_gguf(work / out.f16.name, spec, spec.n_layer, weights, tokenizer, "tokenreel-tiny-target")
+        write_gguf(work / "draft-f16.gguf", spec, spec.draft_layers, weights, tokenizer, "tokenreel-tiny-draft")
+        _quantize(work / out.f16.name, work / out.q4_0.name)
+        _quantize(work / "draft-f16.gguf", work / out.draft.name)
+        (work / "draft-f16.gguf").unlink()
+        os.chmod(work, 0o755)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(work, final)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    for stale in final.parent.glob("models-*"):  # earlier generators' output: ~140 MiB each
+        if stale != final and stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
+    sizes = ", ".join(f"{p.name} {p.stat().st_size / 2**20:.1f} MiB" for p in (out.f16, out.q4_0, out.draft))
+    print(f"models: generated {sizes} in {final}", flush=True)
+    return out
+
+
+def main() -> int:
+    """`python -m tests.engines.models`: generate (or reuse) the models; one line on failure."""
+    try:
+        generate()
+    except (RuntimeError, OSError) as exc:
+        print(f"tokenreel engine models: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
