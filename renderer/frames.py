@@ -360,8 +360,14 @@ def shown(spans: Sequence[Span]) -> str:
 
 
 def _text_w(painters: dict[str, GlyphPainter], text: str, role: str) -> int:
-    painter = painters[role]
-    return _width(fit(text, 10**6, "text", Canvas.primary(role))) * painter.cell_w
+    return _cells_wide(text, Canvas.primary(role)) * painters[role].cell_w
+
+
+@lru_cache(maxsize=4096)
+def _cells_wide(text: str, primary: str) -> int:
+    """Grid cells a line of UI text takes; cached because every frame measures its figure lines'
+    variants to pick the one that fits (most of them repeat from frame to frame)."""
+    return _width(fit(text, 10**6, "text", primary))
 
 
 def first_fit(painters: dict[str, GlyphPainter], width: int, candidates: Sequence[tuple[Span, ...]]) -> tuple[Span, ...]:

@@ -364,15 +364,8 @@ class _RecordSignals:
         self._previous = {sig: signal.signal(sig, self._first) for sig in (signal.SIGINT, signal.SIGTERM)}
 
     def _first(self, signum: int, frame: object) -> None:
-        import os
-        import signal
-
-        def again(signum: int, frame: object) -> None:
-            os._exit(128 + signum)
-
         self.signum = signum
-        signal.signal(signal.SIGINT, again)
-        signal.signal(signal.SIGTERM, again)
+        _second_signal_exits()
         if self._cancel is not None:
             self._cancel()
         else:
@@ -404,8 +397,7 @@ class _RecordSignals:
         signum = self.signum or signal.SIGINT
         if not self._said:
             self._said = True
-            name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-            err.print(f"tokenreel: interrupted ({name}) while {self.doing}; {self.outcome}", markup=False, soft_wrap=True)
+            _say_interrupted(signum, self.doing, self.outcome)
         return 128 + signum
 
     def restore(self) -> None:
@@ -570,6 +562,26 @@ def _split_fault(item: str, known: tuple[str, ...]) -> tuple[str, str]:
     return profile_id, mode
 
 
+def _second_signal_exits() -> None:
+    """After a first Ctrl-C or SIGTERM, a second one exits at once and quietly, 128 + its number."""
+    import os
+    import signal
+
+    def again(signum: int, frame: object) -> None:
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGINT, again)
+    signal.signal(signal.SIGTERM, again)
+
+
+def _say_interrupted(signum: int, doing: str, outcome: str) -> None:
+    """The one line a Ctrl-C or SIGTERM prints: what was stopped and what is left."""
+    import signal
+
+    name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    err.print(f"tokenreel: interrupted ({name}) while {doing}; {outcome}", markup=False, soft_wrap=True)
+
+
 class _Interrupted(KeyboardInterrupt):
     """Ctrl-C or SIGTERM, as a KeyboardInterrupt so every clean-up path runs for both."""
 
@@ -584,15 +596,10 @@ def _interruptible(doing: str, outcome: str = "nothing was written") -> Iterator
     one line is printed, and the exit code is 128 + the signal (130 Ctrl-C, 143 SIGTERM). A
     second Ctrl-C (or SIGTERM) during that clean-up exits at once and quietly with the same
     code; whatever it left behind is removed by the next render."""
-    import os
     import signal
 
-    def again(signum: int, frame: object) -> None:
-        os._exit(128 + signum)
-
     def first(signum: int, frame: object) -> None:
-        signal.signal(signal.SIGINT, again)
-        signal.signal(signal.SIGTERM, again)
+        _second_signal_exits()
         raise _Interrupted(signum)
 
     previous = {sig: signal.signal(sig, first) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -600,8 +607,7 @@ def _interruptible(doing: str, outcome: str = "nothing was written") -> Iterator
         yield
     except KeyboardInterrupt as exc:
         signum = exc.signum if isinstance(exc, _Interrupted) else signal.SIGINT
-        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-        err.print(f"tokenreel: interrupted ({name}) while {doing}; {outcome}", markup=False, soft_wrap=True)
+        _say_interrupted(signum, doing, outcome)
         raise typer.Exit(128 + signum) from None
     finally:
         for sig, handler in previous.items():
