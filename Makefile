@@ -16,7 +16,8 @@ demo: $(STAMP) shaping
 	$(BIN)/tokenreel demo --out out/demo --force
 
 # The tests probe videos with ffprobe and encode with a second ffmpeg build; Debian's ffmpeg
-# package has both. (The encoder itself is imageio-ffmpeg's, installed with the venv.)
+# package has both. (The encoder itself is imageio-ffmpeg's, installed with the venv.) They also
+# read frames back with tesseract and load the HTML report in Chromium.
 tools: shaping
 	@command -v ffprobe >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ffmpeg >/dev/null; } \
@@ -25,6 +26,10 @@ tools: shaping
 	@command -v tesseract >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends tesseract-ocr tesseract-ocr-eng >/dev/null; } \
 	  || { echo "make test needs tesseract: install it (Debian/Ubuntu: sudo apt-get install tesseract-ocr)" >&2; exit 2; }
+	@# The HTML report's tests load the page in a real headless Chromium (tests/browser.py).
+	@{ [ -x /usr/bin/chromium ] || command -v chromium >/dev/null 2>&1; } || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; } \
+	  || { echo "make test needs Chromium: install it (Debian: sudo apt-get install chromium; elsewhere a chromium on PATH)" >&2; exit 2; }
 # Every render needs FriBiDi (make demo renders too).
 shaping: $(STAMP)
 	@# Pillow's wheels shape text with raqm, which loads FriBiDi from the system at run time: without

@@ -21,10 +21,9 @@ from tokenreel.renderer.highlight import styled_stream
 from tokenreel.renderer.layout import ColumnLayout, Rect
 from tokenreel.renderer.plan import ArmTrack, Logo, RenderPlan
 from tokenreel.renderer.text import Cell, GlyphPainter, clusters, fit, layout_stream, wrap
-from tokenreel.renderer.theme import RGB, Theme
 from tokenreel.renderer.timeline import END, REPLAY, TITLE, ArmTimeline
-from tokenreel.figures import figure, multiplier
-from tokenreel.metrics import NS_PER_S
+from tokenreel.figures import clock_seconds, figure, multiplier
+from tokenreel.theme import RGB, Theme
 
 BOLD_ROLES = ("label", "big", "title", "headline")
 SHOW_THROUGH = 56  # of 256: how much of the last replay frame shows behind the end card
@@ -51,10 +50,6 @@ class TextBox(NamedTuple):
     def cut(self) -> bool:
         """Shortened with an ellipsis to fit (RTL runs may be reordered, so text is not compared)."""
         return self.drawn.endswith("…") and not self.text.endswith("…")
-
-
-def _seconds(ns: int) -> str:
-    return f"{ns // NS_PER_S}.{ns % NS_PER_S // 10_000_000:02d} s"
 
 
 def _width(cells: Sequence[Cell]) -> int:
@@ -263,7 +258,7 @@ class ArmColumn:
         its variants that fits: words shorten, then step down a size, then the least important
         figures drop out whole; a figure itself is never cut or shrunk."""
         track, plan, geo = self.track, self.plan, self.geo
-        ttft = f"TTFT {_seconds(track.ttft_ns)}"
+        ttft = f"TTFT {clock_seconds(track.ttft_ns)}"
         accept = self.live_accept(visible)
         if visible <= track.first_index:
             return self.big_line(("—", "big", "faint")), (), (), self.fitted(geo.stats.w, ("waiting for the first token",))
@@ -274,7 +269,7 @@ class ArmColumn:
             return self.big_line(live), (), (), self.stats_line((count, ""), ttft, accept)
         left = self.big_line((self.about + figure(track.decode_tok_s), "big", self.accent))
         place = ORDINALS.get(track.place, f"{track.place}th")
-        finish = _seconds(track.finish_ns)
+        finish = clock_seconds(track.finish_ns)
         right = self.fitting(left, (f"{place} · done {finish}", f"{place} · {finish}", place))
         done = "" if finish in shown(right) else f"done {finish}"  # a narrow column says it below
         return left, right, self.verdict(cutoff_ns, ref_done), self.stats_line((str(track.output_tokens), done), ttft, accept)
@@ -329,6 +324,41 @@ class ArmColumn:
         metric = "end to end" if plan.align == "send" else "decode"
         tails = [(f" {metric} vs {self.reference}", "small"), (f" {metric}", "small"), (f" {metric}", "tiny")]
         return first_fit(self.painters, self.geo.verdict.w, [(value, (tail, role, "dim")) for tail, role in tails])
+
+    def answer_badge(self, visible: int) -> tuple[Span, ...]:
+        """Once the arm's stream is done (never before: its answer is not complete), whether it
+        is the first arm's answer: "same answer as <first arm>" or "diverges at token N";
+        "reference answer" on the first arm. Words shorten, then the line steps down a size;
+        the token number is never cut. Padded by a space each side: the badge's pill."""
+        mark = self.track.answer
+        if mark is None or not self.finished(visible):
+            return ()
+        if mark.same is None:
+            texts, style = ["reference answer", "reference"], "dim"
+        elif mark.same:
+            texts, style = [f"✓ same answer as {self.reference}", f"✓ same as {self.reference}", "✓ same answer", "✓ same"], "good"
+        else:
+            n = f"{'≈' if mark.estimated else ''}{mark.diverges_at_token}"
+            texts = [f"≠ diverges from {self.reference} at token {n}", f"≠ diverges at token {n}", f"≠ at token {n}", f"≠ tok {n}"]
+            style = "tool"  # the theme's warning colour (as the footer's SIMULATED ENDPOINTS)
+        # Title size first: it must read at 640 px wide. The last form, " ≠ tok ≈99999 " in tiny, is
+        # narrower than the stats line's worst case, which layout.compute checks every size against.
+        roles = ("title", "label", "small", "tiny")
+        return first_fit(self.painters, self.geo.answer.w, [((f" {text} ", role, style),) for role in roles for text in texts])
+
+    def draw_answer(self, canvas: Canvas, base: np.ndarray, spans: tuple[Span, ...]) -> Rect:
+        """The badge: its text on a tag of the text's colour mixed into the panel's."""
+        rect = self.geo.answer
+        canvas.pixels[rect.slices] = base[rect.slices]
+        if spans:
+            text, role, style = spans[0]
+            color = canvas.color(style)
+            tint = tuple((p * 3 + c) // 4 for p, c in zip(canvas.theme.panel, color))
+            line_h = self.painters[role].line_h
+            tag = Rect(rect.x, rect.y + (rect.h - line_h) // 2, min(rect.w, _text_w(self.painters, text, role)), line_h)
+            canvas.fill(tag, tint)
+            canvas.spans(tag, role, tint, spans)
+        return rect
 
     def draw_figures(self, canvas: Canvas, base: np.ndarray, key: tuple[tuple[Span, ...], ...], previous: Hashable) -> list[Rect]:
         """Redraw the figure lines that changed from `previous`; the regions redrawn."""
@@ -433,7 +463,7 @@ class FrameRenderer:
         redrawn = []
         cutoff = self.race_cutoff(index)
         replay_frame = index - self.clock.title_frames
-        clock_key = _seconds(cutoff)
+        clock_key = clock_seconds(cutoff)
         if keys.get("clock") != clock_key:
             rect = self.plan.layout.clock
             canvas.pixels[rect.slices] = self._base[rect.slices]
@@ -455,6 +485,11 @@ class FrameRenderer:
             if keys.get(("figures", n)) != figures_key:
                 redrawn.extend(column.draw_figures(canvas, self._base, figures_key, keys.get(("figures", n))))
                 keys[("figures", n)] = figures_key
+            if column.geo.answer is not None:
+                answer_key = column.answer_badge(visible[n])
+                if keys.get(("answer", n)) != answer_key:
+                    redrawn.append(column.draw_answer(canvas, self._base, answer_key))
+                    keys[("answer", n)] = answer_key
         return redrawn
 
     # -- static scenery ----------------------------------------------------------------------
@@ -586,7 +621,7 @@ class FrameRenderer:
         plan = self.plan
         first, last = plan.arms[0], plan.arms[-1]
         if last.vs_first is None:
-            return f"done in {_seconds(last.finish_ns)}", f"{last.label} · this prompt"
+            return f"done in {clock_seconds(last.finish_ns)}", f"{last.label} · this prompt"
         value = last.vs_first if last.vs_first >= 1 else 1 / last.vs_first
         word = faster(plan.align, last.vs_first)
         if plan.align == "send":
@@ -608,12 +643,12 @@ class FrameRenderer:
             prior = plan.arms[n - 1] if n else track
             if plan.align == "send":
                 vs_prior = prior.finish_ns / track.finish_ns if track.finish_ns and prior.finish_ns else None
-                rows.append((_seconds(track.finish_ns), multiplier(vs_prior), multiplier(track.vs_first)))
+                rows.append((clock_seconds(track.finish_ns), multiplier(vs_prior), multiplier(track.vs_first)))
             else:
                 ok = track.decode_tok_s and prior.decode_tok_s
                 vs_prior = track.decode_tok_s / prior.decode_tok_s if ok else None
                 decode = f"{'≈' if track.tokens_estimated else ''}{figure(track.decode_tok_s)} tok/s"
-                rows.append((_seconds(track.finish_ns), decode, multiplier(vs_prior), multiplier(track.vs_first)))
+                rows.append((clock_seconds(track.finish_ns), decode, multiplier(vs_prior), multiplier(track.vs_first)))
         return rows
 
     def _card_boxes(self) -> tuple[Rect, Rect]:

@@ -51,7 +51,8 @@ class Rect:
 @dataclass(frozen=True)
 class ColumnLayout:
     """One arm: panel, header lines, the text grid, then its progress bar and three figure
-    lines at the bottom (big: live tok/s and the finish; verdict: the speed-up; stats)."""
+    lines at the bottom (big: live tok/s and the finish; verdict: the speed-up; stats).
+    answer: with `render --answer-badge`, a line under the text grid for the same-answer badge."""
 
     panel: Rect
     accent: Rect
@@ -64,6 +65,7 @@ class ColumnLayout:
     stats: Rect
     cols: int
     rows: int
+    answer: Rect | None = None
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ def font_sizes(width: int, height: int) -> dict[str, int]:
     return {role: max(MIN_FONT, round(px * scale)) for role, px in FONT_SIZES.items()}
 
 
-def _column(panel: Rect, pad: int, gap: int, metrics: Mapping[str, tuple[int, int]]) -> ColumnLayout:
+def _column(panel: Rect, pad: int, gap: int, metrics: Mapping[str, tuple[int, int]], answer_line: bool) -> ColumnLayout:
     """One arm's panel cut into its lines; ValueError when the text grid or a figure line
     (in its shortest form, WORST_CASE) does not fit."""
     body_w, body_h = metrics["body"]
@@ -102,6 +104,10 @@ def _column(panel: Rect, pad: int, gap: int, metrics: Mapping[str, tuple[int, in
     bar_h = max(2, gap * 3 // 10)
     progress = Rect(label.x, big.y - gap // 2 - bar_h, inner_w, bar_h)
     top, bottom = detail.bottom + gap, progress.y - gap // 2
+    answer = None
+    if answer_line:  # the badge sits right above the progress bar; the text grid gives up the room
+        answer = Rect(label.x, bottom - metrics["title"][1], inner_w, metrics["title"][1])
+        bottom = answer.y - gap // 4
     cols, rows = inner_w // body_w, max(0, bottom - top) // body_h
     if cols < MIN_GRID[0] or rows < MIN_GRID[1]:
         raise ValueError(f"size: {panel.w}x{panel.h} px per arm is too small to show the text; choose a larger size")
@@ -109,11 +115,13 @@ def _column(panel: Rect, pad: int, gap: int, metrics: Mapping[str, tuple[int, in
         if sum(metrics[role][0] * len(text) for role, text in runs) > inner_w:
             raise ValueError(f"size: {panel.w} px per arm is too narrow for the figures; choose a larger size or fewer arms")
     text = Rect(label.x, top, cols * body_w, rows * body_h)
-    return ColumnLayout(panel, accent, label, detail, text, progress, big, verdict, stats, cols, rows)
+    return ColumnLayout(panel, accent, label, detail, text, progress, big, verdict, stats, cols, rows, answer)
 
 
-def compute(width: int, height: int, arms: int) -> FrameLayout:
-    """The layout for a frame size; ValueError (naming the size option) when the text cannot fit."""
+def compute(width: int, height: int, arms: int, answer_line: bool = False) -> FrameLayout:
+    """The layout for a frame size; ValueError (naming the size option) when the text cannot fit.
+    answer_line: room for the same-answer badge in each column (off: the layout of every render
+    made before the badge existed, pixel for pixel)."""
     scale = min(width, height) / DESIGN_SIZE
     sizes = font_sizes(width, height)
     metrics = {role: cell_metrics(px)[:2] for role, px in sizes.items()}
@@ -145,5 +153,5 @@ def compute(width: int, height: int, arms: int) -> FrameLayout:
         speed=speed,
         footer=footer,
         stage=stage,
-        columns=tuple(_column(p, pad, gap, metrics) for p in panels),
+        columns=tuple(_column(p, pad, gap, metrics, answer_line) for p in panels),
     )

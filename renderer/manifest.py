@@ -24,7 +24,7 @@ import tokenreel
 from tokenreel.renderer import fonts
 from tokenreel.renderer.encode import Ffmpeg
 from tokenreel.renderer.plan import RenderOptions
-from tokenreel.renderer.theme import is_path as is_theme_path
+from tokenreel.theme import is_path as is_theme_path
 from tokenreel.archive import read_input
 
 FORMAT = "tokenreel.render"
@@ -192,6 +192,9 @@ class _Checker:
             if spec.default is None:
                 if item is not None and not isinstance(item, str):
                     raise self.fail(name, f"expected a string or null, got {item!r}")
+            elif isinstance(spec.default, bool):
+                if not isinstance(item, bool):
+                    raise self.fail(name, f"expected true or false, got {item!r}")
             elif isinstance(spec.default, tuple):
                 item = self.strings(item, name)
             elif isinstance(spec.default, int):

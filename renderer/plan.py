@@ -15,12 +15,13 @@ from pathlib import Path
 from PIL import Image
 
 from tokenreel.renderer.layout import FrameLayout, compute
-from tokenreel.renderer.theme import Theme, load_theme
-from tokenreel.renderer.theme import is_path as is_theme_path
 from tokenreel.renderer.timeline import Clock, first_frame_showing
+from tokenreel.answers import compare
 from tokenreel.archive import Prompt, Run, Session
 from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, median_run
 from tokenreel.metrics import first_token_index, last_token_index, output_tokens, run_metrics
+from tokenreel.theme import Theme, load_theme
+from tokenreel.theme import is_path as is_theme_path
 
 MIN_ARMS, MAX_ARMS = 2, 4
 MAX_SIDE = 3840  # 4K: the largest size the layouts are checked at
@@ -56,6 +57,16 @@ class RenderOptions:
     logo_sha256: str | None = None  # the logo's hash, pinned when rendered (see pin_files)
     theme_sha256: str | None = None  # a theme file's hash, pinned likewise (None: a shipped theme)
     max_duration_s: str = MAX_DURATION_S  # longest replay allowed, seconds of video (see MAX_DURATION_S)
+    answer_badge: bool = False  # each column says, once its stream is done, whether its answer is the first arm's
+
+
+@dataclass(frozen=True)
+class AnswerMark:
+    """What an arm's badge says of its answer against the first arm's on screen (tokenreel.answers)."""
+
+    same: bool | None  # None: this is the reference arm
+    diverges_at_token: int | None = None  # 1-based, event-granular
+    estimated: bool = False  # token counts guessed one per event: the number is shown with ≈
 
 
 @dataclass(frozen=True)
@@ -86,6 +97,7 @@ class ArmTrack:
     tokens_estimated: bool = False  # per-event counts are a guess (the server sent none): shown with ≈
     acceptance_approximate: bool = False  # from counters printed in rounded steps: shown with ≈
     place: int = 1  # finishing place among the arms on screen (ties share a place)
+    answer: AnswerMark | None = None  # only with RenderOptions.answer_badge
 
     @property
     def finish_ns(self) -> int:
@@ -276,6 +288,16 @@ def _track(session: Session, run: Run, align: str) -> ArmTrack:
     )
 
 
+def answer_marks(runs: list[Run], tracks: list[ArmTrack]) -> list[ArmTrack]:
+    """Each arm's answer against the first arm's, both the runs the video plays."""
+    out = [replace(tracks[0], answer=AnswerMark(same=None))]
+    for run, track in zip(runs[1:], tracks[1:]):
+        result = compare(runs[0], run)
+        estimated = runs[0].tokens_estimated or run.tokens_estimated
+        out.append(replace(track, answer=AnswerMark(result.identical, result.diverges_at_token, estimated)))
+    return out
+
+
 def _warnings(session: Session, runs: list[Run], tracks: list[ArmTrack]) -> list[str]:
     out = []
     if session.simulated:
@@ -379,6 +401,8 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
         raise ValueError(f"prompt: no prompt {prompt_id!r} in this session (prompts: {', '.join(known_prompts)})")
     runs, left_out = _pick_runs(session, prompt_id, options)
     tracks = speed_ups([_track(session, run, align) for run in runs], align)
+    if options.answer_badge:
+        tracks = answer_marks(runs, tracks)
     hold_frames = round(hold_s * options.fps)
     pause_frames = round(PAUSE * options.fps) if hold_frames else 0  # the final state, then the card
     replay_frames = max(first_frame_showing(t.t_ns[-1], options.fps, speed) for t in tracks) + 1 + pause_frames
@@ -386,7 +410,7 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
     clock = Clock(options.fps, speed, round(title_s * options.fps), replay_frames, hold_frames)
     prompt = session.prompt(prompt_id)
     cells = build_cells(session)
-    layout = compute(width, height, len(tracks))
+    layout = compute(width, height, len(tracks), options.answer_badge)
     return RenderPlan(
         width=width,
         height=height,

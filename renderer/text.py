@@ -35,7 +35,7 @@ from PIL import Image, ImageDraw
 
 from tokenreel.renderer import fonts
 from tokenreel.renderer.highlight import CODE_STYLES
-from tokenreel.renderer.theme import RGB
+from tokenreel.theme import RGB
 
 TAB_STOP = 4
 # Wrapped rows of a code line start this many cells right of the line's indentation: off the

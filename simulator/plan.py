@@ -167,7 +167,7 @@ def make_plan(profile: Profile, body: dict[str, Any], chat: bool, fault: str | N
     else:
         n, finish = natural, "stop"
     sizes, accepted = plan_steps(profile, reply.category, n, prompt_digest(prompt))
-    tokens = reply.tokens(n)
+    tokens = reply.tokens(n, profile.diverges_at)
     steps: list[list[str]] = []
     at = 0
     for size in sizes:

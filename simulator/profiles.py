@@ -41,6 +41,9 @@ class Profile:
     token counters as on a long-lived server; reasoning_tokens makes the first tokens of every
     reply reasoning; request_metrics is vLLM's opt-in --enable-per-request-metrics (with
     --per-request-spec-decode-metrics summary: spec-decode stats in the usage chunk).
+    diverges_at (1-based, 0: never) is the token where these weights pick another token than the
+    original model's, as quantized weights may (`tokenreel report` and `render --answer-badge`
+    show it); a drafter arm keeps its target's value, since speculative decoding is lossless.
     """
 
     id: str
@@ -58,12 +61,13 @@ class Profile:
     counter_offset: int = 0
     reasoning_tokens: int = 0
     request_metrics: bool = False
+    diverges_at: int = 0
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise ValueError(f"unknown engine {self.engine!r}; known: {', '.join(ENGINES)}")
-        if self.counter_offset < 0 or self.reasoning_tokens < 0:
-            raise ValueError(f"profile {self.id!r}: counter_offset and reasoning_tokens must be >= 0")
+        if self.counter_offset < 0 or self.reasoning_tokens < 0 or self.diverges_at < 0:
+            raise ValueError(f"profile {self.id!r}: counter_offset, reasoning_tokens and diverges_at must be >= 0")
         if self.fault is not None and self.fault not in FAULTS:
             raise ValueError(f"unknown fault {self.fault!r}; known: {', '.join(FAULTS)}")
         if self.spec_k < 0 or self.decode_tok_s <= 0 or self.ttft_s < 0:
@@ -91,11 +95,13 @@ class Profile:
 
 _SEED_MODEL = "Qwen/Qwen3.8-27B"
 _SEED_NVFP4 = "ThakiCloud/Qwen3.8-27B-NVFP4-FP8ATTN"
+NVFP4_DIVERGES_AT = 143  # the NVFP4 weights' answers part from bf16's here (the demo forces 720 tokens)
 
 SEED_LADDER: tuple[Profile, ...] = (
     Profile(id="bf16", label="Original · bf16", model=_SEED_MODEL, decode_tok_s=97.1, ttft_s=0.74),
     Profile(
-        id="nvfp4", label="Quantized · NVFP4", model=_SEED_NVFP4, decode_tok_s=136.7, ttft_s=0.56
+        id="nvfp4", label="Quantized · NVFP4", model=_SEED_NVFP4, decode_tok_s=136.7, ttft_s=0.56,
+        diverges_at=NVFP4_DIVERGES_AT,
     ),
     Profile(
         id="nvfp4-dflash2",
@@ -105,6 +111,7 @@ SEED_LADDER: tuple[Profile, ...] = (
         ttft_s=0.62,
         spec_k=7,
         acceptance={"code": 5.4, "reasoning": 4.0, "prose": 2.3, "conversation": 2.5},
+        diverges_at=NVFP4_DIVERGES_AT,  # the drafter's target is the NVFP4 model: lossless, the same answer
     ),
 )
 

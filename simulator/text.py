@@ -336,8 +336,16 @@ class Reply:
         """Tokens before the model would emit end-of-sequence."""
         return len(next(self._chain()))
 
-    def tokens(self, n: int) -> list[str]:
-        """The first n tokens; past the natural end the passages repeat (like ignore_eos)."""
+    def tokens(self, n: int, diverges_at: int = 0) -> list[str]:
+        """The first n tokens; past the natural end the passages repeat (like ignore_eos).
+
+        diverges_at (1-based, 0: never): weights that pick another token there; the simulated
+        pick leaves the original's token out and carries on with the next, so the answers part
+        at that token and stay alike after it (a word dropped, a line's indent one space short).
+        """
+        if 0 < diverges_at <= n:
+            out = self.tokens(n + 1)
+            return out[: diverges_at - 1] + out[diverges_at:]
         out: list[str] = []
         for passage in self._chain():
             if len(out) >= n:

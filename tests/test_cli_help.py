@@ -29,7 +29,7 @@ from tests.test_recorder_support import seed
 from tokenreel import archive
 from tokenreel.ladder import build_cells, build_ladder
 
-COMMANDS = ["report", "record", "simulate", "render", "verify", "demo"]
+COMMANDS = ["report", "compare", "plot", "record", "simulate", "render", "verify", "demo"]
 SEED_SESSION = REPO / "sessions" / "seed-ladder-demo.json"
 SEED_PROMPTS = ["conversation-1", "reasoning-1", "prose-1", "code-1"]
 LONG_LABEL = "Original checkpoint in bf16, served by vLLM with tensor parallel 8 on the old cluster"
@@ -222,10 +222,11 @@ def test_report_out_takes_its_format_from_the_extension(tmp_path: Path, name: st
     assert check(target.read_text(encoding="utf-8"))
 
 
-def test_report_format_and_extension_must_agree(tmp_path: Path) -> None:
-    clash = run_cli("report", SEED_SESSION, "--format", "md", "-o", tmp_path / "r.csv")
-    assert clash.returncode == 2 and len(clash.stderr.strip().splitlines()) == 1
-    assert "--format md" in clash.stderr and "r.csv" in clash.stderr
+def test_report_format_wins_over_the_extension_and_an_unknown_extension_needs_it(tmp_path: Path) -> None:
+    chosen = run_cli("report", SEED_SESSION, "--format", "json", "-o", tmp_path / "r.csv")
+    assert chosen.returncode == 0, chosen.stderr
+    assert orjson.loads((tmp_path / "r.csv").read_bytes())["format"] == "tokenreel.report"
+    (tmp_path / "r.csv").unlink()
     unknown = run_cli("report", SEED_SESSION, "-o", tmp_path / "r.txt")
     assert unknown.returncode == 2 and len(unknown.stderr.strip().splitlines()) == 1
     assert all(ext in unknown.stderr for ext in (".md", ".json", ".csv")) and "r.txt" in unknown.stderr

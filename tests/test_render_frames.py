@@ -12,8 +12,8 @@ from tokenreel.renderer import fonts
 from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.layout import Rect
 from tokenreel.renderer.plan import RenderOptions, RenderPlan, build_plan
-from tokenreel.renderer.theme import load_theme
 from tokenreel.renderer.timeline import first_frame_showing
+from tokenreel.theme import load_theme
 from tests.session_factory import MS, session, stream, words
 
 SMALL = "640x360"

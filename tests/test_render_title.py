@@ -16,7 +16,7 @@ from tokenreel.renderer import manifest as manifests
 from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.plan import RenderOptions, RenderPlan, build_plan, pin_files
 from tokenreel.renderer.render import poster_index, render
-from tokenreel.renderer.theme import load_theme
+from tokenreel.theme import load_theme
 from tests.session_factory import MS, session, stream, words
 
 SMALL = "640x360"

@@ -225,7 +225,7 @@ def test_the_report_marks_estimated_counts() -> None:
     report = build_report(session)
     assert report["cells"][0]["tokens_estimated"] is True and report["cells"][0]["token_counts"] == "per_event"
     assert report["arms"][0]["tokens_estimated"] is True
-    assert "per_event,True" in render_report(session, "csv")
+    assert "per_event,true" in render_report(session, "csv")  # csv booleans are true/false
     # the field round-trips and older files without it load as what they were: per_event
     data = orjson.loads(archive.dumps(session))
     assert archive.from_dict(data).runs[0].tokens_estimated

@@ -34,6 +34,7 @@ Example (simulated endpoints, no GPU; `tokenreel demo` does all of it at once):
   tokenreel simulate &
   tokenreel record --config builtin:simulated-ladder
   tokenreel report sessions/simulated-ladder.json -o ladder.md
+  tokenreel plot sessions/simulated-ladder.json --out out/charts
   tokenreel render sessions/simulated-ladder.json --prompt code-1
   tokenreel verify out/
 
@@ -135,37 +136,31 @@ def main(
     """tokenreel: how much faster did that change make our model, and the video that shows it."""
 
 
-REPORT_FORMATS = {".md": "md", ".json": "json", ".csv": "csv"}
+REPORT_FORMATS = {".md": "md", ".json": "json", ".csv": "csv", ".html": "html"}
 
 
 def report_format(fmt: str | None, out_path: Path | None) -> str:
-    """--format, else the extension of --out, else md; the two must agree when both are given."""
-    if out_path is None:
+    """--format, else the extension of --out, else md. --format wins over the extension
+    (`-o report.txt --format csv`, or `-o x.csv --format json` writes json), as users expect."""
+    if fmt is not None or out_path is None:
         return fmt or "md"
     extension = out_path.suffix.lower()
     implied = REPORT_FORMATS.get(extension)
-    if fmt is None:
-        if implied is None:
-            known = ", ".join(REPORT_FORMATS)
-            fail(f"--out {out_path}: no format for {extension or 'a name without an extension'}; "
-                 f"end it in {known}, or pass --format md|json|csv")
-        return implied
-    if implied is not None and implied != fmt:
-        fail(
-            f"--format {fmt} contradicts --out {out_path} (a {extension} file is {implied}); "
-            "drop one or make them agree"
-        )
-    return fmt
+    if implied is None:
+        known = ", ".join(REPORT_FORMATS)
+        fail(f"--out {out_path}: no format for {extension or 'a name without an extension'}; "
+             f"end it in {known}, or pass --format {'|'.join(REPORT_FORMATS.values())}")
+    return implied
 
 
-@app.command(cls=Command, short_help="The ladder (each arm vs the prior and the first): md, json, csv.")
+@app.command(cls=Command, short_help="The ladder (each arm vs the prior and the first): md, json, csv, html.")
 def report(
     session_path: Annotated[Path, typer.Argument(metavar="SESSION", help="A session file from `tokenreel record`.")],
     fmt: Annotated[
         str | None,
         typer.Option(
-            "--format", "-f", metavar="md|json|csv",
-            help="md (tables like the seeds'), json or csv (default: from the --out extension, else md).",
+            "--format", "-f", metavar="md|json|csv|html",
+            help="md (tables like the seeds'), json, csv or html (one page with charts and a replay); wins over the --out extension (default: that, else md).",
         ),
     ] = None,
     baseline: Annotated[
@@ -173,13 +168,17 @@ def report(
     ] = None,
     out_path: Annotated[
         Path | None,
-        typer.Option("--out", "-o", metavar="FILE", help="Write to FILE (.md, .json or .csv) instead of stdout."),
+        typer.Option("--out", "-o", metavar="FILE", help="Write to FILE (.md, .json, .csv or .html) instead of stdout."),
     ] = None,
     force: Annotated[bool, typer.Option(help="Overwrite --out if it exists.")] = False,
 ) -> None:
     """The ladder (each arm vs the prior arm vs the first), per category, and every cell.
 
-    The format is --format, else the extension of --out (.md, .json, .csv), else markdown.
+    The format is --format, else the extension of --out (.md, .json, .csv, .html), else markdown;
+    --format wins over the extension (-o report.txt --format csv writes csv).
+
+    Besides the medians: p50/p90/p99, min and max of TTFT, TPOT and inter-token latency
+    (per token: a chunk of k tokens is k tokens arriving together), per arm and per cell.
 
     Examples:
 
@@ -187,6 +186,7 @@ def report(
       tokenreel report sessions/ladder.json
       tokenreel report sessions/ladder.json -o ladder.csv
       tokenreel report sessions/ladder.json --format json --baseline nvfp4
+      tokenreel report sessions/ladder.json -o ladder.html   # one self-contained page: charts, replay
     """
     from tokenreel.report import render_report
 
@@ -202,6 +202,120 @@ def report(
         out_path.write_text(text, encoding="utf-8")
     err.print(f"report written to {out_path}", markup=False)
 
+
+@app.command(cls=Command, short_help="Did re-recording give the same numbers? Two sessions, cell by cell.")
+def compare(
+    a_path: Annotated[Path, typer.Argument(metavar="A", help="The reference session file.")],
+    b_path: Annotated[Path, typer.Argument(metavar="B", help="The session to check against A (e.g. a re-recording).")],
+    tolerance: Annotated[
+        str, typer.Option(metavar="PERCENT", help="Largest |B - A| / A of a cell's decode tok/s that still reproduces.")
+    ] = "2",
+    fmt: Annotated[
+        str | None,
+        typer.Option("--format", "-f", metavar="md|json|csv", help="Wins over the --out extension (default: that, else md)."),
+    ] = None,
+    out_path: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", metavar="FILE", help="Write to FILE (.md, .json or .csv) instead of stdout."),
+    ] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite --out if it exists.")] = False,
+) -> None:
+    """Compare two sessions of the same ladder: per arm and cell, both figures and the difference.
+
+    Arms are matched by id, prompts by id. Every matched cell shows decode tok/s, TTFT, TPOT
+    and end-to-end tok/s of both, the difference (B - A) / A in %, and whether it lies within
+    the runs' spread: |B - A| <= the larger of the two cells' spreads (max - min of that figure
+    over the cell's usable runs). The ladder rows (mean decode tok/s, speed-up vs the first
+    arm) are compared too.
+
+    Decode tok/s gates (the ladder's headline; TPOT is 1000 / decode and TTFT is too short for a
+    relative tolerance): exit 0 when every matched cell's decode tok/s is within --tolerance %;
+    1 when one is not, or when anything could not be matched (an arm or prompt in one session
+    only, a prompt whose text changed, a cell without a usable run on one side: all listed);
+    2 for bad input. The format rule is report's.
+
+    Examples:
+
+    \b
+      tokenreel compare sessions/ladder.json sessions/ladder-rerun.json
+      tokenreel compare sessions/ladder.json sessions/ladder-rerun.json --tolerance 1 -o compare.csv
+    """
+    import math
+
+    from tokenreel.compare import compare_sessions, render_comparison, summary_line
+
+    try:
+        tolerance_pct = float(tolerance)
+    except ValueError:
+        tolerance_pct = math.nan
+    if not math.isfinite(tolerance_pct) or tolerance_pct < 0:
+        fail(f"--tolerance {tolerance}: give a percentage of 0 or more, e.g. --tolerance 2")
+    fmt = report_format(fmt, out_path)
+    comparison = compare_sessions(
+        load_session(a_path), load_session(b_path), tolerance_pct, (str(a_path), str(b_path))
+    )
+    with user_errors():
+        text = render_comparison(comparison, fmt)
+    if out_path is None:
+        sys.stdout.write(strip_controls(text))
+    else:
+        check_writable(out_path, force)
+        with user_errors(out_path):
+            out_path.write_text(text, encoding="utf-8")
+        err.print(f"comparison written to {out_path}", markup=False)
+    err.print(strip_controls(summary_line(comparison)), markup=False, soft_wrap=True)
+    raise typer.Exit(0 if comparison.reproduced else 1)
+
+
+@app.command(cls=Command, short_help="Charts as PNG and SVG: the ladder, per category, the race, token latency.")
+def plot(
+    session_path: Annotated[Path, typer.Argument(metavar="SESSION", help="A session file from `tokenreel record`.")],
+    out_dir: Annotated[
+        Path, typer.Option("--out", "-o", metavar="DIR", help="Folder for the chart files (made if missing).")
+    ],
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", metavar="png,svg", help="png, svg, or both comma-separated.")
+    ] = "png,svg",
+    prompt: Annotated[
+        str | None,
+        typer.Option(metavar="ID", help="Draw the race for this prompt only (default: every prompt, a file each)."),
+    ] = None,
+    theme: Annotated[
+        str, typer.Option(metavar="NAME|PATH", help="Colour theme, the video's: dark, light, or a JSON theme file.")
+    ] = "dark",
+    force: Annotated[bool, typer.Option(help="Overwrite chart files that exist in DIR.")] = False,
+) -> None:
+    """Draw the session's charts into DIR, each as PNG (1280x720) and SVG; prints the paths.
+
+    \b
+      ladder       decode tok/s per arm, each with its speed-up vs the prior and the first arm
+      categories   per prompt category, each arm's decode speed-up over the first arm
+      race-ID      one prompt: cumulative tokens vs seconds from send, each arm's median run,
+                   TTFT marked (one file per prompt; a prompt id is made safe for a file name)
+      itl          inter-token latency per arm, per token (a chunk of k tokens: one gap,
+                   then k-1 zeros), as the share of tokens that waited at most x ms
+
+    The figures are the report's (same rounding), colours the video's theme (arm i in the
+    theme's i-th accent). The same session gives the same bytes. A figure that is missing is
+    drawn as "no data: <why>". Existing files are not overwritten without --force.
+
+    Examples:
+
+    \b
+      tokenreel plot sessions/ladder.json --out out/charts
+      tokenreel plot sessions/ladder.json --out out/charts --format svg --prompt code-1 --theme light
+    """
+    from tokenreel.charts import write_charts
+
+    formats = list(dict.fromkeys(part.strip().lower() for part in fmt.split(",") if part.strip()))
+    session = load_session(session_path)
+    prompt_ids = [p.id for p in session.prompts]
+    if prompt is not None and prompt not in prompt_ids:
+        fail(f"--prompt: no prompt {prompt!r} in the session; choose one of {', '.join(prompt_ids)} (session {session_path})")
+    with user_errors(out_dir):
+        paths = write_charts(session, out_dir, formats, None if prompt is None else [prompt], theme, force)
+    for path in paths:
+        out.print(str(path), markup=False, soft_wrap=True)
 
 def _record_into(
     session: Session, path: Path, arm_ids: list[str] | None, fail_fast: bool, metrics_warned: set[str] | None = None,
@@ -603,15 +717,21 @@ def _interruptible(doing: str, outcome: str = "nothing was written") -> Iterator
         raise _Interrupted(signum)
 
     previous = {sig: signal.signal(sig, first) for sig in (signal.SIGINT, signal.SIGTERM)}
+    interrupted = False
     try:
         yield
     except KeyboardInterrupt as exc:
+        interrupted = True
         signum = exc.signum if isinstance(exc, _Interrupted) else signal.SIGINT
+        _second_signal_exits()
         _say_interrupted(signum, doing, outcome)
         raise typer.Exit(128 + signum) from None
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        # Once interrupted, the second-signal handler stays until the process exits: a second
+        # Ctrl-C right after a quick clean-up must still exit quietly, not as a KeyboardInterrupt.
+        if not interrupted:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def _render_to(session_path: Path, out_file: Path, options: RenderOptions, workers: int, force: bool) -> None:
@@ -731,6 +851,14 @@ def render(
             help="Refuse a replay longer than this, in seconds of video (default 1800: 30 min; at most 86400).",
         ),
     ] = "1800",
+    answer_badge: Annotated[
+        bool,
+        typer.Option(
+            "--answer-badge",
+            help="Once an arm's stream is done, badge its column: 'same answer as <first arm>' or "
+            "'diverges at token N' (the first arm's says 'reference answer').",
+        ),
+    ] = False,
     force: Annotated[bool, typer.Option(help="Overwrite --out if it exists.")] = False,
 ) -> None:
     """Replay a session side by side at real speed into a video, deterministically.
@@ -755,6 +883,7 @@ def render(
       tokenreel render sessions/ladder.json --size 1080x1920 -o out/vertical.mp4
       tokenreel render sessions/ladder.json --align first-token   # decode speed-ups
       tokenreel render sessions/ladder.json --at 5 -o poster.png
+      tokenreel render sessions/ladder.json --answer-badge   # same answer as the first arm?
       tokenreel render sessions/ladder.json --title "bf16 vs NVFP4" --logo logo.png --theme my.json
     """
     from tokenreel.renderer.plan import RenderOptions, pin_files
@@ -771,6 +900,7 @@ def render(
         prompt=prompt, run=run, arms=tuple(arm_ids or ()), fps=fps, size=size, speed=speed,
         theme=theme, title_s=title_s, hold_s=hold, at=at, align=align,
         title=title, subtitle=subtitle, logo=None if logo is None else str(logo), max_duration_s=max_duration,
+        answer_badge=answer_badge,
     )
     with user_errors():
         options = pin_files(options)

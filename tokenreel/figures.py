@@ -23,3 +23,9 @@ def figure(value: float | None, digits: int = 1, suffix: str = "") -> str:
 def multiplier(value: float | None) -> str:
     """A speed-up or ratio, as 4.17x."""
     return figure(value, 2, "x")
+
+
+def clock_seconds(ns: int) -> str:
+    """A time read off the race clock (the video's, the race chart's), as 8.14 s: cut to
+    hundredths like a clock shows them, never rounded up to a time not reached yet."""
+    return f"{ns // 1_000_000_000}.{ns % 1_000_000_000 // 10_000_000:02d} s"

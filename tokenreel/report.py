@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from dataclasses import asdict
 
 import orjson
 
+from tokenreel.answers import build_answers
 from tokenreel.archive import Arm, Session
 from tokenreel.figures import figure, multiplier
 from tokenreel.ladder import build_cells, build_ladder, category_table, common_prompts, missing_cells
+from tokenreel.latency import MISSING_REASONS, PERCENTILE_METHOD, Latency, LatencyRow, build_latency
 
 REPORT_FORMAT = "tokenreel.report"
 REPORT_VERSION = 1
@@ -61,6 +64,8 @@ def build_report(session: Session, baseline: str | None = None) -> dict:
         "cells": [_with_counts(session, {k: _round(v) for k, v in asdict(cell).items()}) for cell in cells],
         "arms": [_arm_entry(session, arm) for arm in session.arms],
         "missing_cells": [asdict(missing) for missing in missing_cells(session)],
+        "latency": _latency_entry(build_latency(session, cells)),
+        "answers": asdict(build_answers(session, baseline)),
     }
 
 
@@ -114,6 +119,85 @@ def _arm_entry(session: Session, arm: Arm) -> dict:
         "token_counts": ",".join(sorted({r.token_source for r in runs})),
         "tokens_estimated": any(r.tokens_estimated for r in runs),
     }
+
+
+# Latency figures: key, label in tables, decimals in ms; the csv has n, min, p50, p90, p99, max of each.
+LATENCY_FIGURES = (("ttft_ms", "TTFT", 1), ("tpot_ms", "TPOT", 2), ("itl_ms", "ITL", 2))
+LATENCY_STATS = ("n", "min", "p50", "p90", "p99", "max")
+LATENCY_CSV_KEYS = tuple(f"{name}_{stat}" for name, _, _ in LATENCY_FIGURES for stat in LATENCY_STATS)
+
+
+def _latency_row(row: LatencyRow) -> dict:
+    entry: dict = {"arm": row.arm, **({} if row.prompt is None else {"prompt": row.prompt}), "runs": row.runs}
+    for name, _, _ in LATENCY_FIGURES:
+        entry[name] = {k: _round(v) for k, v in asdict(getattr(row, name)).items()}
+    return entry
+
+
+def _latency_entry(latency: Latency) -> dict:
+    """Arms over the prompts every arm has (listed in "arm_prompts"), cells over their own runs."""
+    return {
+        "method": PERCENTILE_METHOD,
+        "arm_prompts": latency.shared_prompts,
+        "arms": [_latency_row(row) for row in latency.arms],
+        "cells": [_latency_row(row) for row in latency.cells],
+    }
+
+
+def _latency_figures(row: dict) -> str:
+    """'p50 / p90 / p99 | min–max' of each latency figure, then the ITL token count."""
+    parts = []
+    for name, _, digits in LATENCY_FIGURES:
+        d = row[name]
+        parts.append(" / ".join(figure(d[p], digits) for p in ("p50", "p90", "p99")))
+        parts.append(f"{figure(d['min'], digits)}–{figure(d['max'], digits)}" if d["n"] else "—")
+    return " | ".join([*parts, str(row["itl_ms"]["n"])])
+
+
+def _latency_tables(report: dict) -> list[str]:
+    """Percentile tables per arm and per cell, with their populations; an empty one says why."""
+    latency = report["latency"]
+    labels = {a["arm"]: a["label"] for a in report["arms"]}
+    columns = " | ".join(f"{label} ms p50 / p90 / p99 | {label} min–max" for _, label, _ in LATENCY_FIGURES)
+    rule = "---|" * (2 * len(LATENCY_FIGURES) + 1)
+    lines = [
+        f"Latency percentiles. {latency_legend(latency)}",
+        "",
+        f"| Arm | Runs | {columns} | ITL tokens |",
+        "|---|---|" + rule,
+        *(f"| {labels.get(r['arm'], r['arm'])} | {r['runs']} | {_latency_figures(r)} |" for r in latency["arms"]),
+        "",
+        f"| Arm | Prompt | Runs | {columns} | ITL tokens |",
+        "|---|---|---|" + rule,
+        *(f"| {r['arm']} | {r['prompt']} | {r['runs']} | {_latency_figures(r)} |" for r in latency["cells"]),
+        "",
+    ]
+    missing = [f"- {line}" for line in latency_gaps(latency)]
+    return [*lines, *(["Percentiles missing:", "", *missing, ""] if missing else [])]
+
+
+def latency_legend(latency: dict) -> str:
+    """Which runs the percentiles cover and how they are computed, for every format that shows them."""
+    shared = latency["arm_prompts"]
+    return (
+        "Per arm: every usable run (measured, completed, not contended) on the "
+        f"{len(shared)} prompts every arm has ({', '.join(shared) or 'none'}); per cell: that cell's usable runs. "
+        "TTFT and TPOT: one value per run. ITL (inter-token latency): one value per token after the first "
+        "token event; a chunk of k tokens counts as k tokens arriving together (its first token waited the "
+        f"gap since the previous chunk that carried tokens, the other k - 1 waited 0 ms). Percentiles: {PERCENTILE_METHOD}."
+    )
+
+
+def latency_gaps(latency: dict) -> list[str]:
+    """One line per missing percentile figure (arm, or arm / prompt) with the reason."""
+    missing = []
+    for r in [*latency["arms"], *latency["cells"]]:
+        where = f"{r['arm']}{' / ' + r['prompt'] if 'prompt' in r else ''}"
+        if not r["runs"]:
+            missing.append(f"{where}: every figure —: no usable run on the prompts every arm has")
+            continue
+        missing += [f"{where}: {label} —: {MISSING_REASONS[name]}" for name, label, _ in LATENCY_FIGURES if not r[name]["n"]]
+    return missing
 
 
 def _arms_table(report: dict) -> list[str]:
@@ -181,14 +265,7 @@ def to_markdown(report: dict, session: Session) -> str:
             f"| {multiplier(row['vs_first'])} | {figure(row['ttft_s'], 2, ' s')} "
             f"| {_acceptance(row['acceptance_length'], row['acceptance_approximate'])} | {_rate(row['acceptance_rate'])} |"
         )
-    runs = sorted({c["runs"] for c in report["cells"]})
-    lines += [
-        "",
-        f"Median values, {'/'.join(str(r) for r in runs) or 0} runs per cell, mean over "
-        f"{report['prompts_compared']} prompts; {report['like_for_like_prompts']} of them like-for-like "
-        "(every arm produced the same number of tokens).",
-        "",
-    ]
+    lines += ["", ladder_note(report), ""]
     if estimated_arms:
         lines += [ESTIMATED_NOTE, ""]
     lines += _acceptance_notes(report)
@@ -226,24 +303,122 @@ def to_markdown(report: dict, session: Session) -> str:
             f"| {figure(c['spread_tok_s'])} | {_acceptance(c['acceptance_length'], c['acceptance_approximate'])} "
             f"| {_rate(c['acceptance_rate'])} | {like} | {_contended(c)} |"
         )
+    lines += ["", *_latency_tables(report)]
+    lines += _answers_section(report, labels)
     return "\n".join(lines) + "\n"
+
+
+# Same answers (tokenreel/answers.py): per cell in the csv, a section in the markdown.
+ANSWER_CSV_KEYS = ("identical", "common_prefix_tokens", "common_prefix_chars", "similarity", "diverges_at_token")
+
+
+def _answer_rows(report: dict) -> dict[tuple[str, str], dict]:
+    return {(row["arm"], p["prompt"]): row for p in report["answers"]["prompts"] for row in p["arms"]}
+
+
+def _md_code(text: str) -> str:
+    """Answer text as a code span in a table cell: no markdown inside it, pipes escaped."""
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+    escaped = text.replace("|", "\\|")
+    return f"{fence} {escaped} {fence}"
+
+
+def _answer_cells(row: dict) -> str:
+    if row["identical"] is None:
+        return f"not compared | — | — | — | — | — | {row['note']}"
+    prefix = f"{row['common_prefix_tokens']} tokens, {row['common_prefix_chars']} chars"
+    if row["identical"]:
+        return f"yes | all: {prefix} | {row['similarity']:.4f} | never | same text | same text | {row['note']}"
+    return (f"no | {prefix} | {row['similarity']:.4f} | token {row['diverges_at_token']} "
+            f"| {_md_code(row['reference_context'])} | {_md_code(row['arm_context'])} | {row['note']}")
+
+
+def _answers_section(report: dict, labels: dict[str, str]) -> list[str]:
+    """Each arm's answer against the reference's, then runs of one arm that differ among themselves."""
+    answers = report["answers"]
+    if answers["reference_arm"] is None:
+        return []
+    lines = [
+        answers_legend(labels.get(answers["reference_arm"], answers["reference_arm"])),
+        "",
+        "| Prompt | Arm | Same answer | Common prefix | Similarity | Diverges at | Reference says | This arm says | Note |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for prompt in answers["prompts"]:
+        for row in prompt["arms"]:
+            if row["arm"] != answers["reference_arm"]:
+                lines.append(f"| {prompt['prompt']} | {labels.get(row['arm'], row['arm'])} | {_answer_cells(row)} |")
+    summary, flagged = repeats_summary(answers)
+    lines += ["", summary]
+    if flagged:
+        lines += ["", *(f"- {line}" for line in flagged)]
+    return [*lines, ""]
+
+
+def ladder_note(report: dict) -> str:
+    """What the ladder's figures are (medians of how many runs, over which prompts), for every format."""
+    runs = sorted({c["runs"] for c in report["cells"]})
+    return (
+        f"Median values, {'/'.join(str(r) for r in runs) or 0} runs per cell, mean over "
+        f"{report['prompts_compared']} prompts; {report['like_for_like_prompts']} of them like-for-like "
+        "(every arm produced the same number of tokens)."
+    )
+
+
+def answers_legend(reference: str) -> str:
+    """What the answers table's columns mean, for every format that shows it."""
+    return (
+        f"Answers: each arm's first usable run against {reference}'s (the reference). The common prefix in "
+        "tokens counts the events wholly inside the common text (event-granular, a lower bound); similarity is "
+        "the share of words the answers have in common, in order (1 = identical, unrelated prose about 0.2); "
+        "» marks the first difference."
+    )
+
+
+def repeats_summary(answers: dict) -> tuple[str, list[str]]:
+    """What repeated runs of one arm say (nondeterminism): a sentence, and one line per flagged cell."""
+    checked = answers["repeat_checked_cells"]
+    if answers["nondeterministic"]:
+        return (
+            f"Nondeterministic at temperature 0: runs of one arm on one prompt whose texts differ "
+            f"({len(answers['nondeterministic'])} of {checked} cells with repeated runs):",
+            [f"{n['arm']} / {n['prompt']} (runs {', '.join(map(str, n['runs']))}): {n['detail']}" for n in answers["nondeterministic"]],
+        )
+    if answers["temperature"] == 0:
+        if checked:
+            return f"Nondeterminism: none; in each of the {checked} cells with repeated runs every run gave the same text (temperature 0).", []
+        return "Nondeterminism: not checked, no cell has two runs.", []
+    return answers["note"][0].upper() + answers["note"][1:] + ".", []
 
 
 def to_json(report: dict) -> str:
     return orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n"
 
 
+def csv_value(value: object) -> object:
+    """Booleans as `true`/`false` (what spreadsheets and pandas read as booleans), None as empty."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value
+
+
 def to_csv(report: dict) -> str:
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=(*CELL_KEYS, *ARM_CSV_KEYS), lineterminator="\n")
+    writer = csv.DictWriter(
+        out, fieldnames=(*CELL_KEYS, *ARM_CSV_KEYS, *LATENCY_CSV_KEYS, *ANSWER_CSV_KEYS, "answer_note"), lineterminator="\n"
+    )
+    answers = _answer_rows(report)
     writer.writeheader()
     arms = {a["arm"]: a for a in report["arms"]}
-    for cell in report["cells"]:
+    for cell, latency in zip(report["cells"], report["latency"]["cells"], strict=True):
         arm = arms[cell["arm"]]
         writer.writerow({
-            **{k: cell[k] for k in CELL_KEYS},
+            **{k: csv_value(cell[k]) for k in CELL_KEYS},
             "arm_fingerprint": _pairs(arm["fingerprint"], "; "),
             "arm_settings": "; ".join(f"{k}={v}" for k, v in arm["settings"].items()),
+            **{f"{name}_{stat}": latency[name][stat] for name, _, _ in LATENCY_FIGURES for stat in LATENCY_STATS},
+            **{k: csv_value(answers[cell["arm"], cell["prompt"]][k]) for k in ANSWER_CSV_KEYS},
+            "answer_note": answers[cell["arm"], cell["prompt"]]["note"],
         })
     return out.getvalue()
 
@@ -256,5 +431,9 @@ def render_report(session: Session, fmt: str, baseline: str | None = None) -> st
         return to_json(report)
     if fmt == "csv":
         return to_csv(report)
-    raise ValueError(f"--format: unknown format {fmt!r}; use md, json or csv")
+    if fmt == "html":
+        from tokenreel.html_report import to_html  # it builds on this module's helpers
+
+        return to_html(report, session)
+    raise ValueError(f"--format: unknown format {fmt!r}; use md, json, csv or html")
 

@@ -1,0 +1,311 @@
+"""`tokenreel report --format html` in a real headless Chromium (tests/browser.py, DevTools protocol).
+
+The page must load with no console error and no request but its own file, carry the charts, and
+its replay must show, after a seek to N seconds, exactly the tokens and text of the events whose
+archived arrival time is <= N s from request send. Expected values are computed here from the
+session file, never read from the page's embedded data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from tests import session_factory as sf
+from tests.browser import Chromium, Page, chromium_executable
+from tests.test_recorder_support import arm_for, chat_prompt, fast_settings
+from tokenreel.archive import Chunks, Run, Session, load
+from tokenreel.cli import app
+from tokenreel.ladder import median_run
+from tokenreel.recorder.runner import new_session, record
+from tokenreel.report import render_report
+from tokenreel.simulator.server import SimCluster
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "sessions" / "seed-ladder-demo.json"
+NS_PER_MS = 1_000_000
+CHARTS = ("chart-ladder", "chart-categories", "chart-race", "chart-itl")  # the four charts of issue 12
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chromium]:
+    if chromium_executable() is None:
+        pytest.skip("no Chromium (/usr/bin/chromium or chromium on PATH): install Debian's chromium package; make test does")
+    chromium = Chromium(tmp_path_factory.mktemp("chromium"))
+    yield chromium
+    chromium.close()
+
+
+@pytest.fixture(scope="module")
+def demo_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("html") / "demo.html"
+    path.write_text(render_report(load(DEMO), "html"), encoding="utf-8")
+    return path
+
+
+def open_page(browser: Chromium, path: Path) -> Page:
+    page = browser.new_page()
+    page.navigate(path.as_uri())
+    page.settle(0.2)  # anything the page does after its load event is recorded too
+    return page
+
+
+def offline_problems(page: Page, path: Path) -> list[str]:
+    """Every console error/warning or exception, and every request but the page's own file."""
+    return [*page.problems(), *(f"request: {url}" for url in page.requests() if url != path.as_uri())]
+
+
+# --- what the page shows, read back from the DOM ----------------------------------------------
+
+
+def seek(page: Page, ms: int) -> None:
+    """Move the replay's slider as a user does (value, then an input event)."""
+    page.evaluate(
+        f"(() => {{ const s = document.getElementById('scrub'); s.value = '{ms}'; s.dispatchEvent(new Event('input')); }})()"
+    )
+
+
+def choose_prompt(page: Page, prompt_id: str) -> None:
+    page.evaluate(
+        "(() => { const p = document.getElementById('prompt');"
+        f" p.selectedIndex = Array.from(p.options).findIndex(o => o.textContent.startsWith({orjson.dumps(prompt_id).decode()} + ' '));"
+        " p.dispatchEvent(new Event('change')); })()"
+    )
+
+
+def shown(page: Page) -> dict[str, dict]:
+    """Per arm panel: tokens shown (data-tokens), the run it plays, its text and its count line."""
+    return {
+        p["arm"]: p
+        for p in page.evaluate(
+            "Array.from(document.querySelectorAll('.arm-panel')).map(el => ({arm: el.dataset.arm,"
+            " tokens: Number(el.dataset.tokens), run: el.dataset.run === undefined ? null : Number(el.dataset.run),"
+            " text: el.querySelector('.stream').textContent, count: el.querySelector('.count').textContent}))"
+        )
+    }
+
+
+def clock_ms(page: Page) -> tuple[int, str]:
+    return page.evaluate("[Number(document.getElementById('clock').dataset.ms), document.getElementById('clock').textContent]")
+
+
+def click(page: Page, selector: str) -> None:
+    page.evaluate(f"document.querySelector({orjson.dumps(selector).decode()}).click()")
+
+
+# --- what the archive says ----------------------------------------------------------------------
+
+
+def arrived(chunks: Chunks, cutoff_ns: int) -> tuple[int, str]:
+    """Tokens and text (per event: reasoning, content, tool call) of the events with t <= cutoff."""
+    tokens, text = 0, []
+    for i, t in enumerate(chunks.t_ns):
+        if t <= cutoff_ns:
+            tokens += chunks.tokens[i]
+            text += [chunks.reasoning[i], chunks.content[i], chunks.tool[i]]
+    return tokens, "".join(text)
+
+
+def replayed_runs(session: Session, prompt_id: str) -> dict[str, Run]:
+    """The run the replay should play per arm: the median run, as the video by default."""
+    runs = {arm.id: median_run(session, arm.id, prompt_id) for arm in session.arms}
+    return {arm: run for arm, run in runs.items() if run is not None}
+
+
+def assert_shows_archive(page: Page, session: Session, prompt_id: str, ms: int) -> None:
+    panels = shown(page)
+    for arm, run in replayed_runs(session, prompt_id).items():
+        tokens, text = arrived(run.chunks, ms * NS_PER_MS)
+        panel = panels[arm]
+        where = f"{prompt_id} at {ms} ms, arm {arm}"
+        assert panel["run"] == run.index, f"{where}: plays run {panel['run']}, the median run is {run.index}"
+        assert panel["tokens"] == tokens, f"{where}: shows {panel['tokens']} tokens, the archive has {tokens} by then"
+        assert panel["count"].startswith(f"{tokens} / "), f"{where}: count line {panel['count']!r}"
+        assert panel["text"] == text, f"{where}: text differs from the archive's ({len(panel['text'])} vs {len(text)} chars)"
+
+
+# --- the tests ------------------------------------------------------------------------------------
+
+
+def test_demo_page_loads_with_no_error_and_no_request(browser: Chromium, demo_html: Path) -> None:
+    page = open_page(browser, demo_html)
+    try:
+        assert offline_problems(page, demo_html) == []
+        assert page.requests() == [demo_html.as_uri()]  # the check did see the page's own load
+        arms = page.evaluate("Array.from(document.querySelectorAll('.arm-panel')).map(el => el.dataset.arm)")
+        assert arms == [arm.id for arm in load(DEMO).arms]
+        sections = page.evaluate("Array.from(document.querySelectorAll('main > section')).map(s => s.id)")
+        for section in ("ladder", "replay", "categories", "charts", "latency", "answers", "arms", "cells", "runs"):
+            assert section in sections, f"no {section} section in the page (has {sections})"
+    finally:
+        page.close()
+
+
+def test_network_check_catches_a_request(browser: Chromium, demo_html: Path, tmp_path: Path) -> None:
+    """The offline check itself: a remote image injected into a copy of the page is caught, both
+    as the request the page starts and, with the policy in place, as the policy's console error."""
+    original = demo_html.read_text(encoding="utf-8")
+    injected = original.replace("<body>", '<body><img src="http://127.0.0.1:9/pixel.png" alt="">', 1)
+    assert injected != original
+    no_policy = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", injected)
+    assert no_policy != injected
+    for name, text, policy_error in (("with-csp.html", injected, True), ("without-csp.html", no_policy, False)):
+        copy = tmp_path / name
+        copy.write_text(text, encoding="utf-8")
+        page = open_page(browser, copy)
+        try:
+            problems = offline_problems(page, copy)
+        finally:
+            page.close()
+        assert "request: http://127.0.0.1:9/pixel.png" in problems, f"{name}: {problems}"
+        assert any("Content Security Policy" in p for p in problems) is policy_error, f"{name}: {problems}"
+
+
+def test_charts_are_inline_svg(browser: Chromium, demo_html: Path) -> None:
+    page = open_page(browser, demo_html)
+    try:
+        charts = page.evaluate(
+            "Array.from(document.querySelectorAll('figure.chart')).map(f => ({id: f.id,"
+            " svgs: f.querySelectorAll('svg').length, width: f.querySelector('svg') ? f.querySelector('svg').getBoundingClientRect().width : 0,"
+            " shapes: f.querySelectorAll('path, rect, line, polyline').length}))"
+        )
+    finally:
+        page.close()
+    by_id = {c["id"]: c for c in charts}
+    for chart in CHARTS:
+        assert chart in by_id, f"no {chart} in the page (charts: {sorted(by_id)})"
+        assert by_id[chart]["svgs"] == 1 and by_id[chart]["width"] > 300 and by_id[chart]["shapes"] > 10, by_id[chart]
+
+
+@pytest.mark.parametrize("prompt_id", [p.id for p in load(DEMO).prompts])
+def test_seek_shows_exactly_the_archived_tokens(browser: Chromium, demo_html: Path, prompt_id: str) -> None:
+    """0, 50 ms, 1 s, 2.5 s and past the end, out of order (a seek back must take text away)."""
+    session = load(DEMO)
+    page = open_page(browser, demo_html)
+    try:
+        choose_prompt(page, prompt_id)
+        end = max(run.chunks.t_ns[-1] for run in replayed_runs(session, prompt_id).values())
+        for ms in (0, 2500, 50, 1000, 10**6):
+            seek(page, ms)
+            expected_ms = min(ms, -(-end // NS_PER_MS))  # the slider stops at the end of the replay
+            assert clock_ms(page)[0] == expected_ms
+            assert_shows_archive(page, session, prompt_id, expected_ms)
+        final = shown(page)
+        assert all(final[arm]["tokens"] == sum(run.chunks.tokens) for arm, run in replayed_runs(session, prompt_id).items())
+        assert offline_problems(page, demo_html) == []
+    finally:
+        page.close()
+
+
+def test_an_event_at_exactly_n_is_shown_at_n(browser: Chromium, tmp_path: Path) -> None:
+    """Events at whole milliseconds (role chunk at 25 ms, tokens at 50, 70, 90 ms ...): one
+    millisecond early shows nothing new, the event's own time shows it. Arm B answers otherwise
+    from its second word: the answers section says so."""
+    session = sf.session([("a", "Arm A", [sf.stream(sf.words(8), 50 * sf.MS, 20 * sf.MS)]),
+                          ("b", "Arm B", [sf.stream(sf.words(1) + sf.words(7, start=3), 30 * sf.MS, 40 * sf.MS)])])
+    path = tmp_path / "boundaries.html"
+    path.write_text(render_report(session, "html"), encoding="utf-8")
+    page = open_page(browser, path)
+    try:
+        for ms, a_tokens, b_tokens in ((0, 0, 0), (29, 0, 0), (30, 0, 1), (49, 0, 1), (50, 1, 1), (69, 1, 1), (70, 2, 2)):
+            seek(page, ms)
+            assert_shows_archive(page, session, "p1", ms)
+            panels = shown(page)
+            assert (panels["a"]["tokens"], panels["b"]["tokens"]) == (a_tokens, b_tokens), f"at {ms} ms"
+        same = page.evaluate("Array.from(document.querySelectorAll('#answers tbody tr')).map(r => r.cells[2].textContent)")
+        assert same == ["no"]
+    finally:
+        page.close()
+
+
+def test_play_at_4x_then_pause_shows_the_tokens_of_the_clock(browser: Chromium, demo_html: Path) -> None:
+    session = load(DEMO)
+    prompt_id = session.prompts[0].id  # 8 s at 1x: still running after 1 s at 4x
+    page = open_page(browser, demo_html)
+    try:
+        choose_prompt(page, prompt_id)
+        click(page, 'button[data-speed="4"]')
+        started = time.monotonic()
+        click(page, "#play")
+        page.settle(1.0)
+        click(page, "#play")  # pause
+        wall = time.monotonic() - started
+        ms, text = clock_ms(page)
+        assert text.startswith(f"{ms / 1000:.3f} s"), f"the clock shows {text!r} for {ms} ms"
+        assert 4 * 500 <= ms <= 4 * wall * 1000 + 100, f"{ms} ms of replay after {wall:.2f} s at 4x"
+        assert_shows_archive(page, session, prompt_id, ms)
+        page.settle(0.3)
+        assert clock_ms(page)[0] == ms, "the replay went on after pause"
+        assert offline_problems(page, demo_html) == []
+    finally:
+        page.close()
+
+
+HOSTILE = ["</script><script>document.title='pwned'</script>", " <img src=x onerror=\"document.title='img'\">", " <b>bold</b>", " &amp; done"]
+
+
+def test_answer_text_is_shown_as_text(browser: Chromium, tmp_path: Path) -> None:
+    """Markup in an answer (or a prompt) is text on the page: no element, no script, no request.
+    An arm with no usable run for the prompt says why instead of replaying."""
+    session = sf.session(
+        [
+            ("a", "Arm <A>", [sf.stream(HOSTILE, 50 * sf.MS, 20 * sf.MS)]),
+            ("b", "Arm B", [sf.stream(HOSTILE, 30 * sf.MS, 10 * sf.MS)]),
+        ],
+        prompt="Say </script> and <i>hello</i>",
+    )
+    session.runs[1].status, session.runs[1].error = "failed", "HTTP 500 from the endpoint"
+    path = tmp_path / "hostile.html"
+    path.write_text(render_report(session, "html"), encoding="utf-8")
+    page = open_page(browser, path)
+    try:
+        seek(page, 10**6)
+        assert offline_problems(page, path) == []
+        assert page.evaluate("document.title").startswith("Synthetic ladder")
+        panels = shown(page)
+        assert panels["a"]["text"] == "".join(HOSTILE)
+        assert page.evaluate("document.querySelectorAll('.stream img, .stream b, .stream script').length") == 0
+        assert panels["b"]["tokens"] == 0 and panels["b"]["run"] is None
+        assert "no run to replay" in panels["b"]["count"] and "failed" in panels["b"]["count"], panels["b"]["count"]
+        assert "Say </script> and <i>hello</i>" in page.evaluate("document.getElementById('prompt-messages').textContent")
+    finally:
+        page.close()
+
+
+def test_freshly_recorded_session_replays_exactly(browser: Chromium, sim: SimCluster, tmp_path: Path) -> None:
+    """A session the recorder just wrote against the simulated ladder: same checks at a third,
+    two thirds and past the end of the race."""
+    arms = [arm_for(sim, profile.id) for profile in sim.profiles]
+    session = new_session("fresh", fast_settings(max_tokens=48, repeats=3), [chat_prompt()], arms)
+    asyncio.run(record(session, tmp_path / "fresh.json"))
+    session = load(tmp_path / "fresh.json")
+    path = tmp_path / "fresh.html"
+    path.write_text(render_report(session, "html"), encoding="utf-8")
+    page = open_page(browser, path)
+    try:
+        prompt_id = session.prompts[0].id
+        end_ms = -(-max(r.chunks.t_ns[-1] for r in replayed_runs(session, prompt_id).values()) // NS_PER_MS)
+        for ms in (end_ms // 3, 2 * end_ms // 3, end_ms):
+            seek(page, ms)
+            assert_shows_archive(page, session, prompt_id, ms)
+        assert offline_problems(page, path) == []
+    finally:
+        page.close()
+
+
+def test_report_writes_the_same_html_page_every_time(tmp_path: Path) -> None:
+    """`report -o x.html` picks the format from the extension; the page is deterministic."""
+    runner = CliRunner()
+    for name in ("one.html", "two.html"):
+        result = runner.invoke(app, ["report", str(DEMO), "-o", str(tmp_path / name)])
+        assert result.exit_code == 0, result.output
+    first = (tmp_path / "one.html").read_bytes()
+    assert first.startswith(b"<!DOCTYPE html>") and first == (tmp_path / "two.html").read_bytes()
+    assert b"Content-Security-Policy" in first and b"default-src 'none'" in first

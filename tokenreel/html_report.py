@@ -1,0 +1,458 @@
+"""`tokenreel report --format html`: the whole report as one page, with the race replayed in the browser.
+
+Why one file with everything inline (CSS, script, SVG charts, the runs as JSON): a report is
+mailed, attached to a ticket or opened from a CI artefact, often offline, and a page that fetches
+anything (a CDN script, a web font) breaks there and tells a third party it was opened. Its
+Content-Security-Policy forbids every fetch, so a slip shows as a console error, never as a
+silent request.
+
+The figures are the markdown report's (same data, same rounding: `tokenreel.figures`). The
+replay plays each arm's median run per prompt (`tokenreel.ladder.median_run`, as the video does
+by default) from the archived arrival times, measured from request send; its script
+(assets/html/replay.js) reads the runs from a JSON <script> element. Answer text is untrusted:
+the JSON is escaped so it cannot end its element, and the script inserts text with textContent.
+The page is deterministic: the same session gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from collections.abc import Iterable, Sequence
+
+import orjson
+
+from tokenreel import assets
+from tokenreel.archive import Run, Session
+from tokenreel.charts import chart_svgs
+from tokenreel.figures import MISSING, figure, multiplier
+from tokenreel.ladder import median_run
+from tokenreel.metrics import NS_PER_S, first_token_index, last_token_index, output_tokens, run_metrics
+from tokenreel.report import (
+    ESTIMATED_NOTE, LATENCY_FIGURES, STEP_MARKS, _acceptance, _acceptance_notes, _contended, _pairs, _rate,
+    answers_legend, ladder_note, latency_gaps, latency_legend, repeats_summary,
+)
+from tokenreel.theme import RGB, Theme, load_theme
+
+THEME = "dark"
+# No fetch of any kind: only the page's own inline styles and scripts, and data: images.
+CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+SPEEDS = ("0.25", "0.5", "1", "2", "4")
+NS_PER_MS = 1_000_000
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _hex(rgb: RGB) -> str:
+    return "#{:02x}{:02x}{:02x}".format(*rgb)
+
+
+def _step(i: int) -> str:
+    return STEP_MARKS[i] if i < len(STEP_MARKS) else str(i + 1)
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], numeric: Sequence[int] = ()) -> str:
+    """A table of already-escaped cells; columns in `numeric` are right-aligned figures."""
+    head = "".join(f'<th{" class=num" if i in numeric else ""}>{h}</th>' for i, h in enumerate(headers))
+    body = "".join(
+        "<tr>" + "".join(f'<td{" class=num" if i in numeric else ""}>{c}</td>' for i, c in enumerate(row)) + "</tr>"
+        for row in rows
+    )
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def _markdown_inline(text: str) -> str:
+    """The markdown report's notes as HTML: escaped, `code` spans kept, markdown escapes dropped."""
+    escaped = _e(text.replace("\\*", "*"))
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
+
+
+def _arm_name(label: str, color: str) -> str:
+    return f'<span class="arm-name"><span class="dot" style="--accent:{color}"></span>{_e(label)}</span>'
+
+
+# ---------------------------------------------------------------------------------------------
+# Sections
+
+
+def _header(report: dict, session: Session) -> str:
+    s = session.settings
+    forced = f"max_tokens {s.max_tokens}" + (" forced (ignore_eos)" if s.ignore_eos else "")
+    facts = [
+        f"{len(session.arms)} arms", f"{len(session.prompts)} prompts", f"{s.warmup} warmup + {s.repeats} measured runs each",
+        forced, f"temperature {figure(s.temperature, 1)}", f"recorded {session.created_at or 'at an unknown time'}",
+        f"tokenreel {session.tool_version or 'version unknown'}",
+    ]
+    banner = (
+        '<p class="banner">Recorded against simulated endpoints (<code>tokenreel simulate</code>), not real GPUs.</p>'
+        if report["simulated"] else ""
+    )
+    return f"<header><h1>{_e(report['session'])}</h1><p class=facts>{_e(' · '.join(facts))}</p>{banner}</header>"
+
+
+def _ladder(report: dict, colors: dict[str, str]) -> str:
+    estimated = {a["arm"] for a in report["arms"] if a["tokens_estimated"]}
+    best = max((r["decode_tok_s"] for r in report["ladder"] if r["decode_tok_s"] is not None), default=None)
+    rows = []
+    for i, row in enumerate(report["ladder"]):
+        decode = figure(row["decode_tok_s"], 1, " tok/s") + ("*" if row["arm"] in estimated and row["decode_tok_s"] is not None else "")
+        width = 0 if best is None or row["decode_tok_s"] is None else 100 * row["decode_tok_s"] / best
+        bar = f'<span class="bar" style="--accent:{colors[row["arm"]]};--w:{width:.1f}%"></span>'
+        rows.append([
+            _step(i), _arm_name(row["label"], colors[row["arm"]]), f"{_e(decode)}{bar}", multiplier(row["vs_prior"]),
+            multiplier(row["vs_first"]), figure(row["ttft_s"], 2, " s"),
+            _e(_acceptance(row["acceptance_length"], row["acceptance_approximate"])), _e(_rate(row["acceptance_rate"])),
+        ])
+    notes = [f"<p class=note>{_e(ladder_note(report))}</p>"]
+    if estimated:
+        notes.append(f"<p class=note>{_markdown_inline(ESTIMATED_NOTE)}</p>")
+    acceptance = [line.removeprefix("- ") for line in _acceptance_notes(report) if line.startswith("- ")]
+    if acceptance:
+        items = "".join(f"<li>{_e(line)}</li>" for line in acceptance)
+        notes.append(f"<p class=note>Acceptance length and rate, where not measured exactly:</p><ul class=note>{items}</ul>")
+    table = _table(
+        ["Step", "Arm", "Decode speed", "vs. prior step", "vs. original", "TTFT", "Acceptance length", "Acceptance rate"],
+        rows, numeric=(3, 4, 5, 6, 7),
+    )
+    return f'<section id="ladder"><h2>The ladder</h2>{table}{"".join(notes)}</section>'
+
+
+def _categories(report: dict, labels: dict[str, str]) -> str:
+    if not report["categories"]:
+        return ""
+    arm_ids = [row["arm"] for row in report["ladder"]]
+    base = report["baseline"]
+    rows = []
+    for category, row in report["categories"].items():
+        last, first = row.get(arm_ids[-1]), row.get(base)
+        speedup = multiplier(last / first) if last is not None and first else MISSING
+        rows.append([_e(category.capitalize()), *(figure(row.get(a)) for a in arm_ids), speedup])
+    headers = ["Category", *(f"{_step(i)} {_e(labels[a])}" for i, a in enumerate(arm_ids)), "vs. original"]
+    table = _table(headers, rows, numeric=tuple(range(1, len(arm_ids) + 2)))
+    return (
+        f'<section id="categories"><h2>Per category</h2>{table}'
+        f"<p class=note>Decode tok/s, mean over each category's prompts; vs. original: the last arm over "
+        f"{_e(labels.get(base, base))}.</p></section>"
+    )
+
+
+def _charts(session: Session, report: dict) -> str:
+    """The charts of `tokenreel plot`, inline; the race is the first prompt's (the video's default)."""
+    if not session.prompts:
+        return ""
+    svgs = chart_svgs(session, report, session.prompts[0].id, THEME)
+    figures = "".join(
+        f'<figure class="chart" id="chart-{_e(name)}">{_inline_svg(svg)}</figure>' for name, svg in svgs.items()
+    )
+    return f'<section id="charts"><h2>Charts</h2><div class="charts">{figures}</div></section>'
+
+
+_XML_PROLOGUE = re.compile(r"\A\s*(<\?xml[^>]*\?>\s*)?(<!DOCTYPE[^>]*>\s*)?", re.S)
+
+
+def _inline_svg(svg: str) -> str:
+    """An SVG document as an element of the page: its XML declaration and doctype dropped."""
+    return _XML_PROLOGUE.sub("", svg, count=1)
+
+
+def _distribution(d: dict, digits: int) -> str:
+    if not d["n"]:
+        return MISSING
+    spread = f'<span class="dim">{figure(d["min"], digits)}–{figure(d["max"], digits)}</span>'
+    return f'{" / ".join(figure(d[p], digits) for p in ("p50", "p90", "p99"))}<br>{spread}'
+
+
+def _latency(report: dict, labels: dict[str, str], colors: dict[str, str]) -> str:
+    latency = report["latency"]
+    headers = ["Arm", "Runs", *(f"{label} ms<br><span class=dim>p50 / p90 / p99<br>min–max</span>" for _, label, _ in LATENCY_FIGURES), "ITL tokens"]
+
+    def rows(entries: list[dict], with_prompt: bool) -> list[list[str]]:
+        return [
+            [
+                _arm_name(labels.get(r["arm"], r["arm"]), colors.get(r["arm"], "")) + (f" · {_e(r['prompt'])}" if with_prompt else ""),
+                str(r["runs"]), *(_distribution(r[name], digits) for name, _, digits in LATENCY_FIGURES), str(r["itl_ms"]["n"]),
+            ]
+            for r in entries
+        ]
+
+    numeric = tuple(range(1, len(LATENCY_FIGURES) + 3))
+    missing = "".join(f"<li>{_e(line)}</li>" for line in latency_gaps(latency))
+    return (
+        '<section id="latency"><h2>Latency percentiles</h2>'
+        f"{_table(headers, rows(latency['arms'], False), numeric)}<p class=note>{_e(latency_legend(latency))}</p>"
+        + (f"<p class=note>Percentiles missing:</p><ul class=note>{missing}</ul>" if missing else "")
+        + f"<details><summary>Per cell (arm × prompt)</summary>{_table(headers, rows(latency['cells'], True), numeric)}</details>"
+        "</section>"
+    )
+
+
+def _answer_row(row: dict) -> list[str]:
+    """Same answer, common prefix, similarity, divergence, both sides' context, note (the markdown's columns)."""
+    note = _e(row["note"])
+    if row["identical"] is None:
+        return ["not compared", MISSING, MISSING, MISSING, MISSING, MISSING, note]
+    prefix = f"{row['common_prefix_tokens']} tokens, {row['common_prefix_chars']} chars"
+    similarity = f"{row['similarity']:.4f}"
+    if row["identical"]:
+        return ['<span class="good">yes</span>', f"all: {prefix}", similarity, "never", "same text", "same text", note]
+    return [
+        '<span class="warn">no</span>', prefix, similarity, f"token {row['diverges_at_token']}",
+        f"<q>{_e(row['reference_context'])}</q>", f"<q>{_e(row['arm_context'])}</q>", note,
+    ]
+
+
+def _answers(report: dict, labels: dict[str, str], colors: dict[str, str]) -> str:
+    """Each arm's answer against the reference arm's, then runs of one arm that differ among themselves."""
+    answers = report["answers"]
+    reference = answers["reference_arm"]
+    if reference is None:
+        return ""
+    rows = [
+        [_e(prompt["prompt"]), _arm_name(labels.get(row["arm"], row["arm"]), colors.get(row["arm"], "")), *_answer_row(row)]
+        for prompt in answers["prompts"]
+        for row in prompt["arms"]
+        if row["arm"] != reference
+    ]
+    table = _table(
+        ["Prompt", "Arm", "Same answer", "Common prefix", "Similarity", "Diverges at", "Reference says", "This arm says", "Note"],
+        rows, numeric=(4,),
+    )
+    summary, flagged = repeats_summary(answers)
+    items = "".join(f"<li>{_e(line)}</li>" for line in flagged)
+    repeats = f'<p class="note{" warn" if flagged else ""}">{_e(summary)}</p>' + (f"<ul class=note>{items}</ul>" if flagged else "")
+    legend = answers_legend(labels.get(reference, reference))
+    return f'<section id="answers"><h2>Same answers?</h2><p class=note>{_e(legend)}</p>{table}{repeats}</section>'
+
+
+def _recorded(spans: list[dict[str, str]]) -> str:
+    if not spans:
+        return "not recorded in this archive"
+    return "<br>".join(
+        f"<span class=nowrap>{_e(s.get('started_at', '?'))}</span> → <span class=nowrap>{_e(s.get('finished_at', '?'))}</span>"
+        for s in spans
+    )
+
+
+def _arms(report: dict, session: Session, colors: dict[str, str]) -> str:
+    rows = []
+    for entry, arm in zip(report["arms"], session.arms):
+        counts = entry["token_counts"] + (" (estimated*)" if entry["tokens_estimated"] else "")
+        settings = "<br>".join(f"{_e(k)} = {_e(v)}" for k, v in entry["settings"].items())
+        rows.append([
+            _arm_name(entry["label"], colors[entry["arm"]]) + f"<br><span class=dim>{_e(arm.id)} · {_e(arm.model)}</span>",
+            _e(_pairs(entry["fingerprint"])) or "none archived",
+            settings or "none declared", _e(counts or MISSING), _recorded(arm.recorded),
+        ])
+    host = " · ".join(f"{k} {v}" for k, v in session.host.items())
+    table = _table(["Arm", "Endpoint says", "Declared settings", "Token counts", "Recorded (start → end)"], rows)
+    return f'<section id="arms"><h2>Arms</h2>{table}<p class=note>Recorded on {_e(host or "an unknown host")}.</p></section>'
+
+
+def _cells(report: dict) -> str:
+    rows = []
+    for c in report["cells"]:
+        star = "*" if c["tokens_estimated"] else ""
+        rows.append([
+            _e(c["arm"]), _e(c["prompt"]), _e(c["category"]), str(c["runs"]), _e(c["output_tokens"]), figure(c["ttft_s"], 3),
+            figure(c["tpot_ms"], 2) + (star if c["tpot_ms"] is not None else ""),
+            figure(c["decode_tok_s"]) + (star if c["decode_tok_s"] is not None else ""), figure(c["e2e_tok_s"]),
+            figure(c["spread_tok_s"]), _e(_acceptance(c["acceptance_length"], c["acceptance_approximate"])),
+            _e(_rate(c["acceptance_rate"])), "yes" if c["like_for_like"] else f"no ({_e(c['note'])})", _e(_contended(c)),
+        ])
+    table = _table(
+        ["Arm", "Prompt", "Category", "Runs", "Tokens", "TTFT s", "TPOT ms", "Decode tok/s", "E2E tok/s", "Spread",
+         "Accept. len", "Accept. rate", "Like-for-like", "Contended"],
+        rows, numeric=tuple(range(3, 12)),
+    )
+    missing = ""
+    if report["missing_cells"]:
+        missing = "<h3>Missing cells</h3><p class=note>No usable run, so not in any figure above.</p>" + _table(
+            ["Arm", "Prompt", "Category", "Runs", "Why"],
+            ([_e(m["arm"]), _e(m["prompt"]), _e(m["category"]), str(m["runs"]), _e(m["reason"])] for m in report["missing_cells"]),
+            numeric=(3,),
+        )
+    return f'<section id="cells"><h2>Every cell</h2>{table}{missing}</section>'
+
+
+def _yes(flag: bool, text: str = "yes") -> str:
+    return f'<span class="flag">{_e(text)}</span>' if flag else "no"
+
+
+def _run_contended(run: Run) -> str:
+    if run.contended is None:
+        why = run.contention_detail or run.gate.detail or "not checked"
+        return f"unknown ({_e(why)})"
+    return _yes(run.contended, f"yes: {run.contention_detail}" if run.contention_detail else "yes")
+
+
+def _runs(session: Session, replayed: set[tuple[str, str, int]]) -> str:
+    s = session.settings
+    rows = []
+    for run in session.runs:
+        m = run_metrics(run)
+        n = output_tokens(run)
+        if not s.ignore_eos:
+            short = "not forced"
+        elif run.status != "ok":
+            short = MISSING
+        else:
+            short = _yes(n < s.max_tokens, f"yes ({n} of {s.max_tokens})")
+        status = _e(run.status) if run.status == "ok" else f'<span class="flag">{_e(run.status)}</span> {_e(run.error)}'
+        rows.append([
+            _e(run.arm), _e(run.prompt), str(run.index) + (" ▶" if run.key in replayed else ""), "yes" if run.warmup else "no", status,
+            _run_contended(run), str(n), short, _yes(run.tokens_estimated, f"yes ({run.token_source})") if run.tokens_estimated else _e(run.token_source),
+            figure(m.ttft_s, 3), figure(m.decode_tok_s), f"<span class=nowrap>{_e(run.started_at or MISSING)}</span>",
+        ])
+    table = _table(
+        ["Arm", "Prompt", "Run", "Warmup", "Status", "Contended", "Tokens", "Short", "Token counts", "TTFT s", "Decode tok/s", "Started"],
+        rows, numeric=(2, 6, 9, 10),
+    )
+    return (
+        '<section id="runs"><h2>Every run</h2><p class=note>Warmup runs are discarded, contended runs are left out of the '
+        "medians, a short run (fewer tokens than the forced max_tokens) is not like-for-like; ▶ marks the run the replay "
+        f"plays.</p><details><summary>{len(session.runs)} runs</summary>{table}</details></section>"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The replay
+
+
+def _track(session: Session, run: Run) -> dict:
+    """One arm's median run for the replay: every event's time (ns from request send), tokens and text."""
+    chunks = run.chunks
+    first = first_token_index(chunks)
+    last = last_token_index(chunks)
+    m = run_metrics(run)
+    track: dict = {
+        "arm": run.arm,
+        "run": run.index,
+        "t": chunks.t_ns,
+        "tokens": chunks.tokens,
+        "first": first,
+        "last": last,
+        "total": max(session.settings.max_tokens, output_tokens(run)),
+        "estimated": run.tokens_estimated,
+        "ttft": figure(m.ttft_s, 2, " s"),
+        "decode": figure(m.decode_tok_s, 1),
+        "done": figure(chunks.t_ns[last] / NS_PER_S, 2, " s") if last is not None else MISSING,
+    }
+    for name in ("content", "reasoning", "tool"):
+        column = getattr(chunks, name)
+        if any(column):
+            track[name] = column
+    return track
+
+
+def _places(tracks: list[dict]) -> None:
+    """Finishing place among the arms of one prompt (ties share a place), as the video's."""
+    finishes = sorted({t["t"][t["last"]] for t in tracks if t.get("last") is not None})
+    for t in tracks:
+        if t.get("last") is not None:
+            t["place"] = 1 + sum(1 for f in finishes if f < t["t"][t["last"]])
+
+
+def replay_data(session: Session, report: dict) -> dict:
+    """What replay.js plays: per prompt, each arm's median run (or why it has none)."""
+    missing = {(m["arm"], m["prompt"]): m["reason"] for m in report["missing_cells"]}
+    prompts = []
+    for prompt in session.prompts:
+        tracks = []
+        for arm in session.arms:
+            run = median_run(session, arm.id, prompt.id)
+            if run is None or first_token_index(run.chunks) is None:
+                why = missing.get((arm.id, prompt.id), "no usable run with a decode speed (fewer than two token events)")
+                tracks.append({"arm": arm.id, "missing": why})
+            else:
+                tracks.append(_track(session, run))
+        _places(tracks)
+        end_ns = max((t["t"][-1] for t in tracks if t.get("t")), default=0)
+        prompts.append({
+            "id": prompt.id,
+            "category": prompt.category,
+            "messages": [[m.get("role", ""), m.get("content", "")] for m in prompt.messages],
+            "prompt": prompt.prompt,
+            "end_ms": math.ceil(end_ns / NS_PER_MS),
+            "tracks": tracks,
+        })
+    return {"arms": [a.id for a in session.arms], "prompts": prompts}
+
+
+def _script_json(data: dict) -> str:
+    """JSON that is safe inside <script>: every '<' escaped, so no text can end the element."""
+    return orjson.dumps(data).decode().replace("<", "\\u003c")
+
+
+def _replay(session: Session, data: dict, colors: dict[str, str]) -> tuple[str, set[tuple[str, str, int]]]:
+    if not data["prompts"] or not session.arms:
+        return '<section id="replay"><h2>Replay</h2><p class=note>Nothing to replay: the session has no prompts or no arms.</p></section>', set()
+    options = "".join(f'<option value="{i}">{_e(p["id"])} ({_e(p["category"])})</option>' for i, p in enumerate(data["prompts"]))
+    speeds = "".join(
+        f'<button type="button" data-speed="{s}" aria-pressed="{"true" if s == "1" else "false"}">{s}×</button>' for s in SPEEDS
+    )
+    panels = "".join(
+        f'<article class="arm-panel" data-arm="{_e(arm.id)}" data-tokens="0" style="--accent:{colors[arm.id]}">'
+        f'<header><span class="dot"></span><span class="label">{_e(arm.label)}</span><span class="run dim"></span></header>'
+        '<div class="big"><span class="rate">—</span><span class="unit"> tok/s decode</span></div>'
+        '<div class="stats"><span class="count"></span><span class="ttft"></span><span class="elapsed"></span></div>'
+        '<div class="progress"><div class="fill"></div></div>'
+        '<pre class="stream" tabindex="0"></pre></article>'
+        for arm in session.arms
+    )
+    replayed = {(t["arm"], p["id"], t["run"]) for p in data["prompts"] for t in p["tracks"] if "run" in t}
+    section = (
+        '<section id="replay"><h2>Replay</h2>'
+        "<p class=note>Each arm's median run of the prompt (the run the video plays by default), streamed at the "
+        "recorded pace: time is measured from request send, so TTFT shows; the arms were recorded one after another "
+        "and race here side by side.</p>"
+        '<div class="controls">'
+        f'<label>Prompt <select id="prompt">{options}</select></label>'
+        '<button type="button" id="play" class="play">▶ Play</button>'
+        f'<div class="speeds" role="group" aria-label="Playback speed">{speeds}</div>'
+        '<input type="range" id="scrub" min="0" max="0" step="1" value="0" aria-label="Time from request send (ms)">'
+        '<output id="clock" data-ms="0">0.000 s</output>'
+        "</div>"
+        '<details class="prompt-text"><summary id="prompt-summary">Prompt</summary><div id="prompt-messages"></div></details>'
+        f'<div class="panels" style="--arms:{min(len(session.arms), 4)}">{panels}</div>'
+        "</section>"
+    )
+    return section, replayed
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _theme_css(theme: Theme) -> str:
+    fields = ("background", "panel", "panel_edge", "title", "text", "dim", "faint", "reasoning", "tool", "good")
+    return ":root{" + "".join(f"--{f.replace('_', '-')}:{_hex(getattr(theme, f))};" for f in fields) + "}"
+
+
+def to_html(report: dict, session: Session) -> str:
+    """The report (build_report's data) as one self-contained HTML page."""
+    theme = load_theme(THEME)
+    colors = {arm.id: _hex(theme.accent(i)) for i, arm in enumerate(session.arms)}
+    labels = {arm.id: arm.label for arm in session.arms}
+    data = replay_data(session, report)
+    replay, replayed = _replay(session, data, colors)
+    sections = [
+        _header(report, session), _ladder(report, colors), replay, _categories(report, labels),
+        _charts(session, report), _latency(report, labels, colors), _answers(report, labels, colors),
+        _arms(report, session, colors), _cells(report), _runs(session, replayed),
+    ]
+    css = assets.file("html", "report.css").read_text(encoding="utf-8")
+    script = assets.file("html", "replay.js").read_text(encoding="utf-8")
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_e(report['session'])} · tokenreel report</title>"
+        f"<style>{_theme_css(theme)}\n{css}</style></head>\n"
+        f"<body><main>{''.join(sections)}</main>"
+        '<footer>Made with tokenreel. One self-contained file: it loads nothing from the network.</footer>\n'
+        f'<script type="application/json" id="replay-data">{_script_json(data)}</script>\n'
+        f"<script>{script}</script></body></html>\n"
+    )
