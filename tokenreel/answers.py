@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from tokenreel.archive import Run, Session
 from tokenreel.ladder import usable_runs
-from tokenreel.terminal import strip_controls
+from tokenreel.safe_text import strip_controls
 
 # One letter per stream, in the order an event's deltas are read.
 STREAM_NAMES = {"r": "reasoning", "c": "content", "t": "tool"}

@@ -17,7 +17,8 @@ import typer
 
 from tokenreel import __version__, archive
 from tokenreel.archive import ArchiveError, Session
-from tokenreel.terminal import CliConsole, Command, Group, strip_controls
+from tokenreel.safe_text import file_component, strip_controls
+from tokenreel.terminal import CliConsole, Command, Group
 
 # Help pages use click's plain formatting: a paragraph after a line holding only "\b" keeps its
 # line breaks, so examples stay one command a line.
@@ -764,14 +765,8 @@ def _default_output(session_path: Path, prompt_id: str) -> Path:
     """out/<session-stem>-<prompt>.mp4, built from sanitised components: a prompt id comes from
     the session file, so anything but letters, digits, '.', '_' and '-' becomes '_', a leading
     '.' too, and the file must land directly in out/ (never elsewhere through '..' or '/')."""
-    import re
-
-    def component(text: str) -> str:
-        clean = re.sub(r"[^A-Za-z0-9._-]", "_", text)[:100]
-        return re.sub(r"^\.", "_", clean) or "_"
-
     folder = Path("out")
-    target = folder / f"{component(Path(session_path).stem)}-{component(prompt_id)}.mp4"
+    target = folder / f"{file_component(Path(session_path).stem)}-{file_component(prompt_id)}.mp4"
     if target.parent != folder or target.resolve().parent != folder.resolve():
         fail(f"--out: the default output {target} would leave {folder}/; pass --out FILE")
     return target

@@ -27,7 +27,7 @@ from tokenreel.archive import Session
 from tokenreel.figures import figure, multiplier
 from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, missing_cells, usable_runs
 from tokenreel.metrics import run_metrics
-from tokenreel.report import _round, csv_value, to_json
+from tokenreel.report import csv_value, report_value, to_json
 
 COMPARE_FORMAT = "tokenreel.compare"
 COMPARE_VERSION = 1
@@ -337,7 +337,7 @@ def to_data(c: Comparison) -> dict:
             return {k: rounded(v) for k, v in item.items()}
         if isinstance(item, list):
             return [rounded(v) for v in item]
-        value = _round(item)
+        value = report_value(item)
         return value + 0.0 if isinstance(value, float) else value  # no -0.0 from a tiny negative difference
 
     return rounded({

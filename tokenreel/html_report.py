@@ -30,7 +30,7 @@ from tokenreel.figures import MISSING, figure, multiplier
 from tokenreel.ladder import median_run
 from tokenreel.metrics import NS_PER_S, first_token_index, last_token_index, output_tokens, run_metrics
 from tokenreel.report import (
-    ESTIMATED_NOTE, LATENCY_FIGURES, STEP_MARKS, _acceptance, _acceptance_notes, _contended, _pairs, _rate,
+    ESTIMATED_NOTE, LATENCY_FIGURES, STEP_MARKS, acceptance_text, acceptance_notes, contended_text, fingerprint_text, rate_text,
     answers_legend, ladder_note, latency_gaps, latency_legend, repeats_summary,
 )
 from tokenreel.theme import RGB, Theme, load_theme
@@ -104,12 +104,12 @@ def _ladder(report: dict, colors: dict[str, str]) -> str:
         rows.append([
             _step(i), _arm_name(row["label"], colors[row["arm"]]), f"{_e(decode)}{bar}", multiplier(row["vs_prior"]),
             multiplier(row["vs_first"]), figure(row["ttft_s"], 2, " s"),
-            _e(_acceptance(row["acceptance_length"], row["acceptance_approximate"])), _e(_rate(row["acceptance_rate"])),
+            _e(acceptance_text(row["acceptance_length"], row["acceptance_approximate"])), _e(rate_text(row["acceptance_rate"])),
         ])
     notes = [f"<p class=note>{_e(ladder_note(report))}</p>"]
     if estimated:
         notes.append(f"<p class=note>{_markdown_inline(ESTIMATED_NOTE)}</p>")
-    acceptance = [line.removeprefix("- ") for line in _acceptance_notes(report) if line.startswith("- ")]
+    acceptance = [line.removeprefix("- ") for line in acceptance_notes(report) if line.startswith("- ")]
     if acceptance:
         items = "".join(f"<li>{_e(line)}</li>" for line in acceptance)
         notes.append(f"<p class=note>Acceptance length and rate, where not measured exactly:</p><ul class=note>{items}</ul>")
@@ -243,7 +243,7 @@ def _arms(report: dict, session: Session, colors: dict[str, str]) -> str:
         settings = "<br>".join(f"{_e(k)} = {_e(v)}" for k, v in entry["settings"].items())
         rows.append([
             _arm_name(entry["label"], colors[entry["arm"]]) + f"<br><span class=dim>{_e(arm.id)} · {_e(arm.model)}</span>",
-            _e(_pairs(entry["fingerprint"])) or "none archived",
+            _e(fingerprint_text(entry["fingerprint"])) or "none archived",
             settings or "none declared", _e(counts or MISSING), _recorded(arm.recorded),
         ])
     host = " · ".join(f"{k} {v}" for k, v in session.host.items())
@@ -259,8 +259,8 @@ def _cells(report: dict) -> str:
             _e(c["arm"]), _e(c["prompt"]), _e(c["category"]), str(c["runs"]), _e(c["output_tokens"]), figure(c["ttft_s"], 3),
             figure(c["tpot_ms"], 2) + (star if c["tpot_ms"] is not None else ""),
             figure(c["decode_tok_s"]) + (star if c["decode_tok_s"] is not None else ""), figure(c["e2e_tok_s"]),
-            figure(c["spread_tok_s"]), _e(_acceptance(c["acceptance_length"], c["acceptance_approximate"])),
-            _e(_rate(c["acceptance_rate"])), "yes" if c["like_for_like"] else f"no ({_e(c['note'])})", _e(_contended(c)),
+            figure(c["spread_tok_s"]), _e(acceptance_text(c["acceptance_length"], c["acceptance_approximate"])),
+            _e(rate_text(c["acceptance_rate"])), "yes" if c["like_for_like"] else f"no ({_e(c['note'])})", _e(contended_text(c)),
         ])
     table = _table(
         ["Arm", "Prompt", "Category", "Runs", "Tokens", "TTFT s", "TPOT ms", "Decode tok/s", "E2E tok/s", "Spread",

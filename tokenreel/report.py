@@ -32,7 +32,7 @@ CELL_KEYS = (
 STEP_MARKS = "①②③④⑤⑥⑦⑧⑨⑩"
 
 
-def _round(value: float | int | bool | str | None, digits: int = 3) -> float | int | bool | str | None:
+def report_value(value: float | int | bool | str | None, digits: int = 3) -> float | int | bool | str | None:
     if isinstance(value, float):
         return round(value, digits)
     return value
@@ -56,12 +56,12 @@ def build_report(session: Session, baseline: str | None = None) -> dict:
         "like_for_like_prompts": sum(
             1 for p in shared if all(c.like_for_like for c in cells if c.prompt == p)
         ),
-        "ladder": [{k: _round(v) for k, v in asdict(row).items()} for row in ladder],
+        "ladder": [{k: report_value(v) for k, v in asdict(row).items()} for row in ladder],
         "categories": {
-            category: {arm: _round(value) for arm, value in row.items()}
+            category: {arm: report_value(value) for arm, value in row.items()}
             for category, row in category_table(session, cells).items()
         },
-        "cells": [_with_counts(session, {k: _round(v) for k, v in asdict(cell).items()}) for cell in cells],
+        "cells": [_with_counts(session, {k: report_value(v) for k, v in asdict(cell).items()}) for cell in cells],
         "arms": [_arm_entry(session, arm) for arm in session.arms],
         "missing_cells": [asdict(missing) for missing in missing_cells(session)],
         "latency": _latency_entry(build_latency(session, cells)),
@@ -105,7 +105,7 @@ def fingerprint_summary(arm: Arm) -> dict[str, str]:
     return out
 
 
-def _pairs(items: dict[str, str], sep: str = " · ") -> str:
+def fingerprint_text(items: dict[str, str], sep: str = " · ") -> str:
     return sep.join(f"{k} {v}" if k not in ("engine",) else v for k, v in items.items())
 
 
@@ -130,7 +130,7 @@ LATENCY_CSV_KEYS = tuple(f"{name}_{stat}" for name, _, _ in LATENCY_FIGURES for 
 def _latency_row(row: LatencyRow) -> dict:
     entry: dict = {"arm": row.arm, **({} if row.prompt is None else {"prompt": row.prompt}), "runs": row.runs}
     for name, _, _ in LATENCY_FIGURES:
-        entry[name] = {k: _round(v) for k, v in asdict(getattr(row, name)).items()}
+        entry[name] = {k: report_value(v) for k, v in asdict(getattr(row, name)).items()}
     return entry
 
 
@@ -206,7 +206,7 @@ def _arms_table(report: dict) -> list[str]:
     for a in report["arms"]:
         counts = a["token_counts"] + (" (estimated\\*)" if a["tokens_estimated"] else "")
         settings = "; ".join(f"{k} = {v}" for k, v in a["settings"].items())
-        lines.append(f"| {a['label']} | {_pairs(a['fingerprint']) or '—'} | {settings or '—'} | {counts or '—'} |")
+        lines.append(f"| {a['label']} | {fingerprint_text(a['fingerprint']) or '—'} | {settings or '—'} | {counts or '—'} |")
     return [*lines, ""]
 
 
@@ -214,23 +214,23 @@ def _est(text: str, estimated: bool) -> str:
     return f"{text}\\*" if estimated and text != "—" else text
 
 
-def _acceptance(value: float | None, approximate: bool) -> str:
+def acceptance_text(value: float | None, approximate: bool) -> str:
     """Acceptance length to 2 decimals; ≈ marks one from counters printed in rounded steps."""
     text = figure(value, 2)
     return f"≈{text}" if approximate and value is not None else text
 
 
-def _rate(value: float | None) -> str:
+def rate_text(value: float | None) -> str:
     return figure(None if value is None else value * 100, 0, " %")
 
 
-def _contended(cell: dict) -> str:
+def contended_text(cell: dict) -> str:
     if cell["contended"] is None:
         return f"unknown ({cell['contention_note'] or 'not checked'})"
     return "yes" if cell["contended"] else "no"
 
 
-def _acceptance_notes(report: dict) -> list[str]:
+def acceptance_notes(report: dict) -> list[str]:
     """One line per arm whose acceptance length is missing (why) or approximate (how far off)."""
     lines = []
     for row in report["ladder"]:
@@ -263,12 +263,12 @@ def to_markdown(report: dict, session: Session) -> str:
         lines.append(
             f"| {mark} | {row['label']} | {decode} | {multiplier(row['vs_prior'])} "
             f"| {multiplier(row['vs_first'])} | {figure(row['ttft_s'], 2, ' s')} "
-            f"| {_acceptance(row['acceptance_length'], row['acceptance_approximate'])} | {_rate(row['acceptance_rate'])} |"
+            f"| {acceptance_text(row['acceptance_length'], row['acceptance_approximate'])} | {rate_text(row['acceptance_rate'])} |"
         )
     lines += ["", ladder_note(report), ""]
     if estimated_arms:
         lines += [ESTIMATED_NOTE, ""]
-    lines += _acceptance_notes(report)
+    lines += acceptance_notes(report)
     lines += _arms_table(report)
     if report["missing_cells"]:
         lines += [
@@ -300,8 +300,8 @@ def to_markdown(report: dict, session: Session) -> str:
             f"| {c['arm']} | {c['prompt']} | {c['category']} | {c['runs']} | {c['output_tokens']} "
             f"| {figure(c['ttft_s'], 3)} | {_est(figure(c['tpot_ms'], 2), c['tokens_estimated'])} "
             f"| {_est(figure(c['decode_tok_s']), c['tokens_estimated'])} | {figure(c['e2e_tok_s'])} "
-            f"| {figure(c['spread_tok_s'])} | {_acceptance(c['acceptance_length'], c['acceptance_approximate'])} "
-            f"| {_rate(c['acceptance_rate'])} | {like} | {_contended(c)} |"
+            f"| {figure(c['spread_tok_s'])} | {acceptance_text(c['acceptance_length'], c['acceptance_approximate'])} "
+            f"| {rate_text(c['acceptance_rate'])} | {like} | {contended_text(c)} |"
         )
     lines += ["", *_latency_tables(report)]
     lines += _answers_section(report, labels)
@@ -414,7 +414,7 @@ def to_csv(report: dict) -> str:
         arm = arms[cell["arm"]]
         writer.writerow({
             **{k: csv_value(cell[k]) for k in CELL_KEYS},
-            "arm_fingerprint": _pairs(arm["fingerprint"], "; "),
+            "arm_fingerprint": fingerprint_text(arm["fingerprint"], "; "),
             "arm_settings": "; ".join(f"{k}={v}" for k, v in arm["settings"].items()),
             **{f"{name}_{stat}": latency[name][stat] for name, _, _ in LATENCY_FIGURES for stat in LATENCY_STATS},
             **{k: csv_value(answers[cell["arm"], cell["prompt"]][k]) for k in ANSWER_CSV_KEYS},

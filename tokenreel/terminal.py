@@ -13,7 +13,6 @@ Light on purpose (rich and typer only): `tokenreel --help` imports it before any
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -24,31 +23,13 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
+from tokenreel.safe_text import strip_controls
+
 if TYPE_CHECKING:
     from typer import _click
 
 UNWRAPPED_WIDTH = 10_000  # a pipe or a log is as wide as the longest line
 MIN_LABEL = 6  # a label column narrower than this would say nothing ("Orig…")
-
-# THE TERMINAL RULE (issue 11): text from outside (server errors, session names, labels, prompt
-# ids) may hold escape sequences that clear the screen, retitle the window or recolour what
-# follows. Every CliConsole strips them from all it prints: whole sequences from each string it
-# is given, and every control character left from each segment where rich turns segments into
-# characters (tables, progress bars, Text); only rich's own styling and cursor controls get through.
-_ESCAPES = re.compile(
-    r"\x1b\][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"  # OSC (title, hyperlink...), to BEL or ST
-    r"|\x1b[P^_X][^\x1b\x9c]*(?:\x1b\\|\x9c)"  # DCS, PM, APC, SOS strings
-    r"|\x1b\[[0-?]*[ -/]*[@-~]?"  # CSI (clear screen, colours, cursor moves)
-    r"|\x9b[0-?]*[ -/]*[@-~]?"  # 8-bit CSI
-    r"|\x1b[ -/]*[0-~]?"  # any other escape
-    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"  # the remaining C0 and C1 controls (newline and tab stay)
-)
-
-
-def strip_controls(text: str) -> str:
-    """`text` without terminal control sequences or control characters (newline and tab stay)."""
-    return _ESCAPES.sub("", text) if _ESCAPES.search(text) else text
-
 
 class CliConsole(Console):
     """A rich Console that wraps only in a terminal window.

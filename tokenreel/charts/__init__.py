@@ -15,7 +15,6 @@ theme (`tokenreel.theme`), arm i in accents[i]. Output is deterministic (style.p
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from tokenreel.archive import Session
@@ -24,16 +23,10 @@ from tokenreel.charts.itl import itl_chart
 from tokenreel.charts.race import race_chart
 from tokenreel.charts.style import Chart, Style, drawing, finish, png_bytes, svg_text
 from tokenreel.report import build_report
+from tokenreel.safe_text import file_component
 from tokenreel.theme import load_theme
 
 FORMATS = ("png", "svg")
-
-
-def file_stem(prompt_id: str) -> str:
-    """A prompt id as part of a file name: anything but letters, digits, '.', '_' and '-'
-    becomes '_', and so does a leading '.' (the rule of `tokenreel render`'s default name)."""
-    clean = re.sub(r"[^A-Za-z0-9._-]", "_", prompt_id)[:100]
-    return re.sub(r"^\.", "_", clean) or "_"
 
 
 def _check_prompt(session: Session, prompt_id: str) -> None:
@@ -46,7 +39,7 @@ def _race_stems(prompt_ids: list[str]) -> dict[str, str]:
     """File stem -> prompt id; two ids that sanitise alike ("a/b", "a_b") keep a file each."""
     stems: dict[str, str] = {}
     for prompt_id in prompt_ids:
-        stem = unique = f"race-{file_stem(prompt_id)}"
+        stem = unique = f"race-{file_component(prompt_id)}"
         n = 2
         while unique in stems:
             unique, n = f"{stem}-{n}", n + 1

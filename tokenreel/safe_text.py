@@ -1,0 +1,36 @@
+"""Text from outside (servers, session files, configs) made safe to print and to name files with.
+
+Light on purpose (the standard library only): the CLI's consoles, the answers check and file
+names all use it, and the renderer's workers import it without pulling in a terminal library.
+"""
+
+from __future__ import annotations
+
+import re
+
+# THE TERMINAL RULE (issue 11): text from outside (server errors, session names, labels, prompt
+# ids) may hold escape sequences that clear the screen, retitle the window or recolour what
+# follows. Every CliConsole strips them from all it prints: whole sequences from each string it
+# is given, and every control character left from each segment where rich turns segments into
+# characters (tables, progress bars, Text); only rich's own styling and cursor controls get through.
+_ESCAPES = re.compile(
+    r"\x1b\][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"  # OSC (title, hyperlink...), to BEL or ST
+    r"|\x1b[P^_X][^\x1b\x9c]*(?:\x1b\\|\x9c)"  # DCS, PM, APC, SOS strings
+    r"|\x1b\[[0-?]*[ -/]*[@-~]?"  # CSI (clear screen, colours, cursor moves)
+    r"|\x9b[0-?]*[ -/]*[@-~]?"  # 8-bit CSI
+    r"|\x1b[ -/]*[0-~]?"  # any other escape
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"  # the remaining C0 and C1 controls (newline and tab stay)
+)
+
+
+def strip_controls(text: str) -> str:
+    """`text` without terminal control sequences or control characters (newline and tab stay)."""
+    return _ESCAPES.sub("", text) if _ESCAPES.search(text) else text
+
+
+def file_component(text: str) -> str:
+    """`text` as one component of a file name: anything but letters, digits, '.', '_' and '-'
+    becomes '_', and so does a leading '.', so an id from a session file can never choose a
+    folder ('..', '/') or hide a file; at most 100 characters."""
+    clean = re.sub(r"[^A-Za-z0-9._-]", "_", text)[:100]
+    return re.sub(r"^\.", "_", clean) or "_"
