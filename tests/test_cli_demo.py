@@ -16,6 +16,8 @@ def test_demo_records_into_a_new_folder_and_asks_for_force_to_reuse_it(tmp_path:
     assert first.exit_code == 0, first.output
     session = archive.load(folder / "demo.json")
     assert session.simulated and [arm.id for arm in session.arms] == ["bf16", "nvfp4", "nvfp4-dflash2"]
+    page = (folder / "demo.html").read_text(encoding="utf-8")
+    assert "Content-Security-Policy" in page and 'id="replay' in page and session.name in page
     before = (folder / "demo.json").read_bytes()
     again = invoke("demo", "--out", folder, *QUICK)
     assert again.exit_code == 2 and "already holds files; pass --force" in again.output

@@ -8,6 +8,7 @@ The first run builds llama.cpp (~4-10 min on 2 cores) unless the cache already h
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -21,7 +22,9 @@ import pytest
 from tests.engines import build, models
 from tests.engines.servers import EngineTiming, Server, ServerError, free_port, wait_metric
 from tokenreel import archive
+from tokenreel.answers import answer_of, build_answers
 from tokenreel.metrics import run_metrics
+from tokenreel.recorder.sse_client import completions_url, request_body
 
 pytestmark = pytest.mark.engine
 
@@ -205,6 +208,51 @@ def test_report_of_real_ladder(ladder, tmp_path: Path) -> None:
     assert list(ladder_rows) == ["f16", "q4_0", "q4_0-spec"]
     assert ladder_rows["q4_0-spec"]["vs_prior"] > 1.05, ladder_rows
     assert ladder_rows["q4_0-spec"]["acceptance_length"] is not None, ladder_rows["q4_0-spec"]
+
+
+def _engine_text(session: archive.Session, arm: archive.Arm, prompt: archive.Prompt) -> str:
+    """The engine's own answer to the request tokenreel streamed, asked for again without streaming."""
+    body = request_body(arm, prompt, session.settings)
+    body.update(stream=False)
+    body.pop("stream_options")
+    request = urllib.request.Request(completions_url(arm), json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as response:
+        choice = json.load(response)["choices"][0]
+    return choice["message"]["content"] if arm.api == "chat" else choice["text"]
+
+
+def test_same_answers_agree_with_the_engines_own_texts(ladder) -> None:
+    """The same-answers check on a real ladder, against each engine's non-streamed answer.
+
+    At temperature 0 each arm answers the same request the same way, so its non-streamed text is
+    what the streamed run showed; two arms are "identical" exactly when those texts are equal, and
+    where they differ the common prefix is the texts' own. Quantization (f16 vs Q4_0) may or may
+    not change the answer of these tiny models (here it does, within a few tokens): the check must
+    say which, not assume it. The drafter must not: llama.cpp keeps the target's greedy tokens, so
+    Q4_0 + draft answers exactly as Q4_0 does (seen on every run here, chat and completions).
+    """
+    session, _, _ = ladder
+    answers = build_answers(session)
+    reference = session.arms[0]
+    wrong = []
+    for prompt in session.prompts:
+        texts = {arm.id: _engine_text(session, arm, prompt) for arm in session.arms}
+        for arm in session.arms:
+            run = next(r for r in session.runs if r.arm == arm.id and r.prompt == prompt.id and not r.warmup)
+            if answer_of(run).text != texts[arm.id]:
+                wrong.append(f"{arm.id}/{prompt.id}: the archived text is not the engine's answer")
+        verdicts = {a.arm: a for p in answers.prompts if p.prompt == prompt.id for a in p.arms}
+        for arm in session.arms[1:]:
+            ref_text, text = texts[reference.id], texts[arm.id]
+            verdict = verdicts[arm.id]
+            same_prefix = len(os.path.commonprefix([ref_text, text]))
+            if verdict.identical != (ref_text == text) or verdict.common_prefix_chars != same_prefix:
+                wrong.append(f"{arm.id}/{prompt.id}: identical={verdict.identical}, prefix {verdict.common_prefix_chars} "
+                             f"chars; the engines' texts: equal={ref_text == text}, prefix {same_prefix} chars")
+        if texts["q4_0-spec"] != texts["q4_0"]:
+            wrong.append(f"{prompt.id}: the drafter changed Q4_0's answer (greedy verification should keep it)")
+    assert not wrong, "\n".join(wrong)
+    assert not answers.nondeterministic, answers.nondeterministic
 
 
 # --- acceptance length against the counters ----------------------------------------------------

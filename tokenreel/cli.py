@@ -960,15 +960,16 @@ def demo(
     video: Annotated[bool, typer.Option(help="Also render DIR/demo.mp4.")] = True,
     workers: Annotated[int | None, typer.Option(min=1, help="Render worker processes.")] = None,
     out_dir: Annotated[
-        Path, typer.Option("--out", "-o", metavar="DIR", help="A new folder for demo.json and demo.mp4.")
+        Path, typer.Option("--out", "-o", metavar="DIR", help="A new folder for demo.json, demo.html and demo.mp4.")
     ] = Path("tokenreel-demo"),
     force: Annotated[bool, typer.Option(help="Reuse --out even if it holds files (they are overwritten).")] = False,
 ) -> None:
     """Record the seed ladder (bf16 → NVFP4 → NVFP4 + DFlash2) on simulated endpoints, then render it.
 
     Starts vLLM-like simulated endpoints on loopback, records one prompt of each category
-    (conversation, reasoning, prose, code) into DIR/demo.json, prints the ladder and renders
-    the code prompt side by side into DIR/demo.mp4 (DIR is --out, a new folder). No GPU needed.
+    (conversation, reasoning, prose, code) into DIR/demo.json, prints the ladder, writes the HTML
+    report (charts and an in-browser replay) to DIR/demo.html and renders the code prompt side by
+    side into DIR/demo.mp4, with the same-answer badges (DIR is --out, a new folder). No GPU needed.
 
     Examples:
 
@@ -1006,7 +1007,16 @@ def demo(
     finally:
         signals.restore()
     code = signals.exit_code(code)
-    if code or not video:
+    if code:
         raise typer.Exit(code)
+    from tokenreel.report import render_report
+
+    html = out_dir / "demo.html"
+    with user_errors(html):
+        html.write_text(render_report(load_session(path), "html"), encoding="utf-8")
+    out.print(f"report: {html}  (open it in a browser: charts, percentiles, same answers, a replay)", markup=False)
+    if not video:
+        raise typer.Exit(0)
     code_prompt = next((p.id for p in prompts if p.category == "code"), None)
-    _render_to(path, out_dir / "demo.mp4", RenderOptions(prompt=code_prompt), workers or _default_workers(), True)
+    options = RenderOptions(prompt=code_prompt, answer_badge=True)
+    _render_to(path, out_dir / "demo.mp4", options, workers or _default_workers(), True)
