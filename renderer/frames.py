@@ -540,8 +540,8 @@ class FrameRenderer:
         painter = self.painters[role]
         cols = width // painter.cell_w
         flat = " ".join((self.plan.prompt_text if text is None else text).split())
-        if not flat and text is not None:
-            return []  # an empty subtitle: no lines
+        if (not flat and text is not None) or cols < 2 or lines < 1:
+            return []  # an empty subtitle, or no room for one character and the '…': no lines
         limit = 2 * cols * (lines + 1)  # enough to fill the lines; a long prompt is not wrapped whole
         wrapped, _ = wrap(clusters(flat[:limit], ["dim"] * min(limit, len(flat))), cols)
         out = [list(line) for line in wrapped[:lines]]

@@ -131,9 +131,9 @@ def test_manifest_keeps_the_option_and_verifies(tmp_path: Path):
 def smallest_size(arms: int, vertical: bool) -> str:
     """The smallest 16:9 (or 9:16) size the layouts accept for `arms` arms with the badge."""
     accepted = None
-    # 16:9 sizes in steps of 32x18 px, all even; from 144 px up (below that the header leaves the
-    # prompt no room at all: 126x224 fails in FrameRenderer with or without the badge)
-    for short in range(1080, 143, -18):
+    # 16:9 sizes in steps of 32x18 px, all even, down to where the layouts refuse (at 126x224 the
+    # header leaves no room for the prompt line: it is left out rather than drawn past its box)
+    for short in range(1080, 17, -18):
         width, height = (short, short * 16 // 9) if vertical else (short * 16 // 9, short)
         try:
             compute(width, height, arms, answer_line=True)
