@@ -360,15 +360,15 @@ class _Request:
         run.chunks = Chunks()
         run.http_status = run.finish_reason = run.usage = run.acceptance = None
         parser = StreamParser(run.chunks)
+        loop = asyncio.get_running_loop()
+        run.started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        offset = kernel_clock.realtime_offset_ns()
+        stamped: kernel_clock.StampedSocket | str = "no response was read"
         # Nothing is sent until it is awaited.
         request = self.http.post(
             self.url, data=self.payload, headers=self.headers, timeout=self.http_timeout,
             auto_decompress=False, read_bufsize=READ_BUFSIZE, allow_redirects=False,
         )
-        loop = asyncio.get_running_loop()
-        run.started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-        offset = kernel_clock.realtime_offset_ns()
-        stamped: kernel_clock.StampedSocket | str = "no response was read"
         t0 = perf_counter_ns()
         start = loop.time()
         total_at = start + self.t.total

@@ -123,10 +123,9 @@ def record(server: SseServer, connector: Callable[[], aiohttp.BaseConnector | No
     return run, built
 
 
-def test_a_blocked_client_loop_does_not_move_the_archived_time() -> None:
-    """The issue's test: event 1 is written while the client's loop is blocked for 50 ms, then the
-    server pauses 100 ms. Its archived time stays within 0.5 ms of the write, the user-space
-    stamp is >= 50 ms late, and the run is flagged client_busy (but kept: its kernel times hold)."""
+def blocked_run() -> tuple[Run, int, list[int]]:
+    """The issue's scenario: event 1 is written while the client's loop is blocked for 50 ms,
+    then the server pauses 100 ms. Returns (run, its request's build stamp, the server's writes)."""
     writes: list[int] = []
     loop_holder: list[asyncio.AbstractEventLoop] = []
     started, written = threading.Event(), threading.Event()
@@ -153,6 +152,14 @@ def test_a_blocked_client_loop_does_not_move_the_archived_time() -> None:
 
     with SseServer(script) as server:
         run, built = record(server, connector)
+    return run, built, writes
+
+
+def test_a_blocked_client_loop_does_not_move_the_archived_time() -> None:
+    """The issue's test: the event's archived time stays within 0.5 ms of the write, the
+    user-space stamp is >= 50 ms late, and the run is flagged client_busy (but kept: its first
+    token was read alone, so its kernel times hold)."""
+    run, built, writes = blocked_run()
     chunks = run.chunks
     first = first_token_index(chunks)
     assert first == 0 and run.clock is not None and run.clock.source == "kernel", run.clock
@@ -164,6 +171,22 @@ def test_a_blocked_client_loop_does_not_move_the_archived_time() -> None:
         assert abs(built + chunks.t_ns[i] - write) <= 0.5 * MS
     assert run.client_busy is True and run.clock.delay_max_ms is not None and run.clock.delay_max_ms >= 50
     assert not run.clock.first_shared and not skewed_by_client(run)
+
+
+def test_the_console_names_a_client_busy_run() -> None:
+    from rich.console import Console
+
+    from tokenreel.console import RecordDisplay
+    from tokenreel.recorder.runner import ArmStarted, _finished
+
+    run, _, _ = blocked_run()
+    console = Console(record=True, width=200, force_terminal=False)
+    with RecordDisplay(console) as display:
+        display(ArmStarted("a", "A", 1, 1, 1))
+        display(_finished(run))
+    text = console.export_text()
+    assert "a / p1 / run 0: client busy: client delay p99 " in text
+    assert "the kernel's receive times keep its figures exact" in text
 
 
 def test_tls_streams_get_kernel_times(tmp_path: Path) -> None:
