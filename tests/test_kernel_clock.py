@@ -278,3 +278,33 @@ def test_a_busy_run_whose_first_token_shared_its_read_is_left_out_unless_kept() 
     session = new_session("s", Settings(max_tokens=4, ignore_eos=False, warmup=0), [PROMPT], [Arm(id="a", label="a", base_url="http://x/v1", model="m")])
     session.runs.append(run)
     assert usable_runs(session, "a", "p1") == [] and usable_runs(session, "a", "p1", keep_client_busy=True) == [run]
+
+
+def test_a_wall_clock_step_or_an_impossible_time_keeps_the_user_stamps() -> None:
+    """The kernel's times come in CLOCK_REALTIME: if it stepped between the send and the end of
+    the run (NTP), or a time falls outside send..read stamp, they are not used, and the run says why."""
+    from tokenreel.archive import Chunks
+
+    def fresh() -> tuple[Chunks, list[int], kernel_clock.Reads]:
+        chunks = Chunks()
+        chunks.append(20 * MS, 1, "a")  # user stamps, ns from the send
+        chunks.append(30 * MS, 1, "b")
+        wall = 1_000 * 10**9  # the offset: CLOCK_REALTIME - perf_counter; t0 = 0
+        reads = kernel_clock.Reads(kernel=[wall + 19 * MS, wall + 29 * MS], user=[20 * MS, 30 * MS], starts=[-1, 10])
+        return chunks, [10, 20], reads
+
+    chunks, ends, reads = fresh()
+    clock, busy = kernel_clock.apply(chunks, ends, reads, 0, (1_000 * 10**9, 1_000 * 10**9), 2.0)
+    assert (clock.source, chunks.t_ns, chunks.client_delay_us, busy) == ("kernel", [19 * MS, 29 * MS], [1000, 1000], False)
+    chunks, ends, reads = fresh()
+    clock, busy = kernel_clock.apply(chunks, ends, reads, 0, (1_000 * 10**9, 1_000 * 10**9 + 3 * MS), 2.0)
+    assert clock.source == "user" and "wall clock stepped +3.000 ms" in clock.reason and busy is None
+    assert chunks.t_ns == [20 * MS, 30 * MS] and chunks.client_delay_us == []
+    chunks, ends, reads = fresh()
+    reads.kernel[1] += 2 * MS  # after its read's user stamp: impossible unless the clock moved
+    clock, _ = kernel_clock.apply(chunks, ends, reads, 0, (1_000 * 10**9, 1_000 * 10**9), 2.0)
+    assert clock.source == "user" and "outside its request's send..read stamps" in clock.reason
+    chunks, ends, reads = fresh()
+    reads.kernel[0] = 0  # the kernel gave no time for that read
+    clock, _ = kernel_clock.apply(chunks, ends, reads, 0, (1_000 * 10**9, 1_000 * 10**9), 2.0)
+    assert clock.source == "user" and clock.reason.startswith("the kernel gave no receive time for 1 of 2 events")
