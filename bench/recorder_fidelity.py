@@ -84,6 +84,7 @@ from reference_server import LAST_CHUNK, ReferenceServer, StreamLog
 import tokenreel
 from tokenreel.recorder.kernel_clock import stamping_connector
 from tokenreel.recorder.runner import new_session
+from tokenreel.recorder.wakeup import prompt_wakeups
 from tokenreel.recorder.sse_client import completions_url, request_body, stream_run
 from tokenreel import archive
 from tokenreel.archive import Arm, Chunks, Prompt, Run, Settings
@@ -482,7 +483,7 @@ async def record_run(client: StampedClient, server: ReferenceServer, case: Case)
 async def bench(args: argparse.Namespace) -> None:
     todo = cases(args.per_event, args.seconds, args.min_events, args.max_seconds)
     results: dict[Case, list[Figures]] = {case: [] for case in todo}
-    with ReferenceServer() as server:
+    with ReferenceServer() as server, prompt_wakeups():  # as `tokenreel record` does
         floor = FloorReader(server)
         try:
             async with aiohttp.ClientSession(

@@ -22,6 +22,7 @@ from tokenreel.recorder.config import default_metrics_url
 from tokenreel.recorder.engine_metrics import merge_acceptance, missing_acceptance
 from tokenreel.recorder.fingerprint import fingerprint
 from tokenreel.recorder.kernel_clock import stamping_connector
+from tokenreel.recorder.wakeup import prompt_wakeups
 from tokenreel.recorder.gate import contention, settle_after_run, wait_idle
 from tokenreel.recorder.sse_client import ProgressFn, stream_run
 from tokenreel.archive import Arm, Prompt, Run, Session, Settings, quarantine, save
@@ -162,16 +163,18 @@ async def record(
     recorder = _Recorder(session, result, on_event or (lambda event: None), fail_fast)
     save(session, result.path)
     # One HTTP session for the whole recording: fingerprint, gate, metrics and runs share its connections,
-    # each of which logs the kernel's receive time of every read (recorder.kernel_clock).
-    async with aiohttp.ClientSession(
-        headers={"User-Agent": f"tokenreel/{tokenreel.__version__}"}, connector=stamping_connector()
-    ) as http:
-        try:
-            for position, arm in enumerate(arms, start=1):
-                if not await recorder.arm(http, arm, position, len(arms)):
-                    break
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            result.interrupted = True
+    # each of which logs the kernel's receive time of every read (recorder.kernel_clock); the
+    # thread reading them is woken ahead of busy neighbours (recorder.wakeup).
+    with prompt_wakeups():
+        async with aiohttp.ClientSession(
+            headers={"User-Agent": f"tokenreel/{tokenreel.__version__}"}, connector=stamping_connector()
+        ) as http:
+            try:
+                for position, arm in enumerate(arms, start=1):
+                    if not await recorder.arm(http, arm, position, len(arms)):
+                        break
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                result.interrupted = True
     return result
 
 
