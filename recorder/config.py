@@ -21,7 +21,7 @@ from tokenreel.archive import Arm, Prompt, Settings
 TIMEOUT_KEYS = ("connect", "first_token", "between_chunks", "total")
 SESSION_KEYS = (
     "name", "prompts", "max_tokens", "ignore_eos", "temperature", "warmup", "repeats", "idle_wait_s", "timeouts",
-    "tokenizer",
+    "tokenizer", "client_busy_p99_ms",
 )
 ARM_KEYS = (
     "id", "label", "base_url", "model", "api", "api_key_env", "metrics_url", "extra_body", "timeouts", "settings",
@@ -166,6 +166,9 @@ def _session(check: _Checker, table: dict[str, Any], default_name: str) -> tuple
         repeats=check.integer(table.get("repeats", defaults.repeats), "session.repeats", minimum=1),
         idle_wait_s=check.number(table.get("idle_wait_s", defaults.idle_wait_s), "session.idle_wait_s"),
         timeouts=check.timeouts(table.get("timeouts", {}), "session.timeouts"),
+        client_busy_p99_ms=check.number(
+            table.get("client_busy_p99_ms", defaults.client_busy_p99_ms), "session.client_busy_p99_ms"
+        ),
     )
     return name, settings
 

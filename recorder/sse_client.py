@@ -24,6 +24,10 @@ tokens). Fields the recorder adds itself (these, and SGLang's `return_spec_token
 dropped for good, and the run retried at once, if the endpoint answers them with HTTP 400 or
 422; `extra_body` overrides them all.
 
+Each read also gets the kernel's receive time where the platform gives it (Linux, TLS too:
+`recorder.kernel_clock`, issue 13); after the stream those replace the user-space stamps as the
+events' times, which a busy client cannot skew, and the run's Clock says which clock it used.
+
 Every failure becomes a `failed` Run with a one-line error saying what happened and what to do,
 with the chunks received so far kept; the API key is read from the environment per request and
 scrubbed from every message.
@@ -44,10 +48,11 @@ import aiohttp
 import orjson
 from yarl import URL
 
+from tokenreel.recorder import kernel_clock
 from tokenreel.recorder.config import load_tokenizer, remember_secret, request_extra_body, scrub_secrets
 from tokenreel.recorder.prompts import chat_messages, completion_text
 from tokenreel.recorder.stream import CountText, StreamFailure, StreamParser, one_line, tokenizer_counts
-from tokenreel.archive import Arm, Chunks, Prompt, Run, Settings
+from tokenreel.archive import CLIENT_BUSY_P99_MS, Arm, Chunks, Prompt, Run, Settings
 from tokenreel.metrics import output_tokens
 
 # connect: TCP+TLS; first_token: send -> first text (covers prefill of long prompts on a cold
@@ -270,7 +275,7 @@ async def stream_run(
     body = request_body(arm, prompt, settings, added)
     try:
         try:
-            request = _Request(http, arm, body, timeouts, run, progress, counter)
+            request = _Request(http, arm, body, timeouts, run, progress, counter, settings.client_busy_p99_ms)
             await request.send()
         except _Failed:
             if not added or run.http_status not in (400, 422):
@@ -278,7 +283,7 @@ async def stream_run(
             # Perhaps the endpoint refuses a field the recorder added: once more without them, and
             # if that works, they are never added again for this arm.
             body = request_body(arm, prompt, settings)
-            request = _Request(http, arm, body, timeouts, run, progress, counter)
+            request = _Request(http, arm, body, timeouts, run, progress, counter, settings.client_busy_p99_ms)
             await request.send()
             learned.rejects_added.update(added)
     except _Failed as failure:
@@ -310,9 +315,10 @@ class _Request:
         run: Run,
         progress: ProgressFn | None,
         count_text: CountText | None = None,
+        busy_p99_ms: float = CLIENT_BUSY_P99_MS,
     ) -> None:
         self.http, self.arm, self.body, self.t, self.run, self.progress = http, arm, body, timeouts, run, progress
-        self.count_text = count_text
+        self.count_text, self.busy_p99_ms = count_text, busy_p99_ms
         self.url = completions_url(arm)
         self.payload = orjson.dumps(body)
         self.headers = {
@@ -354,13 +360,15 @@ class _Request:
         run.chunks = Chunks()
         run.http_status = run.finish_reason = run.usage = run.acceptance = None
         parser = StreamParser(run.chunks)
+        loop = asyncio.get_running_loop()
+        run.started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        offset = kernel_clock.realtime_offset_ns()
+        stamped: kernel_clock.StampedSocket | str = "no response was read"
         # Nothing is sent until it is awaited.
         request = self.http.post(
             self.url, data=self.payload, headers=self.headers, timeout=self.http_timeout,
             auto_decompress=False, read_bufsize=READ_BUFSIZE, allow_redirects=False,
         )
-        loop = asyncio.get_running_loop()
-        run.started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         t0 = perf_counter_ns()
         start = loop.time()
         total_at = start + self.t.total
@@ -368,6 +376,7 @@ class _Request:
         try:
             async with asyncio.timeout_at(min(start + self.t.first_token, total_at)) as scope:
                 async with request as response:
+                    stamped = kernel_clock.attach(response, t0)
                     run.http_status = response.status
                     target = redirect_target(response)
                     if target is not None:
@@ -396,7 +405,7 @@ class _Request:
         except aiohttp.ClientError as exc:
             raise _Failed(f"request to {self.url} failed: {type(exc).__name__} ({_reason(exc)})") from None
         finally:
-            self._finish(parser)
+            self._finish(parser, stamped, t0, offset)
         if not parser.done:
             raise _Failed(
                 f"stream ended without [DONE] after {parser.live_tokens} tokens;"
@@ -438,13 +447,16 @@ class _Request:
                 progress(parser.live_tokens, t)
         parser.end_of_body(perf_counter_ns() - t0)
 
-    def _finish(self, parser: StreamParser) -> None:
+    def _finish(self, parser: StreamParser, stamped: kernel_clock.StampedSocket | str, t0: int, offset: int) -> None:
         outcome = parser.finish(self.count_text)
         run = self.run
         run.token_source, run.usage, run.finish_reason, run.acceptance = (
             outcome.token_source, outcome.usage, outcome.finish_reason, outcome.acceptance
         )
         self.note = outcome.note
+        reads = stamped if isinstance(stamped, str) else kernel_clock.release(stamped)
+        offsets = (offset, kernel_clock.realtime_offset_ns())
+        run.clock, run.client_busy = kernel_clock.apply(run.chunks, parser.event_ends, reads, t0, offsets, self.busy_p99_ms)
 
     async def _http_error(self, response: aiohttp.ClientResponse) -> str:
         """Raise the failure for a non-200 answer; for 429 return its Retry-After header."""

@@ -73,9 +73,16 @@ class StreamParser:
         self._usage: dict[str, Any] | None = None
         self._finish_reason: str | None = None
         self._spec: tuple[str, dict[str, Any]] | None = None
+        # Body offset just past each event's last byte, to find the read that delivered it
+        # (`recorder.kernel_clock.apply`); `_fed` counts the body bytes fed so far.
+        self.event_ends: list[int] = []
+        self._fed = 0
+        self._line_end = 0
 
     def feed(self, t_ns: int, data: bytes) -> None:
         """Split one read into lines and handle every complete one; all get arrival t_ns."""
+        end = self._fed - len(self._pending)
+        self._fed += len(data)
         if self._pending:
             data = self._pending + data
         lines = data.split(b"\n")
@@ -85,6 +92,8 @@ class StreamParser:
         for line in lines:
             if len(line) > MAX_SSE_LINE_BYTES:
                 raise StreamFailure(self._too_long())
+            end += len(line) + 1
+            self._line_end = end
             self._line(t_ns, line)
             if self.done:
                 return
@@ -99,6 +108,7 @@ class StreamParser:
         """The body ended: a last line without a newline still counts."""
         if self._pending.strip():
             line, self._pending = self._pending, b""
+            self._line_end = self._fed
             self._line(t_ns, line)
 
     def _line(self, t_ns: int, line: bytes) -> None:
@@ -190,6 +200,7 @@ class StreamParser:
             if type(timings) is dict and type(timings.get("predicted_n")) is int:
                 predicted = timings["predicted_n"]
         self.chunks.append(t_ns, 0, content, reasoning, tool)
+        self.event_ends.append(self._line_end)
         self._usage_cum.append(cum)
         self._token_ids.append(ids_n)
         self._logprobs.append(logprobs_n)

@@ -61,3 +61,28 @@ def test_metrics_are_never_nan_or_negative(evs, completion) -> None:
     for value in (m.ttft_s, m.decode_tok_s, m.tpot_ms, m.e2e_tok_s):
         assert value is None or (math.isfinite(value) and value >= 0)
     assert m.output_tokens >= 0
+
+
+def test_on_the_kernel_clock_decode_counts_only_what_reads_timed_exactly() -> None:
+    """The first token's read also took the next token (one time for both), and the last token's
+    read also took the usage chunk: decode runs from the first read to the read before the last,
+    counting the tokens in between; TTFT and end-to-end keep the first and last token's times."""
+    from tokenreel.archive import Clock
+
+    events = [
+        (500_000_000, 0, ""),  # role-only chunk
+        (740_000_000, 1, "Hi"),  # read together with the next token: both get its time
+        (740_000_000, 1, " there"),
+        (840_000_000, 2, ", how"),
+        (940_000_000, 3, " are you"),
+        (1_040_000_000, 3, " today"),  # read together with the usage chunk
+        (1_040_000_000, 0, ""),
+    ]
+    run = make_run(events, completion_tokens=10)
+    user = run_metrics(run)  # the user clock (or an old session): the definition as before
+    assert (user.first_chunk_tokens, user.decode_tokens) == (1, 9) and math.isclose(user.decode_tok_s, 9 / 0.3)
+    run.clock = Clock(source="kernel")
+    kernel = run_metrics(run)
+    assert (kernel.first_chunk_tokens, kernel.decode_tokens) == (2, 5)
+    assert math.isclose(kernel.decode_tok_s, 5 / 0.2)  # 2 + 3 tokens over 740 -> 940 ms
+    assert kernel.ttft_s == 0.74 and math.isclose(kernel.e2e_tok_s, 10 / 1.04)

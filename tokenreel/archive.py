@@ -17,6 +17,10 @@ Rules that keep one bad server value from poisoning a session (issue 11):
 - Every float that reaches a metric is finite and bounded: an acceptance length outside
   [1, MAX_ACCEPTANCE_LENGTH], a rate outside [0, 1] or a count above MAX_COUNT is dropped to
   None with a note (`bound_acceptance`, applied at save and at load alike).
+- Which clock stamped each run is stated (issue 13): `Run.clock` says "kernel" (t_ns is the
+  kernel's receive time of the read that delivered the event) or "user" with the reason, and a
+  kernel-clock run keeps the user-space stamps too (`Chunks.client_delay_us`). Sessions written
+  before it (no `clock`) load with `clock` None: user-space stamps, as recorded then.
 - One writer per session: `SessionLock` (fcntl.flock on `.<file name>.lock` next to the file)
   is held for a whole `record`; a second writer is refused at once, naming the holder's pid.
 """
@@ -54,6 +58,10 @@ GATE_STATUSES = ("idle", "busy", "unavailable")
 # with the final usage) is the only estimate: a run with it says so in the report and video.
 TOKEN_SOURCES = ("usage_delta", "timings", "token_ids", "logprobs", "tokenizer", "per_event")
 ESTIMATED_TOKEN_SOURCES = ("per_event",)
+CLOCK_SOURCES = ("kernel", "user")
+# The default `client_busy` threshold: a run whose client read the network later than this at
+# its 99th percentile is flagged (see `Clock` and `tokenreel.ladder.usable_runs`).
+CLIENT_BUSY_P99_MS = 2.0
 
 
 class ArchiveError(ValueError):
@@ -109,14 +117,20 @@ class Settings:
     repeats: int = 3
     idle_wait_s: float = 30.0
     timeouts: dict[str, float] = field(default_factory=dict)
+    client_busy_p99_ms: float = CLIENT_BUSY_P99_MS
 
 
 @dataclass
 class Chunks:
     """Streamed events of one run, column-wise; index i is the i-th SSE data event.
 
-    t_ns: arrival offset from request send in integer nanoseconds, stamped when the bytes were
-    read; tokens: tokens carried by the event; content/reasoning/tool: text deltas.
+    t_ns: arrival offset from request send in integer nanoseconds: the kernel's receive time of
+    the read that delivered the event when the run's clock is "kernel", else the user-space stamp
+    of that read; events with equal t_ns arrived in one read (the kernel gives a read the time of
+    the last packet it consumed). tokens: tokens carried by the event; content/reasoning/tool:
+    text deltas. client_delay_us: kernel-clock runs only (else empty): the user-space stamp minus
+    t_ns per event in whole microseconds, the recorder's own delay (4 bytes an event, where a
+    second t_ns column would cost 12).
     """
 
     t_ns: list[int] = field(default_factory=list)
@@ -124,6 +138,7 @@ class Chunks:
     content: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
     tool: list[str] = field(default_factory=list)
+    client_delay_us: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.t_ns)
@@ -166,6 +181,28 @@ class Acceptance:
 
 
 @dataclass
+class Clock:
+    """Which clock stamped a run's chunks, and how late its client read the network (issue 13).
+
+    "kernel": each event has the kernel's receive time (SO_TIMESTAMPNS, Linux) of the read that
+    delivered it, on the perf_counter timeline; a busy client cannot skew it. "user": each event
+    has the perf_counter stamp its read got in Python (tokenreel before issue 13), `reason` says
+    why (platform, no timestamps from the kernel, the wall clock stepped during the run).
+    Client delay (user stamp - kernel stamp over the run's events, ms) is known on the kernel
+    clock only. `first_shared`: the first token's read also delivered a later token event, so
+    its time is that of a later packet (the kernel keeps one time per read, and merges queued
+    packets' times when the client reads late): the one way a busy client still moves TTFT.
+    """
+
+    source: str = "user"
+    reason: str = ""
+    delay_p50_ms: float | None = None
+    delay_p99_ms: float | None = None
+    delay_max_ms: float | None = None
+    first_shared: bool = False
+
+
+@dataclass
 class Run:
     """One request to one arm for one prompt; warmup runs are kept but flagged."""
 
@@ -185,6 +222,10 @@ class Run:
     contention_detail: str = ""
     acceptance: Acceptance | None = None
     acceptance_note: str = ""  # why no source gave an acceptance figure (empty when one did)
+    # None: recorded before tokenreel stated its clock (user-space stamps).
+    clock: Clock | None = None
+    # Client delay p99 over settings.client_busy_p99_ms; None: not known (user clock).
+    client_busy: bool | None = None
     chunks: Chunks = field(default_factory=Chunks)
 
     @property
@@ -335,6 +376,8 @@ def _chunks_to_json(chunks: Chunks) -> dict[str, Any]:
         column = getattr(chunks, name)
         if any(column):
             out[name] = column
+    if chunks.client_delay_us:
+        out["client_delay_us"] = chunks.client_delay_us
     return out
 
 
@@ -360,7 +403,7 @@ def run_to_dict(run: Run) -> dict[str, Any]:
         value = getattr(run, name)
         if name == "chunks":
             out[name] = _chunks_to_json(value)
-        elif name in ("gate", "acceptance"):
+        elif name in ("gate", "acceptance", "clock"):
             out[name] = asdict(value) if value is not None else None
         else:
             out[name] = value
@@ -560,6 +603,7 @@ def _settings(r: _Reader, data: Any, where: str) -> Settings:
         repeats=r.get(d, "repeats", where, r.nonneg_int),
         idle_wait_s=r.get(d, "idle_wait_s", where, r.nonneg_num, 30.0),
         timeouts=r.get(d, "timeouts", where, r.num_map, {}),
+        client_busy_p99_ms=r.get(d, "client_busy_p99_ms", where, r.nonneg_num, CLIENT_BUSY_P99_MS),
     )
 
 
@@ -599,7 +643,13 @@ def _chunks(r: _Reader, data: Any, where: str) -> Chunks:
             if not isinstance(text, str):
                 raise r.fail(f"{where}.{name}[{i}]", f"expected a string, got {type(text).__name__}")
         texts[name] = column
-    return Chunks(t_ns=t_ns, tokens=tokens, **texts)
+    delays = r.get(d, "client_delay_us", where, r.list_, [])
+    if delays and len(delays) != n:
+        raise r.fail(f"{where}.client_delay_us", f"has {len(delays)} entries but t_ns has {n}")
+    for i, delay in enumerate(delays):
+        if isinstance(delay, bool) or not isinstance(delay, int) or not 0 <= delay <= MAX_OFFSET_NS // 1000:
+            raise r.fail(f"{where}.client_delay_us[{i}]", f"expected microseconds from 0 to a week, got {delay!r}")
+    return Chunks(t_ns=t_ns, tokens=tokens, **texts, client_delay_us=delays)
 
 
 def _gate(r: _Reader, data: Any, where: str) -> Gate:
@@ -626,6 +676,20 @@ def _acceptance(r: _Reader, data: Any, where: str) -> Acceptance | None:
         source=r.get(d, "source", where, r.str_, ""),
         approximate=r.get(d, "approximate", where, r.bool_, False),
         note=r.get(d, "note", where, r.str_, ""),
+    )
+
+
+def _clock(r: _Reader, data: Any, where: str) -> Clock | None:
+    if data is None:
+        return None
+    d = r.obj(data, where)
+    return Clock(
+        source=r.get(d, "source", where, r.one_of(CLOCK_SOURCES)),
+        reason=r.get(d, "reason", where, r.str_, ""),
+        delay_p50_ms=r.get(d, "delay_p50_ms", where, r.opt_num, None),
+        delay_p99_ms=r.get(d, "delay_p99_ms", where, r.opt_num, None),
+        delay_max_ms=r.get(d, "delay_max_ms", where, r.opt_num, None),
+        first_shared=r.get(d, "first_shared", where, r.bool_, False),
     )
 
 
@@ -659,6 +723,8 @@ def _run(r: _Reader, data: Any, where: str) -> Run:
         contention_detail=r.get(d, "contention_detail", where, r.str_, ""),
         acceptance=_acceptance(r, d.get("acceptance"), f"{where}.acceptance"),
         acceptance_note=r.get(d, "acceptance_note", where, r.str_, ""),
+        clock=_clock(r, d.get("clock"), f"{where}.clock"),
+        client_busy=r.get(d, "client_busy", where, r.opt_bool, None),
         chunks=_chunks(r, d.get("chunks"), f"{where}.chunks"),
     )
     bound_acceptance(run)

@@ -172,6 +172,10 @@ def report(
         typer.Option("--out", "-o", metavar="FILE", help="Write to FILE (.md, .json, .csv or .html) instead of stdout."),
     ] = None,
     force: Annotated[bool, typer.Option(help="Overwrite --out if it exists.")] = False,
+    include_client_busy: Annotated[
+        bool,
+        typer.Option(help="Keep runs a busy recording client skewed (its first token read with later ones) in the figures."),
+    ] = False,
 ) -> None:
     """The ladder (each arm vs the prior arm vs the first), per category, and every cell.
 
@@ -188,13 +192,14 @@ def report(
       tokenreel report sessions/ladder.json -o ladder.csv
       tokenreel report sessions/ladder.json --format json --baseline nvfp4
       tokenreel report sessions/ladder.json -o ladder.html   # one self-contained page: charts, replay
+      tokenreel report sessions/ladder.json --include-client-busy
     """
     from tokenreel.report import render_report
 
     fmt = report_format(fmt, out_path)
     session = load_session(session_path)
     with user_errors():
-        text = render_report(session, fmt, baseline)
+        text = render_report(session, fmt, baseline, include_client_busy)
     if out_path is None:
         sys.stdout.write(strip_controls(text))  # a report on a terminal: no escapes from session text
         return
@@ -349,8 +354,8 @@ def _record_into(
         err.print(f"{cell.arm} / {cell.prompt}: {cell.reason}", markup=False, soft_wrap=True)
     if contended:
         err.print(
-            f"{len(contended)} cell(s) have no usable run (all contended, lines above): free the endpoint, then"
-            " `tokenreel record --resume` re-records their runs",
+            f"{len(contended)} cell(s) have no usable run (all contended or client busy, lines above): free the"
+            " endpoint or the recording machine, then `tokenreel record --resume` re-records their runs",
             markup=False, soft_wrap=True,
         )
     if result.failed or result.skipped or result.invalid:
@@ -360,13 +365,14 @@ def _record_into(
 
 
 def _all_contended_cells(session: Session, arm_ids: list[str] | None) -> list[MissingCell]:
-    """Cells of the recorded arms whose measured runs all completed but were all contended."""
-    from tokenreel.ladder import missing_cells
+    """Cells of the recorded arms whose measured runs all completed but were all contended (or
+    skewed by a busy client)."""
+    from tokenreel.ladder import missing_cells, skewed_by_client
 
     return [
         cell for cell in missing_cells(session)
         if (arm_ids is None or cell.arm in arm_ids) and cell.runs
-        and all(r.status == "ok" and r.contended for r in session.runs_of(cell.arm, cell.prompt))
+        and all(r.status == "ok" and (r.contended or skewed_by_client(r)) for r in session.runs_of(cell.arm, cell.prompt))
     ]
 
 

@@ -102,6 +102,12 @@ class RecordDisplay:
                     markup=False,
                     highlight=False,
                 )
+            if event.client_busy:  # like a contended run: never silently
+                self.console.print(
+                    f"{event.arm} / {event.prompt} / run {event.index}: client busy: {event.client_busy}",
+                    markup=False,
+                    highlight=False,
+                )
         elif isinstance(event, ArmFinished):
             status = f"done: {event.ok} ok, {event.failed} failed, {event.skipped} skipped"
         else:

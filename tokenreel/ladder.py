@@ -2,7 +2,8 @@
 
 A cell is one arm on one prompt. Its figures are medians over the measured runs that
 completed and were not contended (someone else generating during the run measures
-contention, not the arm). The ladder row of an arm is the mean of its cell medians over the
+contention, not the arm), nor skewed by a busy client (`skewed_by_client`; kept when the
+report is asked to `--include-client-busy`). The ladder row of an arm is the mean of its cell medians over the
 prompts that every arm has, so every arm is averaged over the same prompts.
 
 A cell with no usable run is not dropped silently: `missing_cells` says why each one is
@@ -39,6 +40,10 @@ class Cell:
     acceptance_approximate: bool = False  # from counters printed in rounded steps
     acceptance_note: str = ""  # why there is no acceptance length (or why it is approximate)
     contention_note: str = ""  # why contention is unknown
+    clock: str = ""  # which clock stamped its runs: "kernel", "user", or the mix ("kernel 2, user 1")
+    client_delay_p99_ms: float | None = None  # the worst run's client delay p99 (kernel clock only)
+    client_busy: int = 0  # runs flagged client_busy
+    client_busy_left_out: int = 0  # of those, runs left out of the figures (`skewed_by_client`)
 
 
 @dataclass(frozen=True)
@@ -67,12 +72,26 @@ class LadderRow:
     acceptance_note: str = ""
 
 
-def usable_runs(session: Session, arm_id: str, prompt_id: str) -> list[Run]:
-    """Measured runs that completed and were not contended, in recording order."""
+def skewed_by_client(run: Run) -> bool:
+    """A client_busy run whose figures the busy client could still move.
+
+    Why not every client_busy run: on the kernel clock each event has the time its packet
+    arrived however late the client read it, and TTFT and decode tok/s depend only on the first
+    and last token's times. The one way left is a late read of the first token that also took
+    later tokens (the kernel keeps one time per read: `Clock.first_shared`). Leaving out the
+    other busy runs would throw away exact runs, on the loaded GPU hosts where they matter.
+    (client_busy is only known on the kernel clock: user-clock runs are kept, as before.)
+    """
+    return run.client_busy is True and run.clock is not None and run.clock.first_shared
+
+
+def usable_runs(session: Session, arm_id: str, prompt_id: str, keep_client_busy: bool = False) -> list[Run]:
+    """Measured runs that completed, were not contended and (unless kept) not skewed by a busy
+    client, in recording order."""
     return [
         run
         for run in session.runs_of(arm_id, prompt_id)
-        if run.status == "ok" and run.contended is not True
+        if run.status == "ok" and run.contended is not True and (keep_client_busy or not skewed_by_client(run))
     ]
 
 
@@ -92,10 +111,10 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
     return numerator / denominator
 
 
-def median_run(session: Session, arm_id: str, prompt_id: str) -> Run | None:
+def median_run(session: Session, arm_id: str, prompt_id: str, keep_client_busy: bool = False) -> Run | None:
     """The measured run of median decode speed (lower middle for an even count)."""
     scored = []
-    for run in usable_runs(session, arm_id, prompt_id):
+    for run in usable_runs(session, arm_id, prompt_id, keep_client_busy):
         decode = run_metrics(run).decode_tok_s
         if decode is not None:
             scored.append((decode, run.index, run))
@@ -105,9 +124,9 @@ def median_run(session: Session, arm_id: str, prompt_id: str) -> Run | None:
     return scored[(len(scored) - 1) // 2][2]
 
 
-def _cell(session: Session, arm_id: str, prompt_id: str, category: str) -> Cell | None:
+def _cell(session: Session, arm_id: str, prompt_id: str, category: str, keep_client_busy: bool) -> Cell | None:
     measured_ok = [r for r in session.runs_of(arm_id, prompt_id) if r.status == "ok"]
-    runs = usable_runs(session, arm_id, prompt_id)
+    runs = usable_runs(session, arm_id, prompt_id, keep_client_busy)
     if not runs:
         return None
     figures: list[RunMetrics] = [run_metrics(r) for r in runs]
@@ -142,7 +161,19 @@ def _cell(session: Session, arm_id: str, prompt_id: str, category: str) -> Cell 
         acceptance_approximate=approximate,
         acceptance_note=_acceptance_note(runs),
         contention_note=_contention_note(measured_ok) if contended is None else "",
+        clock=_clocks(runs),
+        client_delay_p99_ms=max((r.clock.delay_p99_ms for r in runs if r.clock and r.clock.delay_p99_ms is not None), default=None),
+        client_busy=sum(1 for r in measured_ok if r.client_busy),
+        client_busy_left_out=0 if keep_client_busy else sum(1 for r in measured_ok if skewed_by_client(r)),
     )
+
+
+def _clocks(runs: list[Run]) -> str:
+    """"kernel", "user", or the mix in a fixed order ("kernel 2, user 1"); runs recorded before
+    the clock was archived count as "user"."""
+    sources = [r.clock.source if r.clock else "user" for r in runs]
+    kinds = sorted(set(sources))
+    return kinds[0] if len(kinds) == 1 else ", ".join(f"{kind} {sources.count(kind)}" for kind in kinds)
 
 
 def _contended(runs: list[Run]) -> bool | None:
@@ -177,12 +208,12 @@ def _acceptance_note(runs: list[Run]) -> str:
     return "none archived (recorded before tokenreel kept the reason; most likely not speculative)"
 
 
-def missing_cells(session: Session) -> list[MissingCell]:
+def missing_cells(session: Session, keep_client_busy: bool = False) -> list[MissingCell]:
     """Every arm × prompt without a usable measured run, with the reason, in ladder order."""
     missing = []
     for arm in session.arms:
         for prompt in session.prompts:
-            if usable_runs(session, arm.id, prompt.id):
+            if usable_runs(session, arm.id, prompt.id, keep_client_busy):
                 continue
             runs = session.runs_of(arm.id, prompt.id)
             missing.append(MissingCell(arm.id, prompt.id, prompt.category, len(runs), _missing_reason(runs)))
@@ -195,6 +226,7 @@ def _missing_reason(runs: list[Run]) -> str:
         return "no measured run recorded"
     kinds = {
         "contended": [r for r in runs if r.status == "ok" and r.contended],
+        "client busy": [r for r in runs if r.status == "ok" and not r.contended and skewed_by_client(r)],
         "failed": [r for r in runs if r.status == "failed"],
         "skipped": [r for r in runs if r.status == "skipped"],
         "invalid": [r for r in runs if r.status == "invalid"],
@@ -202,7 +234,10 @@ def _missing_reason(runs: list[Run]) -> str:
     parts = []
     for kind, group in kinds.items():
         if group:
-            detail = group[-1].contention_detail if kind == "contended" else group[-1].error
+            detail = (
+                group[-1].contention_detail if kind == "contended"
+                else _busy_detail(group[-1]) if kind == "client busy" else group[-1].error
+            )
             parts.append((kind, len(group), detail))
     if len(parts) == 1:
         kind, count, detail = parts[0]
@@ -210,12 +245,18 @@ def _missing_reason(runs: list[Run]) -> str:
     return "no usable run: " + "; ".join(f"{count} {kind} ({detail})" for kind, count, detail in parts)
 
 
-def build_cells(session: Session) -> list[Cell]:
+def _busy_detail(run: Run) -> str:
+    p99 = run.clock.delay_p99_ms if run.clock else None
+    delay = f"client delay p99 {p99:.1f} ms" if p99 is not None else "client busy"
+    return f"{delay}, and the first token was read together with later ones (--include-client-busy keeps it)"
+
+
+def build_cells(session: Session, keep_client_busy: bool = False) -> list[Cell]:
     """Cells in arm order, then prompt order; like_for_like also needs every arm to agree on n."""
     cells: list[Cell] = []
     for arm in session.arms:
         for prompt in session.prompts:
-            cell = _cell(session, arm.id, prompt.id, prompt.category)
+            cell = _cell(session, arm.id, prompt.id, prompt.category, keep_client_busy)
             if cell is not None:
                 cells.append(cell)
     by_prompt: dict[str, set[int | None]] = {}

@@ -112,13 +112,13 @@ def _row(arm: str, prompt: str | None, runs: list[Run]) -> LatencyRow:
     )
 
 
-def build_latency(session: Session, cells: list[Cell] | None = None) -> Latency:
+def build_latency(session: Session, cells: list[Cell] | None = None, keep_client_busy: bool = False) -> Latency:
     """Per-arm rows (session order) and per-cell rows (the order of `cells`, default build_cells)."""
     cells = build_cells(session) if cells is None else cells
     shared = common_prompts(session, cells)
     arm_rows = [
-        _row(arm.id, None, [run for prompt in shared for run in usable_runs(session, arm.id, prompt)])
+        _row(arm.id, None, [run for prompt in shared for run in usable_runs(session, arm.id, prompt, keep_client_busy)])
         for arm in session.arms
     ]
-    cell_rows = [_row(c.arm, c.prompt, usable_runs(session, c.arm, c.prompt)) for c in cells]
+    cell_rows = [_row(c.arm, c.prompt, usable_runs(session, c.arm, c.prompt, keep_client_busy)) for c in cells]
     return Latency(arms=arm_rows, cells=cell_rows, shared_prompts=shared)

@@ -18,7 +18,7 @@ import orjson
 from tokenreel.answers import build_answers
 from tokenreel.archive import Arm, Session
 from tokenreel.figures import figure, multiplier
-from tokenreel.ladder import build_cells, build_ladder, category_table, common_prompts, missing_cells
+from tokenreel.ladder import build_cells, build_ladder, category_table, common_prompts, missing_cells, skewed_by_client
 from tokenreel.latency import MISSING_REASONS, PERCENTILE_METHOD, Latency, LatencyRow, build_latency
 
 REPORT_FORMAT = "tokenreel.report"
@@ -27,7 +27,7 @@ CELL_KEYS = (
     "arm", "prompt", "category", "runs", "output_tokens", "ttft_s", "tpot_ms", "decode_tok_s",
     "e2e_tok_s", "spread_tok_s", "acceptance_length", "like_for_like", "contended", "note",
     "acceptance_rate", "acceptance_approximate", "acceptance_note", "contention_note",
-    "token_counts", "tokens_estimated",
+    "token_counts", "tokens_estimated", "clock", "client_delay_p99_ms", "client_busy", "client_busy_left_out",
 )
 STEP_MARKS = "①②③④⑤⑥⑦⑧⑨⑩"
 
@@ -38,12 +38,12 @@ def report_value(value: float | int | bool | str | None, digits: int = 3) -> flo
     return value
 
 
-def build_report(session: Session, baseline: str | None = None) -> dict:
+def build_report(session: Session, baseline: str | None = None, keep_client_busy: bool = False) -> dict:
     """The report as plain data; the json format prints exactly this."""
     if baseline is not None and baseline not in {a.id for a in session.arms}:
         known = ", ".join(a.id for a in session.arms)
         raise ValueError(f"--baseline: no arm {baseline!r} in this session (arms: {known})")
-    cells = build_cells(session)
+    cells = build_cells(session, keep_client_busy)
     ladder = build_ladder(session, cells, baseline)
     shared = common_prompts(session, cells)
     return {
@@ -63,10 +63,32 @@ def build_report(session: Session, baseline: str | None = None) -> dict:
         },
         "cells": [_with_counts(session, {k: report_value(v) for k, v in asdict(cell).items()}) for cell in cells],
         "arms": [_arm_entry(session, arm) for arm in session.arms],
-        "missing_cells": [asdict(missing) for missing in missing_cells(session)],
-        "latency": _latency_entry(build_latency(session, cells)),
+        "missing_cells": [asdict(missing) for missing in missing_cells(session, keep_client_busy)],
+        "clocks": run_clocks(session, keep_client_busy),
+        "latency": _latency_entry(build_latency(session, cells, keep_client_busy)),
         "answers": asdict(build_answers(session, baseline)),
     }
+
+
+def run_clocks(session: Session, keep_client_busy: bool) -> list[dict]:
+    """Which clock stamped each measured ok run, its client delay, and whether it is in the figures."""
+    out = []
+    for run in session.runs:
+        if run.warmup or run.status != "ok":
+            continue
+        clock = run.clock
+        out.append({
+            "arm": run.arm, "prompt": run.prompt, "index": run.index,
+            "clock": clock.source if clock else "user",
+            "reason": clock.reason if clock else "not archived (recorded before tokenreel stated its clock)",
+            "client_delay_p50_ms": clock.delay_p50_ms if clock else None,
+            "client_delay_p99_ms": clock.delay_p99_ms if clock else None,
+            "client_delay_max_ms": clock.delay_max_ms if clock else None,
+            "first_token_shared_read": clock.first_shared if clock else None,
+            "client_busy": run.client_busy,
+            "in_figures": run.contended is not True and (keep_client_busy or not skewed_by_client(run)),
+        })
+    return out
 
 
 # Per arm in the csv (one row per cell): what the endpoint said and what the config declared.
@@ -247,6 +269,51 @@ def acceptance_notes(report: dict) -> list[str]:
     return ["Acceptance length and rate, where not measured exactly:", "", *lines, ""]
 
 
+def _clock_notes(report: dict, session: Session) -> list[str]:
+    """Which clock timed the runs (one line when all agree), the reason for every user-clock
+    group, and every client_busy run with what became of it."""
+    runs = report["clocks"]
+    if not runs:
+        return []
+    kernel = [r for r in runs if r["clock"] == "kernel"]
+    user = [r for r in runs if r["clock"] == "user"]
+    reasons = list(dict.fromkeys(r["reason"] for r in user))
+    p99 = max((r["client_delay_p99_ms"] for r in kernel if r["client_delay_p99_ms"] is not None), default=None)
+    delay = f" (the recorder's own delay, user-space stamp - kernel, p99 up to {figure(p99, 2, ' ms')})" if p99 is not None else ""
+    if not user:
+        lines = [f"Clock: all {len(runs)} measured runs timed by the kernel's receive time of each read{delay}."]
+    elif not kernel and len(reasons) == 1:
+        lines = [f"Clock: all {len(runs)} measured runs timed by their user-space read stamps: {reasons[0]}."]
+    else:
+        lines = [f"Clock: {len(kernel)} of {len(runs)} measured runs timed by the kernel's receive time of each read{delay};"
+                 " the others by their user-space read stamps:", ""]
+        for reason in reasons:
+            lines.append(f"- {_run_names([r for r in user if r['reason'] == reason])}: {reason}")
+    threshold = figure(session.settings.client_busy_p99_ms, 1, " ms")
+    busy = [r for r in runs if r["client_busy"]]
+    if busy:
+        lines += ["", f"Client busy (the recorder read the network more than {threshold} late at p99):", ""]
+    for r in busy:
+        verdict = (
+            "in the figures, its kernel times hold" if r["in_figures"] and not r["first_token_shared_read"]
+            else "in the figures (--include-client-busy)" if r["in_figures"]
+            else "left out of the figures: its first token was read together with later ones"
+        )
+        lines.append(
+            f"- {_run_names([r])}: client delay p99 {figure(r['client_delay_p99_ms'], 1, ' ms')},"
+            f" max {figure(r['client_delay_max_ms'], 1, ' ms')}; {verdict}"
+        )
+    return [*lines, ""]
+
+
+def _run_names(runs: list[dict]) -> str:
+    """"bf16 / prose-1 / run 2" for up to 3 runs, else the count per arm."""
+    if len(runs) <= 3:
+        return ", ".join(f"{r['arm']} / {r['prompt']} / run {r['index']}" for r in runs)
+    arms = [r["arm"] for r in runs]
+    return f"{len(runs)} runs (" + ", ".join(f"{arm} {arms.count(arm)}" for arm in dict.fromkeys(arms)) + ")"
+
+
 def to_markdown(report: dict, session: Session) -> str:
     labels = {arm.id: arm.label for arm in session.arms}
     lines: list[str] = [f"# {report['session']}", ""]
@@ -269,6 +336,7 @@ def to_markdown(report: dict, session: Session) -> str:
     if estimated_arms:
         lines += [ESTIMATED_NOTE, ""]
     lines += acceptance_notes(report)
+    lines += _clock_notes(report, session)
     lines += _arms_table(report)
     if report["missing_cells"]:
         lines += [
@@ -423,8 +491,8 @@ def to_csv(report: dict) -> str:
     return out.getvalue()
 
 
-def render_report(session: Session, fmt: str, baseline: str | None = None) -> str:
-    report = build_report(session, baseline)
+def render_report(session: Session, fmt: str, baseline: str | None = None, keep_client_busy: bool = False) -> str:
+    report = build_report(session, baseline, keep_client_busy)
     if fmt == "md":
         return to_markdown(report, session)
     if fmt == "json":

@@ -1,0 +1,98 @@
+"""The clock fields of the archive (issue 13): round trip, old sessions, validation, and what the
+ladder and report make of client_busy runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests import session_factory as factory
+from tokenreel import archive
+from tokenreel.archive import ArchiveError, Clock, Session
+from tokenreel.ladder import build_cells, missing_cells
+from tokenreel.report import build_report, render_report
+
+SEED = Path(__file__).resolve().parent.parent / "sessions" / "seed-ladder-demo.json"
+MS = factory.MS
+
+
+def clocked_session() -> Session:
+    """Three runs of one arm: kernel clock, kernel clock busy with its first token read alone,
+    kernel clock busy with its first token read together with the next (same time)."""
+    runs = [factory.stream(factory.words(6), 100 * MS, 10 * MS) for _ in range(3)]
+    shared = runs[2]
+    shared.t_ns[1] = shared.t_ns[2]  # the first token got the second's read time
+    session = factory.session([("a", "A", runs)])
+    delays = ([80] * 8, [80] * 7 + [9000], [5000] * 8)
+    for run, delay, (busy, first_shared) in zip(session.runs, delays, ((False, False), (True, False), (True, True))):
+        run.chunks.client_delay_us = delay
+        run.clock = Clock("kernel", "", 0.08, max(delay) / 1000 if busy else 0.08, max(delay) / 1000, first_shared)
+        run.client_busy = busy
+    return session
+
+
+def test_clock_fields_round_trip(tmp_path: Path) -> None:
+    session = clocked_session()
+    session.runs[0].clock = Clock("user", "the wall clock stepped +3.000 ms during the run (NTP?)")
+    session.runs[0].client_busy, session.runs[0].chunks.client_delay_us = None, []
+    session.settings.client_busy_p99_ms = 1.5
+    path = tmp_path / "s.json"
+    archive.save(session, path)
+    loaded = archive.load(path)
+    assert loaded.settings.client_busy_p99_ms == 1.5
+    assert [(r.clock, r.client_busy, r.chunks.client_delay_us) for r in loaded.runs] == [
+        (r.clock, r.client_busy, r.chunks.client_delay_us) for r in session.runs
+    ]
+    assert "client_delay_us" not in orjson.loads(path.read_bytes())["runs"][0]["chunks"]  # empty: left out
+
+
+def test_sessions_without_the_clock_still_load_and_save(tmp_path: Path) -> None:
+    session = archive.load(SEED)
+    assert all(r.clock is None and r.client_busy is None and r.chunks.client_delay_us == [] for r in session.runs)
+    assert session.settings.client_busy_p99_ms == archive.CLIENT_BUSY_P99_MS
+    archive.save(session, tmp_path / "again.json")
+    assert archive.load(tmp_path / "again.json").runs == session.runs
+    assert "timed by their user-space read stamps: not archived" in render_report(session, "md")
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "problem"),
+    [
+        (lambda run: run["chunks"].update(client_delay_us=[1]), "runs[0].chunks.client_delay_us", "has 1 entries"),
+        (lambda run: run["chunks"].update(client_delay_us=[-1] * len(run["chunks"]["t_ns"])), "runs[0].chunks.client_delay_us[0]", "microseconds"),
+        (lambda run: run["clock"].update(source="tsc"), "runs[0].clock.source", "must be one of kernel, user"),
+        (lambda run: run["clock"].update(delay_p99_ms=float("nan")), "runs[0].clock.delay_p99_ms", "finite"),
+        (lambda run: run.update(client_busy="yes"), "runs[0].client_busy", "true or false"),
+    ],
+)
+def test_bad_clock_fields_name_the_field(change, field: str, problem: str) -> None:
+    data = archive.session_to_dict(clocked_session())
+    change(data["runs"][0])
+    with pytest.raises(ArchiveError) as caught:
+        archive.from_dict(data, "s.json")
+    assert caught.value.field == field and problem in caught.value.problem
+
+
+def test_only_the_busy_run_whose_first_token_shared_a_read_leaves_the_medians() -> None:
+    session = clocked_session()
+    [cell] = build_cells(session)
+    assert (cell.runs, cell.client_busy, cell.client_busy_left_out, cell.clock) == (2, 2, 1, "kernel")
+    assert cell.client_delay_p99_ms == 9.0
+    [kept] = build_cells(session, keep_client_busy=True)
+    assert (kept.runs, kept.client_busy_left_out) == (3, 0)
+    markdown = render_report(session, "md")
+    assert "Clock: all 3 measured runs timed by the kernel's receive time" in markdown
+    assert "a / p1 / run 1: client delay p99 9.0 ms, max 9.0 ms; in the figures, its kernel times hold" in markdown
+    assert "a / p1 / run 2: client delay p99 5.0 ms, max 5.0 ms; left out of the figures" in markdown
+    report = build_report(session)
+    assert [r["in_figures"] for r in report["clocks"]] == [True, True, False]
+
+
+def test_a_cell_whose_runs_were_all_skewed_is_missing_with_the_reason() -> None:
+    session = clocked_session()
+    session.runs = session.runs[2:]
+    [missing] = missing_cells(session)
+    assert missing.reason.startswith("all 1 run client busy: client delay p99 5.0 ms")
+    assert missing_cells(session, keep_client_busy=True) == []

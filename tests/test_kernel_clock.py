@@ -1,0 +1,310 @@
+"""Kernel receive times (issue 13): a blocked client loop, TLS, and the user-clock fallback.
+
+A small SSE server on a raw loopback socket (its own thread) writes each event with `send` and
+notes `perf_counter_ns()` right after: the ground truth the archived times are checked against.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from time import perf_counter_ns
+from typing import Any, cast
+
+import aiohttp
+import orjson
+import pytest
+
+from tokenreel.archive import Arm, Prompt, Run, Settings
+from tokenreel.ladder import skewed_by_client, usable_runs
+from tokenreel.metrics import first_token_index
+from tokenreel.recorder import kernel_clock
+from tokenreel.recorder.sse_client import stream_run
+
+MS = 1_000_000
+PROMPT = Prompt(id="p1", category="prose", messages=[{"role": "user", "content": "hi"}], prompt="")
+HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+pytestmark = pytest.mark.skipif(kernel_clock.SO_TIMESTAMPNS is None, reason="kernel receive times are Linux-only")
+
+
+def _event(text: str, tokens: int, role: bool = False) -> bytes:
+    delta = {"role": "assistant", "content": text} if role else {"content": text}
+    body = {"choices": [{"index": 0, "delta": delta, "finish_reason": None}], "usage": {"completion_tokens": tokens}}
+    return b"data: " + orjson.dumps(body) + b"\n\n"
+
+
+def _chunked(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+TAIL = _chunked(b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}\n\n') + _chunked(
+    b"data: [DONE]\n\n"
+) + b"0\r\n\r\n"
+
+
+class SseServer:
+    """One-connection-at-a-time SSE server: `script(send)` writes the body; `send` returns the
+    perf_counter_ns just after the kernel took the bytes."""
+
+    def __init__(self, script: Callable[[Callable[[bytes], int]], None], tls: ssl.SSLContext | None = None) -> None:
+        self.script, self.tls = script, tls
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.error: BaseException | None = None
+
+    def __enter__(self) -> SseServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.listener.close()
+        self.thread.join(5)
+
+    def _serve(self) -> None:
+        try:
+            conn, _ = self.listener.accept()
+            if self.tls is not None:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+            with conn:
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                request = b""
+                while b"\r\n\r\n" not in request:
+                    request += conn.recv(65536)
+                head, _, body = request.partition(b"\r\n\r\n")
+                length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+                while len(body) < length:
+                    body += conn.recv(65536)
+
+                def send(data: bytes) -> int:
+                    conn.sendall(data)
+                    return perf_counter_ns()
+
+                send(HEAD)
+                self.script(send)
+                conn.recv(1)  # until the client hangs up (or reuses: it gets EOF)
+        except BaseException as exc:  # the test names it
+            self.error = exc
+
+
+class Stamped:
+    """The session stream_run is given, noting when it builds its request: its send stamp t0
+    follows within microseconds, which turns archived offsets into perf_counter times."""
+
+    def __init__(self, http: aiohttp.ClientSession) -> None:
+        self.http, self.built_ns = http, 0
+
+    def post(self, *args: Any, **kwargs: Any) -> Any:
+        request = self.http.post(*args, **kwargs)
+        self.built_ns = perf_counter_ns()
+        return request
+
+
+def record(server: SseServer, connector: Callable[[], aiohttp.BaseConnector | None], scheme: str = "http") -> tuple[Run, int]:
+    """One run against the server; (run, perf_counter_ns of the request's build)."""
+    arm = Arm(id="a", label="a", base_url=f"{scheme}://127.0.0.1:{server.port}/v1", model="m")
+    run = Run(arm="a", prompt="p1", index=0, warmup=False)
+
+    async def main() -> int:
+        async with aiohttp.ClientSession(connector=connector()) as http:
+            client = Stamped(http)
+            await stream_run(cast(aiohttp.ClientSession, client), arm, PROMPT, Settings(max_tokens=4, ignore_eos=False), run)
+            return client.built_ns
+
+    built = asyncio.run(main())
+    assert server.error is None, server.error
+    assert run.status == "ok", run.error
+    return run, built
+
+
+def blocked_run() -> tuple[Run, int, list[int]]:
+    """The issue's scenario: event 1 is written while the client's loop is blocked for 50 ms,
+    then the server pauses 100 ms. Returns (run, its request's build stamp, the server's writes)."""
+    writes: list[int] = []
+    loop_holder: list[asyncio.AbstractEventLoop] = []
+    started, written = threading.Event(), threading.Event()
+
+    def block() -> None:  # runs on the client's event loop
+        started.set()
+        written.wait(5)
+        time.sleep(0.05)
+
+    def script(send: Callable[[bytes], int]) -> None:
+        time.sleep(0.02)  # "prefill": the client is waiting in its loop
+        loop_holder[0].call_soon_threadsafe(block)
+        started.wait(5)  # the loop is now inside block(): it cannot read until 50 ms after the write
+        writes.append(send(_chunked(_event("Hello", 1, role=True))))
+        written.set()
+        time.sleep(0.1)
+        writes.append(send(_chunked(_event(" world", 2))))
+        writes.append(send(_chunked(_event("!", 3))))
+        send(TAIL)
+
+    def connector() -> aiohttp.BaseConnector:
+        loop_holder.append(asyncio.get_running_loop())
+        return kernel_clock.stamping_connector()
+
+    with SseServer(script) as server:
+        run, built = record(server, connector)
+    return run, built, writes
+
+
+def test_a_blocked_client_loop_does_not_move_the_archived_time() -> None:
+    """The issue's test: the event's archived time stays within 0.5 ms of the write, the
+    user-space stamp is >= 50 ms late, and the run is flagged client_busy (but kept: its first
+    token was read alone, so its kernel times hold)."""
+    run, built, writes = blocked_run()
+    chunks = run.chunks
+    first = first_token_index(chunks)
+    assert first == 0 and run.clock is not None and run.clock.source == "kernel", run.clock
+    archived = built + chunks.t_ns[first]
+    user = archived + chunks.client_delay_us[first] * 1000
+    assert abs(archived - writes[0]) <= 0.5 * MS, (archived - writes[0]) / MS
+    assert user - writes[0] >= 50 * MS, (user - writes[0]) / MS
+    for i, write in zip((1, 2), writes[1:]):
+        assert abs(built + chunks.t_ns[i] - write) <= 0.5 * MS
+    assert run.client_busy is True and run.clock.delay_max_ms is not None and run.clock.delay_max_ms >= 50
+    assert not run.clock.first_shared and not skewed_by_client(run)
+
+
+def test_the_console_names_a_client_busy_run() -> None:
+    from rich.console import Console
+
+    from tokenreel.console import RecordDisplay
+    from tokenreel.recorder.runner import ArmStarted, _finished
+
+    run, _, _ = blocked_run()
+    console = Console(record=True, width=200, force_terminal=False)
+    with RecordDisplay(console) as display:
+        display(ArmStarted("a", "A", 1, 1, 1))
+        display(_finished(run))
+    text = console.export_text()
+    assert "a / p1 / run 0: client busy: client delay p99 " in text
+    assert "the kernel's receive times keep its figures exact" in text
+
+
+def test_tls_streams_get_kernel_times(tmp_path: Path) -> None:
+    """The SSL protocol reads the raw TCP segments through the same socket: kernel times too."""
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )
+    server_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_tls.load_cert_chain(cert, key)
+    client_tls = ssl.create_default_context(cafile=str(cert))
+    writes: list[int] = []
+
+    def script(send: Callable[[bytes], int]) -> None:
+        for i, text in enumerate(("One", " two", " three")):
+            time.sleep(0.02)
+            writes.append(send(_chunked(_event(text, i + 1, role=i == 0))))
+        send(TAIL)
+
+    def connector() -> aiohttp.BaseConnector:
+        return aiohttp.TCPConnector(socket_factory=kernel_clock.stamping_socket, ssl=client_tls)
+
+    with SseServer(script, server_tls) as server:
+        run, built = record(server, connector, "https")
+    assert run.clock is not None and run.clock.source == "kernel", run.clock
+    assert run.chunks.content[:3] == ["One", " two", " three"]
+    for i, write in enumerate(writes):
+        # The kernel time precedes the user stamp, and both follow the write.
+        assert abs(built + run.chunks.t_ns[i] - write) <= 0.5 * MS, (built + run.chunks.t_ns[i] - write) / MS
+    assert len(run.chunks.client_delay_us) == len(run.chunks)
+
+
+@pytest.mark.parametrize("way", ["plain session", "no platform support"])
+def test_without_kernel_times_the_run_says_user_clock_and_why(way: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    def script(send: Callable[[bytes], int]) -> None:
+        for i, text in enumerate(("a", "b")):
+            time.sleep(0.01)
+            send(_chunked(_event(text, i + 1, role=i == 0)))
+        send(TAIL)
+
+    if way == "no platform support":  # what a non-Linux recorder sees: the constant is absent
+        monkeypatch.setattr(kernel_clock, "SO_TIMESTAMPNS", None)
+        connector, reason = kernel_clock.stamping_connector, kernel_clock.NO_PLATFORM
+    else:  # a caller's own aiohttp session, not the recorder's connector
+        connector, reason = (lambda: None), kernel_clock.NOT_STAMPED
+    with SseServer(script) as server:
+        run, _ = record(server, connector)
+    assert run.clock is not None and (run.clock.source, run.clock.reason) == ("user", reason)
+    assert run.client_busy is None and run.chunks.client_delay_us == []
+    assert run.chunks.t_ns[1] - run.chunks.t_ns[0] >= 9 * MS
+
+
+def test_a_busy_run_whose_first_token_shared_its_read_is_left_out_unless_kept() -> None:
+    """Block the loop across the first two tokens: one read takes both, so the first token has the
+    second's time; the run is flagged, left out of the medians, and kept on request."""
+    loop_holder: list[asyncio.AbstractEventLoop] = []
+    started, written = threading.Event(), threading.Event()
+
+    def block() -> None:
+        started.set()
+        written.wait(5)
+        time.sleep(0.05)
+
+    def script(send: Callable[[bytes], int]) -> None:
+        time.sleep(0.02)
+        loop_holder[0].call_soon_threadsafe(block)
+        started.wait(5)
+        send(_chunked(_event("Hello", 1, role=True)))
+        time.sleep(0.01)
+        send(_chunked(_event(" world", 2)))
+        written.set()
+        time.sleep(0.06)
+        send(_chunked(_event("!", 3)))
+        send(TAIL)
+
+    def connector() -> aiohttp.BaseConnector:
+        loop_holder.append(asyncio.get_running_loop())
+        return kernel_clock.stamping_connector()
+
+    with SseServer(script) as server:
+        run, _ = record(server, connector)
+    assert run.clock is not None and run.clock.source == "kernel" and run.clock.first_shared
+    assert run.chunks.t_ns[0] == run.chunks.t_ns[1]  # one read: the kernel's one time
+    assert run.client_busy is True and skewed_by_client(run)
+    from tokenreel.recorder.runner import new_session
+
+    session = new_session("s", Settings(max_tokens=4, ignore_eos=False, warmup=0), [PROMPT], [Arm(id="a", label="a", base_url="http://x/v1", model="m")])
+    session.runs.append(run)
+    assert usable_runs(session, "a", "p1") == [] and usable_runs(session, "a", "p1", keep_client_busy=True) == [run]
+
+
+def test_a_wall_clock_step_or_an_impossible_time_keeps_the_user_stamps() -> None:
+    """The kernel's times come in CLOCK_REALTIME: if it stepped between the send and the end of
+    the run (NTP), or a time falls outside send..read stamp, they are not used, and the run says why."""
+    from tokenreel.archive import Chunks
+
+    def fresh() -> tuple[Chunks, list[int], kernel_clock.Reads]:
+        chunks = Chunks()
+        chunks.append(20 * MS, 1, "a")  # user stamps, ns from the send
+        chunks.append(30 * MS, 1, "b")
+        wall = 1_000 * 10**9  # the offset: CLOCK_REALTIME - perf_counter; t0 = 0
+        reads = kernel_clock.Reads(kernel=[wall + 19 * MS, wall + 29 * MS], user=[20 * MS, 30 * MS], starts=[-1, 10])
+        return chunks, [10, 20], reads
+
+    chunks, ends, reads = fresh()
+    clock, busy = kernel_clock.apply(chunks, ends, reads, 0, (1_000 * 10**9, 1_000 * 10**9), 2.0)
+    assert (clock.source, chunks.t_ns, chunks.client_delay_us, busy) == ("kernel", [19 * MS, 29 * MS], [1000, 1000], False)
+    chunks, ends, reads = fresh()
+    clock, busy = kernel_clock.apply(chunks, ends, reads, 0, (1_000 * 10**9, 1_000 * 10**9 + 3 * MS), 2.0)
+    assert clock.source == "user" and "wall clock stepped +3.000 ms" in clock.reason and busy is None
+    assert chunks.t_ns == [20 * MS, 30 * MS] and chunks.client_delay_us == []
+    chunks, ends, reads = fresh()
+    reads.kernel[1] += 2 * MS  # after its read's user stamp: impossible unless the clock moved
+    clock, _ = kernel_clock.apply(chunks, ends, reads, 0, (1_000 * 10**9, 1_000 * 10**9), 2.0)
+    assert clock.source == "user" and "outside its request's send..read stamps" in clock.reason
+    chunks, ends, reads = fresh()
+    reads.kernel[0] = 0  # the kernel gave no time for that read
+    clock, _ = kernel_clock.apply(chunks, ends, reads, 0, (1_000 * 10**9, 1_000 * 10**9), 2.0)
+    assert clock.source == "user" and clock.reason.startswith("the kernel gave no receive time for 1 of 2 events")
