@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from tests import session_factory as sf
 from tests.browser import Chromium, Page, chromium_executable
 from tests.test_recorder_support import arm_for, chat_prompt, fast_settings
-from tokenreel.archive import Chunks, Run, Session, load
+from tokenreel.archive import Chunks, Clock, Run, Session, load
 from tokenreel.cli import app
 from tokenreel.ladder import median_run
 from tokenreel.recorder.runner import new_session, record
@@ -296,8 +296,25 @@ def test_freshly_recorded_session_replays_exactly(browser: Chromium, sim: SimClu
             seek(page, ms)
             assert_shows_archive(page, session, prompt_id, ms)
         assert offline_problems(page, path) == []
+        runs_table = page.evaluate("document.querySelector('#runs').textContent")
+        measured = [r for r in session.runs if not r.warmup]
+        assert all(r.clock is not None and r.clock.source == "kernel" for r in measured), [r.clock for r in measured]
+        assert runs_table.count("kernel · client delay p99") == len(session.runs), runs_table
     finally:
         page.close()
+
+
+def test_every_run_says_which_clock_stamped_it_and_whether_its_client_was_busy(tmp_path: Path) -> None:
+    """Old runs say they predate kernel times; a busy kernel-clock run says whether it was kept."""
+    session = load(DEMO)
+    run = next(r for r in session.runs if not r.warmup)
+    run.clock = Clock(source="kernel", delay_p50_ms=0.4, delay_p99_ms=7.25, delay_max_ms=9.0)
+    run.client_busy = True
+    page = render_report(session, "html")
+    runs_section = page[page.index('<section id="runs">'):]
+    assert "kernel · client delay p99 7.25 ms" in runs_section
+    assert "busy, kept: its kernel times are exact" in runs_section
+    assert runs_section.count("user (recorded before kernel times)") == len(session.runs) - 1
 
 
 def test_report_writes_the_same_html_page_every_time(tmp_path: Path) -> None:

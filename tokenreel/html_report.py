@@ -27,7 +27,7 @@ from tokenreel import assets
 from tokenreel.archive import Run, Session
 from tokenreel.charts import chart_svgs
 from tokenreel.figures import MISSING, figure, multiplier
-from tokenreel.ladder import median_run
+from tokenreel.ladder import median_run, skewed_by_client
 from tokenreel.metrics import NS_PER_S, first_token_index, last_token_index, output_tokens, run_metrics
 from tokenreel.report import (
     ESTIMATED_NOTE, LATENCY_FIGURES, STEP_MARKS, acceptance_text, acceptance_notes, contended_text, fingerprint_text, rate_text,
@@ -288,6 +288,20 @@ def _run_contended(run: Run) -> str:
     return _yes(run.contended, f"yes: {run.contention_detail}" if run.contention_detail else "yes")
 
 
+def _run_clock(run: Run) -> str:
+    """Which clock stamped the run (issue 13), the client's delay, and whether it was busy."""
+    clock = run.clock
+    if clock is None:
+        return "user (recorded before kernel times)"
+    if clock.source != "kernel":
+        return f"user ({_e(clock.reason)})" if clock.reason else "user"
+    text = f"kernel · client delay p99 {figure(clock.delay_p99_ms, 2)} ms"
+    if run.client_busy:
+        busy = "busy, left out of the medians" if skewed_by_client(run) else "busy, kept: its kernel times are exact"
+        text += f" · {_yes(True, busy)}"
+    return text
+
+
 def _runs(session: Session, replayed: set[tuple[str, str, int]]) -> str:
     s = session.settings
     rows = []
@@ -304,15 +318,17 @@ def _runs(session: Session, replayed: set[tuple[str, str, int]]) -> str:
         rows.append([
             _e(run.arm), _e(run.prompt), str(run.index) + (" ▶" if run.key in replayed else ""), "yes" if run.warmup else "no", status,
             _run_contended(run), str(n), short, _yes(run.tokens_estimated, f"yes ({run.token_source})") if run.tokens_estimated else _e(run.token_source),
-            figure(m.ttft_s, 3), figure(m.decode_tok_s), f"<span class=nowrap>{_e(run.started_at or MISSING)}</span>",
+            figure(m.ttft_s, 3), figure(m.decode_tok_s), _run_clock(run), f"<span class=nowrap>{_e(run.started_at or MISSING)}</span>",
         ])
     table = _table(
-        ["Arm", "Prompt", "Run", "Warmup", "Status", "Contended", "Tokens", "Short", "Token counts", "TTFT s", "Decode tok/s", "Started"],
+        ["Arm", "Prompt", "Run", "Warmup", "Status", "Contended", "Tokens", "Short", "Token counts", "TTFT s", "Decode tok/s", "Clock", "Started"],
         rows, numeric=(2, 6, 9, 10),
     )
     return (
         '<section id="runs"><h2>Every run</h2><p class=note>Warmup runs are discarded, contended runs are left out of the '
-        "medians, a short run (fewer tokens than the forced max_tokens) is not like-for-like; ▶ marks the run the replay "
+        "medians, a short run (fewer tokens than the forced max_tokens) is not like-for-like; the clock is the kernel's receive "
+        "time of each read where the platform gives it, and a client_busy run is left out only when its late read could "
+        "move its first token; ▶ marks the run the replay "
         f"plays.</p><details><summary>{len(session.runs)} runs</summary>{table}</details></section>"
     )
 
