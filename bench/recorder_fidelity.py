@@ -250,7 +250,7 @@ def figures(run: Run, log: StreamLog, case: Case, built_ns: int, cpu_ns: int) ->
     metrics = run_metrics(run)
     recorded = metrics.decode_tok_s
     # The server's decode over the events the recorder's counts (see tokenreel.metrics: on the
-    # kernel clock from the first token's read to the last exactly timed one).
+    # kernel clock from the first token's whole read to the last token).
     g = int(np.searchsorted(np.cumsum(log.tokens), metrics.first_chunk_tokens))
     e = int(np.searchsorted(np.cumsum(log.tokens), metrics.first_chunk_tokens + metrics.decode_tokens))
     true = decode_rate(int(log.tokens[g + 1 : e + 1].sum()), int(w[g]), int(w[e]))

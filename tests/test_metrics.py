@@ -64,9 +64,10 @@ def test_metrics_are_never_nan_or_negative(evs, completion) -> None:
 
 
 def test_on_the_kernel_clock_decode_counts_only_what_reads_timed_exactly() -> None:
-    """The first token's read also took the next token (one time for both), and the last token's
-    read also took the usage chunk: decode runs from the first read to the read before the last,
-    counting the tokens in between; TTFT and end-to-end keep the first and last token's times."""
+    """The first token's read also took the next token (one time for both): decode counts the
+    tokens after that read. The last token's read also took the usage chunk, written right after
+    it: the interval still ends there (ending at the read before would drop a speculative arm's
+    last accepted burst). TTFT and end-to-end keep the first and last token's times."""
     from tokenreel.archive import Clock
 
     events = [
@@ -83,6 +84,6 @@ def test_on_the_kernel_clock_decode_counts_only_what_reads_timed_exactly() -> No
     assert (user.first_chunk_tokens, user.decode_tokens) == (1, 9) and math.isclose(user.decode_tok_s, 9 / 0.3)
     run.clock = Clock(source="kernel")
     kernel = run_metrics(run)
-    assert (kernel.first_chunk_tokens, kernel.decode_tokens) == (2, 5)
-    assert math.isclose(kernel.decode_tok_s, 5 / 0.2)  # 2 + 3 tokens over 740 -> 940 ms
+    assert (kernel.first_chunk_tokens, kernel.decode_tokens) == (2, 8)
+    assert math.isclose(kernel.decode_tok_s, 8 / 0.3)  # 2 + 3 + 3 tokens over 740 -> 1040 ms
     assert kernel.ttft_s == 0.74 and math.isclose(kernel.e2e_tok_s, 10 / 1.04)
