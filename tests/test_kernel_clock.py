@@ -123,35 +123,49 @@ def record(server: SseServer, connector: Callable[[], aiohttp.BaseConnector | No
     return run, built
 
 
-def blocked_run() -> tuple[Run, int, list[int]]:
-    """The issue's scenario: event 1 is written while the client's loop is blocked for 50 ms,
-    then the server pauses 100 ms. Returns (run, its request's build stamp, the server's writes)."""
-    writes: list[int] = []
+def run_with_a_blocked_loop(script: Callable[[Callable[[bytes], int], Callable[[], None], Callable[[], None]], None]) -> tuple[Run, int]:
+    """One run whose server `script(send, hold, release)` can block the client's event loop:
+    after a 20 ms "prefill" (the client waits in its loop), `hold()` returns once the loop is
+    inside a blocking call, which ends 50 ms after the script calls `release()`."""
     loop_holder: list[asyncio.AbstractEventLoop] = []
-    started, written = threading.Event(), threading.Event()
+    started, released = threading.Event(), threading.Event()
 
     def block() -> None:  # runs on the client's event loop
         started.set()
-        written.wait(5)
+        released.wait(5)
         time.sleep(0.05)
 
-    def script(send: Callable[[bytes], int]) -> None:
-        time.sleep(0.02)  # "prefill": the client is waiting in its loop
+    def hold() -> None:
         loop_holder[0].call_soon_threadsafe(block)
-        started.wait(5)  # the loop is now inside block(): it cannot read until 50 ms after the write
-        writes.append(send(_chunked(_event("Hello", 1, role=True))))
-        written.set()
-        time.sleep(0.1)
-        writes.append(send(_chunked(_event(" world", 2))))
-        writes.append(send(_chunked(_event("!", 3))))
-        send(TAIL)
+        started.wait(5)
+
+    def serve(send: Callable[[bytes], int]) -> None:
+        time.sleep(0.02)
+        script(send, hold, released.set)
 
     def connector() -> aiohttp.BaseConnector:
         loop_holder.append(asyncio.get_running_loop())
         return kernel_clock.stamping_connector()
 
-    with SseServer(script) as server:
-        run, built = record(server, connector)
+    with SseServer(serve) as server:
+        return record(server, connector)
+
+
+def blocked_run() -> tuple[Run, int, list[int]]:
+    """The issue's scenario: event 1 is written while the client's loop is blocked for 50 ms,
+    then the server pauses 100 ms. Returns (run, its request's build stamp, the server's writes)."""
+    writes: list[int] = []
+
+    def script(send: Callable[[bytes], int], hold: Callable[[], None], release: Callable[[], None]) -> None:
+        hold()  # the loop cannot read until 50 ms after the write
+        writes.append(send(_chunked(_event("Hello", 1, role=True))))
+        release()
+        time.sleep(0.1)
+        writes.append(send(_chunked(_event(" world", 2))))
+        writes.append(send(_chunked(_event("!", 3))))
+        send(TAIL)
+
+    run, built = run_with_a_blocked_loop(script)
     return run, built, writes
 
 
@@ -244,32 +258,18 @@ def test_without_kernel_times_the_run_says_user_clock_and_why(way: str, monkeypa
 def test_a_busy_run_whose_first_token_shared_its_read_is_left_out_unless_kept() -> None:
     """Block the loop across the first two tokens: one read takes both, so the first token has the
     second's time; the run is flagged, left out of the medians, and kept on request."""
-    loop_holder: list[asyncio.AbstractEventLoop] = []
-    started, written = threading.Event(), threading.Event()
 
-    def block() -> None:
-        started.set()
-        written.wait(5)
-        time.sleep(0.05)
-
-    def script(send: Callable[[bytes], int]) -> None:
-        time.sleep(0.02)
-        loop_holder[0].call_soon_threadsafe(block)
-        started.wait(5)
+    def script(send: Callable[[bytes], int], hold: Callable[[], None], release: Callable[[], None]) -> None:
+        hold()
         send(_chunked(_event("Hello", 1, role=True)))
         time.sleep(0.01)
         send(_chunked(_event(" world", 2)))
-        written.set()
+        release()
         time.sleep(0.06)
         send(_chunked(_event("!", 3)))
         send(TAIL)
 
-    def connector() -> aiohttp.BaseConnector:
-        loop_holder.append(asyncio.get_running_loop())
-        return kernel_clock.stamping_connector()
-
-    with SseServer(script) as server:
-        run, _ = record(server, connector)
+    run, _ = run_with_a_blocked_loop(script)
     assert run.clock is not None and run.clock.source == "kernel" and run.clock.first_shared
     assert run.chunks.t_ns[0] == run.chunks.t_ns[1]  # one read: the kernel's one time
     assert run.client_busy is True and skewed_by_client(run)
