@@ -27,7 +27,7 @@ from tokenreel.recorder.gate import contention, settle_after_run, wait_idle
 from tokenreel.recorder.sse_client import ProgressFn, stream_run
 from tokenreel.archive import Arm, Prompt, Run, Session, Settings, quarantine, save
 from tokenreel.figures import figure
-from tokenreel.ladder import skewed_by_client
+from tokenreel.ladder import busy_client
 from tokenreel.metrics import NS_PER_S, output_tokens, run_metrics
 
 
@@ -198,12 +198,12 @@ def runs_todo(session: Session, arm: Arm) -> list[tuple[Prompt, int]]:
     """The (prompt, run index) pairs of an arm that are not ok yet: what recording it would do.
 
     A measured run flagged contended is not a measurement (the medians leave it out), so it is
-    redone too: `--resume` fills a cell whose runs were all contended. So is one a busy client
-    skewed (`ladder.skewed_by_client`); other client_busy runs keep exact kernel times.
+    redone too: `--resume` fills a cell whose runs were all contended. So is a client_busy run
+    (`ladder.busy_client`: the recording host was oversubscribed).
     """
     done = {
         run.key for run in session.runs
-        if run.status == "ok" and not ((run.contended or skewed_by_client(run)) and not run.warmup)
+        if run.status == "ok" and not ((run.contended or busy_client(run)) and not run.warmup)
     }
     runs = range(session.settings.warmup + session.settings.repeats)
     return [(prompt, index) for prompt in session.prompts for index in runs if (arm.id, prompt.id, index) not in done]
@@ -333,9 +333,8 @@ def _client_busy_line(run: Run) -> str:
         return ""
     clock = run.clock
     delay = f"client delay p99 {figure(clock.delay_p99_ms, 1, ' ms')}, max {figure(clock.delay_max_ms, 1, ' ms')}"
-    if skewed_by_client(run):
-        return f"{delay}; its first token was read with later ones: left out of the medians (--resume redoes it)"
-    return f"{delay}; the kernel's receive times keep its figures exact"
+    late = "; its first token was read with later ones (its TTFT is late)" if clock.first_shared else ""
+    return f"{delay}{late}: left out of the medians, the host is oversubscribed (--resume redoes it)"
 
 
 def _now() -> str:

@@ -75,19 +75,21 @@ def test_bad_clock_fields_name_the_field(change, field: str, problem: str) -> No
     assert caught.value.field == field and problem in caught.value.problem
 
 
-def test_only_the_busy_run_whose_first_token_shared_a_read_leaves_the_medians() -> None:
+def test_client_busy_runs_leave_the_medians_unless_kept() -> None:
+    """Like contended runs: a recorder that waited for a CPU shares an oversubscribed host."""
     session = clocked_session()
     [cell] = build_cells(session)
-    assert (cell.runs, cell.client_busy, cell.client_busy_left_out, cell.clock) == (2, 2, 1, "kernel")
-    assert cell.client_delay_p99_ms == 9.0
+    assert (cell.runs, cell.client_busy, cell.client_busy_left_out, cell.clock) == (1, 2, 2, "kernel")
     [kept] = build_cells(session, keep_client_busy=True)
     assert (kept.runs, kept.client_busy_left_out) == (3, 0)
     markdown = render_report(session, "md")
     assert "Clock: all 3 measured runs timed by the kernel's receive time" in markdown
-    assert "a / p1 / run 1: client delay p99 9.0 ms, max 9.0 ms; in the figures, its kernel times hold" in markdown
-    assert "a / p1 / run 2: client delay p99 5.0 ms, max 5.0 ms; left out of the figures" in markdown
-    report = build_report(session)
-    assert [r["in_figures"] for r in report["clocks"]] == [True, True, False]
+    assert "a / p1 / run 1: client delay p99 9.0 ms, max 9.0 ms; left out of the figures\n" in markdown
+    assert ("a / p1 / run 2: client delay p99 5.0 ms, max 5.0 ms; left out of the figures; its first token was"
+            " read together with later ones (its TTFT is late)") in markdown
+    assert [r["in_figures"] for r in build_report(session)["clocks"]] == [True, False, False]
+    kept_report = render_report(session, "md", keep_client_busy=True)
+    assert "a / p1 / run 1: client delay p99 9.0 ms, max 9.0 ms; in the figures (--include-client-busy)" in kept_report
 
 
 def test_a_cell_whose_runs_were_all_skewed_is_missing_with_the_reason() -> None:
@@ -96,3 +98,13 @@ def test_a_cell_whose_runs_were_all_skewed_is_missing_with_the_reason() -> None:
     [missing] = missing_cells(session)
     assert missing.reason.startswith("all 1 run client busy: client delay p99 5.0 ms")
     assert missing_cells(session, keep_client_busy=True) == []
+
+
+def test_resume_records_client_busy_runs_again() -> None:
+    from tokenreel.recorder.runner import runs_todo
+
+    session = clocked_session()
+    for run in session.runs:
+        run.warmup = False
+    session.settings.warmup, session.settings.repeats = 0, 3
+    assert [index for _, index in runs_todo(session, session.arms[0])] == [1, 2]

@@ -305,7 +305,7 @@ def test_freshly_recorded_session_replays_exactly(browser: Chromium, sim: SimClu
 
 
 def test_every_run_says_which_clock_stamped_it_and_whether_its_client_was_busy(tmp_path: Path) -> None:
-    """Old runs say they predate kernel times; a busy kernel-clock run says whether it was kept."""
+    """Old runs say they predate kernel times; a busy kernel-clock run says it is left out."""
     session = load(DEMO)
     run = next(r for r in session.runs if not r.warmup)
     run.clock = Clock(source="kernel", delay_p50_ms=0.4, delay_p99_ms=7.25, delay_max_ms=9.0)
@@ -313,7 +313,7 @@ def test_every_run_says_which_clock_stamped_it_and_whether_its_client_was_busy(t
     page = render_report(session, "html")
     runs_section = page[page.index('<section id="runs">'):]
     assert "kernel · client delay p99 7.25 ms" in runs_section
-    assert "busy, kept: its kernel times are exact" in runs_section
+    assert "client busy: left out of the medians" in runs_section
     assert runs_section.count("user (recorded before kernel times)") == len(session.runs) - 1
 
 

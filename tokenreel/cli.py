@@ -174,7 +174,7 @@ def report(
     force: Annotated[bool, typer.Option(help="Overwrite --out if it exists.")] = False,
     include_client_busy: Annotated[
         bool,
-        typer.Option(help="Keep runs a busy recording client skewed (its first token read with later ones) in the figures."),
+        typer.Option(help="Keep client_busy runs (the recorder waited for a CPU) in the figures; their kernel times are exact."),
     ] = False,
 ) -> None:
     """The ladder (each arm vs the prior arm vs the first), per category, and every cell.
@@ -366,13 +366,13 @@ def _record_into(
 
 def _all_contended_cells(session: Session, arm_ids: list[str] | None) -> list[MissingCell]:
     """Cells of the recorded arms whose measured runs all completed but were all contended (or
-    skewed by a busy client)."""
-    from tokenreel.ladder import missing_cells, skewed_by_client
+    recorded by a busy client)."""
+    from tokenreel.ladder import busy_client, missing_cells
 
     return [
         cell for cell in missing_cells(session)
         if (arm_ids is None or cell.arm in arm_ids) and cell.runs
-        and all(r.status == "ok" and (r.contended or skewed_by_client(r)) for r in session.runs_of(cell.arm, cell.prompt))
+        and all(r.status == "ok" and (r.contended or busy_client(r)) for r in session.runs_of(cell.arm, cell.prompt))
     ]
 
 

@@ -27,7 +27,7 @@ from tokenreel import assets
 from tokenreel.archive import Run, Session
 from tokenreel.charts import chart_svgs
 from tokenreel.figures import MISSING, figure, multiplier
-from tokenreel.ladder import median_run, skewed_by_client
+from tokenreel.ladder import busy_client, median_run
 from tokenreel.metrics import NS_PER_S, first_token_index, last_token_index, output_tokens, run_metrics
 from tokenreel.report import (
     ESTIMATED_NOTE, LATENCY_FIGURES, STEP_MARKS, acceptance_text, acceptance_notes, contended_text, fingerprint_text, rate_text,
@@ -297,8 +297,9 @@ def _run_clock(run: Run) -> str:
         return f"user ({_e(clock.reason)})" if clock.reason else "user"
     text = f"kernel · client delay p99 {figure(clock.delay_p99_ms, 2)} ms"
     if run.client_busy:
-        busy = "busy, left out of the medians" if skewed_by_client(run) else "busy, kept: its kernel times are exact"
-        text += f" · {_yes(True, busy)}"
+        text += f" · {_yes(True, 'client busy: left out of the medians')}"
+        if clock.first_shared:
+            text += " · first token read with later ones"
     return text
 
 
@@ -327,8 +328,8 @@ def _runs(session: Session, replayed: set[tuple[str, str, int]]) -> str:
     return (
         '<section id="runs"><h2>Every run</h2><p class=note>Warmup runs are discarded, contended runs are left out of the '
         "medians, a short run (fewer tokens than the forced max_tokens) is not like-for-like; the clock is the kernel's receive "
-        "time of each read where the platform gives it, and a client_busy run is left out only when its late read could "
-        "move its first token; ▶ marks the run the replay "
+        "time of each read where the platform gives it; a client_busy run (the recorder waited for a CPU: the host was "
+        "oversubscribed) is left out of the medians like a contended one; ▶ marks the run the replay "
         f"plays.</p><details><summary>{len(session.runs)} runs</summary>{table}</details></section>"
     )
 

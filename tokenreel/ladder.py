@@ -2,8 +2,8 @@
 
 A cell is one arm on one prompt. Its figures are medians over the measured runs that
 completed and were not contended (someone else generating during the run measures
-contention, not the arm), nor skewed by a busy client (`skewed_by_client`; kept when the
-report is asked to `--include-client-busy`). The ladder row of an arm is the mean of its cell medians over the
+contention, not the arm), nor recorded by a busy client (`busy_client`: the host was
+oversubscribed; kept when the report is asked to `--include-client-busy`). The ladder row of an arm is the mean of its cell medians over the
 prompts that every arm has, so every arm is averaged over the same prompts.
 
 A cell with no usable run is not dropped silently: `missing_cells` says why each one is
@@ -43,7 +43,7 @@ class Cell:
     clock: str = ""  # which clock stamped its runs: "kernel", "user", or the mix ("kernel 2, user 1")
     client_delay_p99_ms: float | None = None  # the worst run's client delay p99 (kernel clock only)
     client_busy: int = 0  # runs flagged client_busy
-    client_busy_left_out: int = 0  # of those, runs left out of the figures (`skewed_by_client`)
+    client_busy_left_out: int = 0  # of those, runs left out of the figures (`busy_client`)
 
 
 @dataclass(frozen=True)
@@ -72,26 +72,28 @@ class LadderRow:
     acceptance_note: str = ""
 
 
-def skewed_by_client(run: Run) -> bool:
-    """A client_busy run whose figures the busy client could still move.
+def busy_client(run: Run) -> bool:
+    """A run flagged client_busy: the recorder itself waited for a CPU (client delay p99 over
+    `settings.client_busy_p99_ms`), left out of the medians like a contended run.
 
-    Why not every client_busy run: on the kernel clock each event has the time its packet
-    arrived however late the client read it, and TTFT and decode tok/s depend only on the first
-    and last token's times. The one way left is a late read of the first token that also took
-    later tokens (the kernel keeps one time per read: `Clock.first_shared`). Leaving out the
-    other busy runs would throw away exact runs, on the loaded GPU hosts where they matter.
-    (client_busy is only known on the kernel clock: user-clock runs are kept, as before.)
+    Why, when kernel receive times keep its archived times exact: a recording client that waits
+    for a CPU shares an oversubscribed host, and recording beside the engine (on the GPU host)
+    is common, so the engine's own CPU threads (scheduler, detokenizer, HTTP) waited too; such a
+    run measures the host's contention, not the arm. Its times are still right, so `report
+    --include-client-busy` brings it back without error. client_busy is only known on the kernel
+    clock (user-clock runs are kept, as before); `Clock.first_shared` says when the busy client
+    also read the first token late together with later ones, the one case where its TTFT is late.
     """
-    return run.client_busy is True and run.clock is not None and run.clock.first_shared
+    return run.client_busy is True
 
 
 def usable_runs(session: Session, arm_id: str, prompt_id: str, keep_client_busy: bool = False) -> list[Run]:
-    """Measured runs that completed, were not contended and (unless kept) not skewed by a busy
+    """Measured runs that completed, were not contended and (unless kept) not recorded by a busy
     client, in recording order."""
     return [
         run
         for run in session.runs_of(arm_id, prompt_id)
-        if run.status == "ok" and run.contended is not True and (keep_client_busy or not skewed_by_client(run))
+        if run.status == "ok" and run.contended is not True and (keep_client_busy or not busy_client(run))
     ]
 
 
@@ -164,7 +166,7 @@ def _cell(session: Session, arm_id: str, prompt_id: str, category: str, keep_cli
         clock=_clocks(runs),
         client_delay_p99_ms=max((r.clock.delay_p99_ms for r in runs if r.clock and r.clock.delay_p99_ms is not None), default=None),
         client_busy=sum(1 for r in measured_ok if r.client_busy),
-        client_busy_left_out=0 if keep_client_busy else sum(1 for r in measured_ok if skewed_by_client(r)),
+        client_busy_left_out=0 if keep_client_busy else sum(1 for r in measured_ok if busy_client(r)),
     )
 
 
@@ -226,7 +228,7 @@ def _missing_reason(runs: list[Run]) -> str:
         return "no measured run recorded"
     kinds = {
         "contended": [r for r in runs if r.status == "ok" and r.contended],
-        "client busy": [r for r in runs if r.status == "ok" and not r.contended and skewed_by_client(r)],
+        "client busy": [r for r in runs if r.status == "ok" and not r.contended and busy_client(r)],
         "failed": [r for r in runs if r.status == "failed"],
         "skipped": [r for r in runs if r.status == "skipped"],
         "invalid": [r for r in runs if r.status == "invalid"],

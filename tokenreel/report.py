@@ -18,7 +18,7 @@ import orjson
 from tokenreel.answers import build_answers
 from tokenreel.archive import Arm, Session
 from tokenreel.figures import figure, multiplier
-from tokenreel.ladder import build_cells, build_ladder, category_table, common_prompts, missing_cells, skewed_by_client
+from tokenreel.ladder import build_cells, build_ladder, busy_client, category_table, common_prompts, missing_cells
 from tokenreel.latency import MISSING_REASONS, PERCENTILE_METHOD, Latency, LatencyRow, build_latency
 
 REPORT_FORMAT = "tokenreel.report"
@@ -86,7 +86,7 @@ def run_clocks(session: Session, keep_client_busy: bool) -> list[dict]:
             "client_delay_max_ms": clock.delay_max_ms if clock else None,
             "first_token_shared_read": clock.first_shared if clock else None,
             "client_busy": run.client_busy,
-            "in_figures": run.contended is not True and (keep_client_busy or not skewed_by_client(run)),
+            "in_figures": run.contended is not True and (keep_client_busy or not busy_client(run)),
         })
     return out
 
@@ -292,13 +292,13 @@ def _clock_notes(report: dict, session: Session) -> list[str]:
     threshold = figure(session.settings.client_busy_p99_ms, 1, " ms")
     busy = [r for r in runs if r["client_busy"]]
     if busy:
-        lines += ["", f"Client busy (the recorder read the network more than {threshold} late at p99):", ""]
+        lines += ["", f"Client busy (the recorder read the network more than {threshold} late at p99: the host was"
+                  " oversubscribed, so the engine's own CPU threads likely waited too; left out of the figures like"
+                  " contended runs unless --include-client-busy):", ""]
     for r in busy:
-        verdict = (
-            "in the figures, its kernel times hold" if r["in_figures"] and not r["first_token_shared_read"]
-            else "in the figures (--include-client-busy)" if r["in_figures"]
-            else "left out of the figures: its first token was read together with later ones"
-        )
+        verdict = "in the figures (--include-client-busy)" if r["in_figures"] else "left out of the figures"
+        if r["first_token_shared_read"]:
+            verdict += "; its first token was read together with later ones (its TTFT is late)"
         lines.append(
             f"- {_run_names([r])}: client delay p99 {figure(r['client_delay_p99_ms'], 1, ' ms')},"
             f" max {figure(r['client_delay_max_ms'], 1, ' ms')}; {verdict}"
