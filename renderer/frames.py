@@ -11,7 +11,7 @@ verdict line, where its live speed-up over the first arm runs on until that arm 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -327,12 +327,18 @@ class ArmColumn:
 
     def answer_badge(self, visible: int) -> tuple[Span, ...]:
         """Once the arm's stream is done (never before: its answer is not complete), whether it
-        is the first arm's answer: "same answer as <first arm>" or "diverges at token N";
-        "reference answer" on the first arm. Words shorten, then the line steps down a size;
-        the token number is never cut. Padded by a space each side: the badge's pill."""
-        mark = self.track.answer
-        if mark is None or not self.finished(visible):
+        is the first arm's answer (`fitted_badge`)."""
+        if self.track.answer is None or not self.finished(visible):
             return ()
+        return self.fitted_badge
+
+    @cached_property
+    def fitted_badge(self) -> tuple[Span, ...]:
+        """"same answer as <first arm>" or "diverges at token N"; "reference answer" on the first
+        arm. Words shorten, then the line steps down a size; the token number is never cut.
+        Padded by a space each side: the badge's pill. Fitted once: it never changes."""
+        mark = self.track.answer
+        assert mark is not None
         if mark.same is None:
             texts, style = ["reference answer", "reference"], "dim"
         elif mark.same:

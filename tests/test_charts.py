@@ -68,7 +68,7 @@ def all_texts(chart) -> list[str]:  # noqa: ANN001 (a Chart)
 def drawn(build, *args) -> object:  # noqa: ANN001 (a chart function and its arguments)
     """A chart drawn and finished as `write_charts` does, for reading its artists."""
     with drawing():
-        chart = build(*args, Style(load_theme("dark")))
+        chart = build(*args, Style.of(load_theme("dark")))
     finish(chart)
     return chart
 

@@ -53,7 +53,7 @@ def _stems(prompt_ids: list[str]) -> list[str]:
 
 def _charts(session: Session, report: dict, prompt_ids: list[str], theme: str) -> dict[str, Chart]:
     """File stem -> finished chart, in `_stems` order."""
-    style = Style(load_theme(theme))
+    style = Style.of(load_theme(theme))
     with drawing():
         charts = {"ladder": ladder_chart(report, style), "categories": categories_chart(report, style)}
         for stem, prompt_id in _race_stems(prompt_ids).items():

@@ -53,37 +53,22 @@ def hex_color(rgb: RGB) -> str:
 
 @dataclass(frozen=True)
 class Style:
-    """A theme's colours as matplotlib takes them; arm i has accents[i], as in the video."""
+    """A theme's colours as matplotlib takes them (hex), converted once; arm i has the theme's
+    i-th accent, as in the video."""
 
     theme: Theme
+    background: str
+    panel: str
+    edge: str
+    title: str
+    text: str
+    dim: str
+    faint: str
 
-    @property
-    def background(self) -> str:
-        return hex_color(self.theme.background)
-
-    @property
-    def panel(self) -> str:
-        return hex_color(self.theme.panel)
-
-    @property
-    def edge(self) -> str:
-        return hex_color(self.theme.panel_edge)
-
-    @property
-    def title(self) -> str:
-        return hex_color(self.theme.title)
-
-    @property
-    def text(self) -> str:
-        return hex_color(self.theme.text)
-
-    @property
-    def dim(self) -> str:
-        return hex_color(self.theme.dim)
-
-    @property
-    def faint(self) -> str:
-        return hex_color(self.theme.faint)
+    @classmethod
+    def of(cls, theme: Theme) -> Style:
+        fields = (theme.background, theme.panel, theme.panel_edge, theme.title, theme.text, theme.dim, theme.faint)
+        return cls(theme, *(hex_color(rgb) for rgb in fields))
 
     def arm(self, index: int) -> str:
         """The accent of the session's index-th arm (`Theme.accent`, the renderer's rule)."""
