@@ -52,7 +52,7 @@ test-fast: $(STAMP) tools
 
 # The real-engine tests' llama.cpp (llama-server, llama-quantize: pinned in tests/engines/build.py)
 # and their generated models, built once into $${TOKENREEL_CACHE:-$$HOME/.cache/tokenreel} and
-# reused (first build about 4 min on 2 cores; a cached run prints that it reuses it).
+# reused (first build about 10 min on 2 cores; a cached run prints that it reuses it).
 engine: $(STAMP)
 	$(BIN)/python -m tests.engines.build
 	$(BIN)/python -m tests.engines.models
@@ -60,6 +60,7 @@ engine: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/render_throughput.py
 	$(BIN)/python bench/recorder_fidelity.py
+	$(BIN)/python bench/busy_host.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache

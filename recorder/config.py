@@ -21,7 +21,7 @@ from tokenreel.archive import Arm, Prompt, Settings
 TIMEOUT_KEYS = ("connect", "first_token", "between_chunks", "total")
 SESSION_KEYS = (
     "name", "prompts", "max_tokens", "ignore_eos", "temperature", "warmup", "repeats", "idle_wait_s", "timeouts",
-    "tokenizer", "client_busy_p99_ms",
+    "tokenizer", "client_busy_p99_ms", "host_pressure_pct", "host_wait_s",
 )
 ARM_KEYS = (
     "id", "label", "base_url", "model", "api", "api_key_env", "metrics_url", "extra_body", "timeouts", "settings",
@@ -169,6 +169,10 @@ def _session(check: _Checker, table: dict[str, Any], default_name: str) -> tuple
         client_busy_p99_ms=check.number(
             table.get("client_busy_p99_ms", defaults.client_busy_p99_ms), "session.client_busy_p99_ms"
         ),
+        host_pressure_pct=check.number(
+            table.get("host_pressure_pct", defaults.host_pressure_pct), "session.host_pressure_pct"
+        ),
+        host_wait_s=check.number(table.get("host_wait_s", defaults.host_wait_s), "session.host_wait_s"),
     )
     return name, settings
 

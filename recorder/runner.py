@@ -24,11 +24,16 @@ from tokenreel.recorder.fingerprint import fingerprint
 from tokenreel.recorder.kernel_clock import stamping_connector
 from tokenreel.recorder.wakeup import prompt_wakeups
 from tokenreel.recorder.gate import contention, settle_after_run, wait_idle
+from tokenreel.recorder.host_gate import HostWatch, NoPressure, endpoint_is_local, find_psi
 from tokenreel.recorder.sse_client import ProgressFn, stream_run
 from tokenreel.archive import Arm, Prompt, Run, Session, Settings, quarantine, save
 from tokenreel.figures import figure
-from tokenreel.ladder import busy_client
 from tokenreel.metrics import NS_PER_S, output_tokens, run_metrics
+from tokenreel.selection import DEFAULT_SELECTION, client_busy_inexact
+
+# A measured run whose times are not exact because this machine was busy (user-space clock,
+# client busy) is recorded again at once, at most this many times; each retry is said.
+MAX_BUSY_RETRIES = 2
 
 
 # --- progress events (small, for a live display) --------------------------------------------
@@ -53,6 +58,37 @@ class GateWaiting:
     running: float
     waiting: float
     waited_s: float
+
+
+@dataclass(frozen=True)
+class HostWaitedOut:
+    """The engine's host (this machine) stayed under CPU pressure for the whole host gate: the
+    run is recorded anyway and flagged host_contended; the arm does not wait again while it lasts."""
+
+    arm: str
+    prompt: str
+    index: int
+    pressure_pct: float
+    waited_s: float
+
+
+@dataclass(frozen=True)
+class HostUnwatched:
+    """Once per reason: the engine host's CPU pressure is not read (remote endpoint, no PSI)."""
+
+    arm: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class RunRetried:
+    """A measured run recorded again because this machine was too busy for exact times."""
+
+    arm: str
+    prompt: str
+    index: int
+    attempt: int  # 1-based retry number, at most MAX_BUSY_RETRIES
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -90,7 +126,7 @@ class RunFinished:
     decode_tok_s: float | None
     gate: str
     contended: bool | None
-    client_busy: str = ""  # for a client_busy run: its client delay and what became of the run
+    client_busy: str = ""  # for a client_busy run left out: its client delay and why
 
 
 @dataclass(frozen=True)
@@ -112,7 +148,10 @@ class ArmFinished:
     invalid: int = 0  # runs with an impossible value from the server (archive.quarantine)
 
 
-RecordEvent = Union[ArmStarted, GateWaiting, RunStarted, RunProgress, RunFinished, ArmFinished, NoMetrics]
+RecordEvent = Union[
+    ArmStarted, GateWaiting, RunStarted, RunProgress, RunFinished, ArmFinished, NoMetrics, HostWaitedOut, HostUnwatched,
+    RunRetried,
+]
 EventFn = Callable[[RecordEvent], None]
 
 
@@ -126,6 +165,10 @@ class RecordResult:
     skipped: int = 0
     invalid: int = 0
     already_ok: int = 0
+    short: int = 0  # measured ok runs that missed the forced length (the endpoint's doing)
+    retried: int = 0  # measured runs recorded again because this machine was busy (bounded)
+    client_busy: int = 0  # measured runs whose recorder woke late; kept when their times are exact
+    host_contended: int = 0  # measured runs recorded while the engine's host was under CPU pressure
     interrupted: bool = False
     stopped_on_failure: bool = False
 
@@ -197,13 +240,14 @@ def select_arms_of(arms: list[Arm], arm_ids: list[str] | None) -> list[Arm]:
 def runs_todo(session: Session, arm: Arm) -> list[tuple[Prompt, int]]:
     """The (prompt, run index) pairs of an arm that are not ok yet: what recording it would do.
 
-    A measured run flagged contended is not a measurement (the medians leave it out), so it is
-    redone too: `--resume` fills a cell whose runs were all contended. So is a client_busy run
-    (`ladder.busy_client`: the recording host was oversubscribed).
+    A measured run the figures leave out for a reason a new recording can change (contended by
+    other traffic, or timed late by a busy client on the user-space clock) is redone too:
+    `--resume` fills a cell whose runs were all contended. Runs kept by the run selection, host
+    contended ones included, are done.
     """
     done = {
         run.key for run in session.runs
-        if run.status == "ok" and not ((run.contended or busy_client(run)) and not run.warmup)
+        if run.status == "ok" and (run.warmup or DEFAULT_SELECTION.counts(run))
     }
     runs = range(session.settings.warmup + session.settings.repeats)
     return [(prompt, index) for prompt in session.prompts for index in runs if (arm.id, prompt.id, index) not in done]
@@ -215,6 +259,9 @@ class _Recorder:
     def __init__(self, session: Session, result: RecordResult, emit: EventFn, fail_fast: bool) -> None:
         self.session, self.result, self.emit, self.fail_fast = session, result, emit, fail_fast
         self.warned_no_metrics = False  # NoMetrics goes out once per arm
+        self.host_reasons_said: set[str] = set()  # HostUnwatched goes out once per reason
+        self.host: HostWatch | None = None  # the arm's host gate; None: not watched (host_note says why)
+        self.host_note = ""
 
     async def arm(self, http: aiohttp.ClientSession, arm: Arm, position: int, arms: int) -> bool:
         """Record one arm; False when recording must stop (fail_fast)."""
@@ -233,9 +280,17 @@ class _Recorder:
             if arm.fingerprint.get("version", {}).get("simulated") is True:
                 session.simulated = True
             save(session, self.result.path)
+            await self._watch_host(arm)
             for prompt, index in todo:
                 run = await self._run(http, arm, prompt, index)
+                for attempt in range(1, MAX_BUSY_RETRIES + 1):
+                    if run.warmup or run.status != "ok" or not client_busy_inexact(run):
+                        break
+                    self.result.retried += 1
+                    self.emit(RunRetried(arm.id, prompt.id, index, attempt, _client_busy_line(run)))
+                    run = await self._run(http, arm, prompt, index)
                 self._store(run)
+                self._count(run)
                 if run.gate.status == "unavailable" and not self.warned_no_metrics:
                     self.warned_no_metrics = True
                     url = arm.metrics_url or default_metrics_url(arm.base_url)
@@ -252,6 +307,33 @@ class _Recorder:
             self.emit(ArmFinished(arm.id, **tally))
         return True
 
+    async def _watch_host(self, arm: Arm) -> None:
+        """Set up the host gate for this arm: only an endpoint on this machine, only with PSI."""
+        self.host, self.host_note = None, ""
+        if not await endpoint_is_local(arm.base_url):
+            self.host_note = "remote endpoint: its host's CPU load is not visible from here"
+        else:
+            try:
+                settings = self.session.settings
+                self.host = HostWatch(find_psi(), settings.host_pressure_pct, settings.host_wait_s)
+            except NoPressure as exc:
+                self.host_note = str(exc)
+            except (OSError, ValueError) as exc:
+                self.host_note = f"CPU pressure (PSI) could not be read: {exc}"
+        if self.host_note and self.host_note not in self.host_reasons_said:
+            self.host_reasons_said.add(self.host_note)
+            self.emit(HostUnwatched(arm.id, self.host_note))
+
+    def _count(self, run: Run) -> None:
+        """The tallies `record` reports at the end (exit code and the busy-machine summary)."""
+        if run.warmup or run.status != "ok":
+            return
+        settings = self.session.settings
+        if settings.ignore_eos and output_tokens(run) != settings.max_tokens:
+            self.result.short += 1
+        self.result.client_busy += bool(run.client_busy)
+        self.result.host_contended += bool(run.host and run.host.contended)
+
     async def _run(self, http: aiohttp.ClientSession, arm: Arm, prompt: Prompt, index: int) -> Run:
         settings = self.session.settings
         run = Run(arm=arm.id, prompt=prompt.id, index=index, warmup=index < settings.warmup)
@@ -264,8 +346,26 @@ class _Recorder:
         if run.gate.status == "busy":
             run.status, run.error, run.started_at = "skipped", run.gate.detail, _now()
             return run
+        before_pct = waited_s = 0.0
+        if self.host is not None:
+            try:
+                before_pct, waited_s, waited_out = await self.host.settle()
+            except (OSError, ValueError) as exc:
+                self.host, self.host_note = None, f"CPU pressure (PSI) could not be read: {exc}"
+            else:
+                if waited_out:
+                    self.emit(HostWaitedOut(arm.id, prompt.id, index, before_pct, waited_s))
         self.emit(RunStarted(arm.id, prompt.id, index, run.warmup, run.gate.status))
+        if self.host is not None:
+            self.host.begin_run()
         await stream_run(http, arm, prompt, settings, run, self._progress(run))
+        run.host_note = self.host_note
+        if self.host is not None:
+            try:
+                run.host = self.host.end_run(before_pct, waited_s)
+            except (OSError, ValueError) as exc:
+                self.host, self.host_note = None, f"CPU pressure (PSI) could not be read: {exc}"
+                run.host_note = self.host_note
         after = await settle_after_run(http, metrics_url) if before is not None else None
         run.contended, run.contention_detail = contention(before, after, output_tokens(run))
         # The response's own counts win; the counters fill what it lacks (llama.cpp's verify steps).
@@ -328,13 +428,11 @@ def _finished(run: Run) -> RunFinished:
 
 
 def _client_busy_line(run: Run) -> str:
-    """"client delay p99 4.1 ms (over 2 ms), max 9.0 ms; <what becomes of the run>", or ""."""
-    if not run.client_busy or run.clock is None:
+    """For a run left out because its client was busy on the user-space clock: why, else ""."""
+    if not client_busy_inexact(run):
         return ""
-    clock = run.clock
-    delay = f"client delay p99 {figure(clock.delay_p99_ms, 1, ' ms')}, max {figure(clock.delay_max_ms, 1, ' ms')}"
-    late = "; its first token was read with later ones (its TTFT is late)" if clock.first_shared else ""
-    return f"{delay}{late}: left out of the medians, the host is oversubscribed (--resume redoes it)"
+    why = run.clock.reason if run.clock and run.clock.reason else "no kernel receive times"
+    return f"this machine was busy and the run was timed by the user-space clock ({why}): its times are late, left out"
 
 
 def _now() -> str:

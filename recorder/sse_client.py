@@ -369,7 +369,7 @@ class _Request:
             self.url, data=self.payload, headers=self.headers, timeout=self.http_timeout,
             auto_decompress=False, read_bufsize=READ_BUFSIZE, allow_redirects=False,
         )
-        t0 = perf_counter_ns()
+        t0 = run.send_monotonic_ns = perf_counter_ns()
         start = loop.time()
         total_at = start + self.t.total
         self.phase = "first_token" if self.t.first_token < self.t.total else "total"

@@ -524,10 +524,12 @@ class FrameRenderer:
         long, short = self.metric_notes()
         estimates = any(t.tokens_estimated or t.acceptance_approximate for t in plan.arms)
         about = " ≈: an estimate (the server gave no exact count)." if estimates else ""
+        out = f"Left out (no usable run): {', '.join(plan.left_out)}. " if plan.left_out else ""
         wordings = (
-            f"{long}. Each arm was recorded on its own, then replayed side by side {pace}.{about}",
-            f"{short}. Each arm recorded on its own, replayed side by side {pace}.{about}",
-            f"{short}. Arms recorded one at a time, replayed {pace}.{about}",
+            f"{out}{long}. Each arm was recorded on its own, then replayed side by side {pace}.{about}",
+            f"{out}{short}. Each arm recorded on its own, replayed side by side {pace}.{about}",
+            f"{out}{short}. Arms recorded one at a time, replayed {pace}.{about}",
+            *((f"{out}{short}.", out.strip()) if out else ()),
         )
         right: list[Span] = [("SIMULATED ENDPOINTS · ", "small", "tool")] if plan.simulated else []
         right.append(("tokenreel", "small", "dim"))

@@ -18,7 +18,8 @@ from tokenreel.renderer.layout import FrameLayout, compute
 from tokenreel.renderer.timeline import Clock, first_frame_showing
 from tokenreel.answers import compare
 from tokenreel.archive import Prompt, Run, Session
-from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, median_run
+from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, median_run, missing_cells
+from tokenreel.selection import RunSelection
 from tokenreel.metrics import first_token_index, last_token_index, output_tokens, run_metrics
 from tokenreel.theme import Theme, load_theme
 from tokenreel.theme import is_path as is_theme_path
@@ -58,6 +59,12 @@ class RenderOptions:
     theme_sha256: str | None = None  # a theme file's hash, pinned likewise (None: a shipped theme)
     max_duration_s: str = MAX_DURATION_S  # longest replay allowed, seconds of video (see MAX_DURATION_S)
     answer_badge: bool = False  # each column says, once its stream is done, whether its answer is the first arm's
+    exclude_host_contended: bool = False  # the run selection: leave out runs whose engine host was under CPU pressure
+
+    @property
+    def selection(self) -> RunSelection:
+        """The run-selection policy these options ask for (`tokenreel.selection`)."""
+        return RunSelection(exclude_host_contended=self.exclude_host_contended)
 
 
 @dataclass(frozen=True)
@@ -131,6 +138,7 @@ class RenderPlan:
     title: str = ""  # the title card's big line
     subtitle: str = ""  # the title card's line(s) under it (may be empty)
     logo: Logo | None = None  # scaled to the layout, for the title card's corner
+    left_out: tuple[str, ...] = ()  # labels of the session's arms the video leaves out (no usable run), said on screen
 
 
 LOGO_HEIGHT = 72  # px at the design size (1080): the logo is scaled to this height
@@ -222,11 +230,12 @@ def prompt_text(prompt: Prompt) -> str:
     return prompt.prompt
 
 
-def _pick_run(session: Session, arm_id: str, prompt_id: str, which: str) -> Run:
+def _pick_run(session: Session, arm_id: str, prompt_id: str, which: str, selection: RunSelection) -> Run:
     if which == "median":
-        run = median_run(session, arm_id, prompt_id)
+        run = median_run(session, arm_id, prompt_id, selection)
         if run is None:
-            raise ValueError(f"run: arm {arm_id!r} has no usable measured run of prompt {prompt_id!r}")
+            why = next((m.reason for m in missing_cells(session, selection) if (m.arm, m.prompt) == (arm_id, prompt_id)), "")
+            raise ValueError(f"run: arm {arm_id!r} has no usable measured run of prompt {prompt_id!r}" + (f" ({why})" if why else ""))
         return run
     if not which.isdigit():
         raise ValueError(f"run: expected 'median' or a run index such as '2', got {which!r}")
@@ -237,21 +246,27 @@ def _pick_run(session: Session, arm_id: str, prompt_id: str, which: str) -> Run:
     return runs[0]
 
 
-def _pick_runs(session: Session, prompt_id: str, options: RenderOptions) -> tuple[list[Run], list[str]]:
+def _pick_runs(session: Session, prompt_id: str, options: RenderOptions) -> tuple[list[Run], list[tuple[str, str]]]:
     """One run per arm. Arms named with `arms` must have it; by default an arm without a usable
-    run (all its runs failed, say) is left out with a warning rather than failing the video."""
+    run (all its runs failed, say) is left out, said on screen and as a warning, rather than
+    failing the video; but a race needs two arms, so fewer left is refused naming who is out."""
     runs: list[Run] = []
-    problems: list[ValueError] = []
+    problems: list[tuple[str, ValueError]] = []
     for arm_id in _arm_ids(session, options.arms):
         try:
-            runs.append(_pick_run(session, arm_id, prompt_id, options.run.strip()))
+            runs.append(_pick_run(session, arm_id, prompt_id, options.run.strip(), options.selection))
         except ValueError as exc:
             if options.arms:
                 raise
-            problems.append(exc)
-    if not runs:
-        raise problems[0]
-    return runs, [f"left out of the video: {str(exc).removeprefix('run: ')}" for exc in problems]
+            problems.append((arm_id, exc))
+    reasons = [str(exc).removeprefix("run: ") for _, exc in problems]
+    if len(runs) < MIN_ARMS:
+        left = f"only {len(runs)} arm has" if len(runs) == 1 else "no arm has"
+        raise ValueError(
+            f"arms: {left} a usable run of prompt {prompt_id!r}, and a video races at least {MIN_ARMS}; left out: "
+            + "; ".join(reasons) + " (`tokenreel report` shows the figures that exist)"
+        )
+    return runs, [(session.arm(arm_id).label, reason) for (arm_id, _), reason in zip(problems, reasons)]
 
 
 def _track(session: Session, run: Run, align: str) -> ArmTrack:
@@ -409,14 +424,14 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
     _check_duration(replay_frames, options, speed)
     clock = Clock(options.fps, speed, round(title_s * options.fps), replay_frames, hold_frames)
     prompt = session.prompt(prompt_id)
-    cells = build_cells(session)
+    cells = build_cells(session, options.selection)
     layout = compute(width, height, len(tracks), options.answer_badge)
     return RenderPlan(
         width=width,
         height=height,
         fps=options.fps,
         frame_count=clock.frame_count,
-        warnings=tuple(left_out + _warnings(session, runs, tracks)),
+        warnings=tuple([f"left out of the video: {why}" for _, why in left_out] + _warnings(session, runs, tracks)),
         options=options,
         clock=clock,
         layout=layout,
@@ -436,4 +451,5 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
         title=session.name if options.title is None else options.title,
         subtitle=prompt_text(prompt) if options.subtitle is None else options.subtitle,
         logo=_logo(options.logo, options.logo_sha256, layout) if options.logo else None,
+        left_out=tuple(label for label, _ in left_out),
     )

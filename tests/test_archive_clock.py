@@ -3,6 +3,7 @@ ladder and report make of client_busy runs."""
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import orjson
@@ -12,6 +13,7 @@ from tests import session_factory as factory
 from tokenreel import archive
 from tokenreel.archive import ArchiveError, Clock, Session
 from tokenreel.ladder import build_cells, missing_cells
+from tokenreel.metrics import run_metrics
 from tokenreel.report import build_report, render_report
 
 SEED = Path(__file__).resolve().parent.parent / "sessions" / "seed-ladder-demo.json"
@@ -75,36 +77,49 @@ def test_bad_clock_fields_name_the_field(change, field: str, problem: str) -> No
     assert caught.value.field == field and problem in caught.value.problem
 
 
-def test_client_busy_runs_leave_the_medians_unless_kept() -> None:
-    """Like contended runs: a recorder that waited for a CPU shares an oversubscribed host."""
+def test_client_busy_kernel_runs_stay_and_a_shared_first_read_leaves_only_its_ttft() -> None:
+    """Issue 21: a busy recorder does not move kernel receive times, so its runs keep every figure;
+    only a first token read together with later ones has a later packet's time: no TTFT."""
     session = clocked_session()
     [cell] = build_cells(session)
-    assert (cell.runs, cell.client_busy, cell.client_busy_left_out, cell.clock) == (1, 2, 2, "kernel")
-    [kept] = build_cells(session, keep_client_busy=True)
-    assert (kept.runs, kept.client_busy_left_out) == (3, 0)
+    assert (cell.runs, cell.client_busy, cell.client_busy_left_out, cell.ttft_left_out, cell.clock) == (3, 2, 0, 1, "kernel")
+    decode = sorted(run_metrics(r).decode_tok_s for r in session.runs)
+    assert cell.decode_tok_s == decode[1]  # the median of all three runs
+    assert cell.ttft_s == statistics.median(run_metrics(r).ttft_s for r in session.runs[:2])
     markdown = render_report(session, "md")
     assert "Clock: all 3 measured runs timed by the kernel's receive time" in markdown
-    assert "a / p1 / run 1: client delay p99 9.0 ms, max 9.0 ms; left out of the figures\n" in markdown
-    assert ("a / p1 / run 2: client delay p99 5.0 ms, max 5.0 ms; left out of the figures; its first token was"
-            " read together with later ones (its TTFT is late)") in markdown
-    assert [r["in_figures"] for r in build_report(session)["clocks"]] == [True, False, False]
-    kept_report = render_report(session, "md", keep_client_busy=True)
-    assert "a / p1 / run 1: client delay p99 9.0 ms, max 9.0 ms; in the figures (--include-client-busy)" in kept_report
+    assert "a / p1 / run 1: client delay p99 9.0 ms, max 9.0 ms; in the figures\n" in markdown
+    assert ("TTFT left out of TTFT figures for a / p1 / run 2: the first token was read together with later"
+            " ones") in markdown
+    report = build_report(session)
+    assert [(r["in_figures"], r["ttft_in_figures"]) for r in report["clocks"]] == [(True, True), (True, True), (True, False)]
+    assert report["latency"]["cells"][0]["ttft_ms"]["n"] == 2 and report["latency"]["cells"][0]["itl_ms"]["n"] > 0
 
 
-def test_a_cell_whose_runs_were_all_skewed_is_missing_with_the_reason() -> None:
-    session = clocked_session()
+def user_clock_busy(session: Session) -> Session:
+    """The same runs as if timed by the user-space clock (another platform): a busy client's
+    stamps are then as late as it was."""
+    for run in session.runs:
+        run.clock = Clock("user", "no kernel receive times on this platform")
+    return session
+
+
+def test_a_cell_whose_user_clock_runs_were_all_late_is_missing_with_the_reason() -> None:
+    session = user_clock_busy(clocked_session())
     session.runs = session.runs[2:]
     [missing] = missing_cells(session)
-    assert missing.reason.startswith("all 1 run client busy: client delay p99 5.0 ms")
-    assert missing_cells(session, keep_client_busy=True) == []
+    assert missing.reason == ("all 1 run client busy: the recorder woke late on the user-space clock (no kernel"
+                              " receive times on this platform), so its times are late too")
+    session = clocked_session()
+    session.runs = session.runs[2:]
+    assert missing_cells(session) == []  # the same run on the kernel clock counts
 
 
-def test_resume_records_client_busy_runs_again() -> None:
+def test_resume_records_late_user_clock_runs_again_not_exact_ones() -> None:
     from tokenreel.recorder.runner import runs_todo
 
-    session = clocked_session()
-    for run in session.runs:
-        run.warmup = False
-    session.settings.warmup, session.settings.repeats = 0, 3
-    assert [index for _, index in runs_todo(session, session.arms[0])] == [1, 2]
+    for session, todo in ((clocked_session(), []), (user_clock_busy(clocked_session()), [1, 2])):
+        for run in session.runs:
+            run.warmup = False
+        session.settings.warmup, session.settings.repeats = 0, 3
+        assert [index for _, index in runs_todo(session, session.arms[0])] == todo

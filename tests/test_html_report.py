@@ -305,16 +305,19 @@ def test_freshly_recorded_session_replays_exactly(browser: Chromium, sim: SimClu
 
 
 def test_every_run_says_which_clock_stamped_it_and_whether_its_client_was_busy(tmp_path: Path) -> None:
-    """Old runs say they predate kernel times; a busy kernel-clock run says it is left out."""
+    """Old runs say they predate kernel times; a busy kernel-clock run is kept (its times are the
+    kernel's), a busy user-clock one is left out, and a first token read with later ones says so."""
     session = load(DEMO)
-    run = next(r for r in session.runs if not r.warmup)
-    run.clock = Clock(source="kernel", delay_p50_ms=0.4, delay_p99_ms=7.25, delay_max_ms=9.0)
-    run.client_busy = True
+    kernel, user = [r for r in session.runs if not r.warmup][:2]
+    kernel.clock = Clock(source="kernel", delay_p50_ms=0.4, delay_p99_ms=7.25, delay_max_ms=9.0, first_shared=True)
+    user.clock = Clock(source="user", reason="no kernel receive times on this platform")
+    kernel.client_busy = user.client_busy = True
     page = render_report(session, "html")
     runs_section = page[page.index('<section id="runs">'):]
-    assert "kernel · client delay p99 7.25 ms" in runs_section
-    assert "client busy: left out of the medians" in runs_section
-    assert runs_section.count("user (recorded before kernel times)") == len(session.runs) - 1
+    assert "kernel · client delay p99 7.25 ms · client busy (kernel times exact: kept)" in runs_section
+    assert " · first token read with later ones: TTFT left out" in runs_section
+    assert 'user (no kernel receive times on this platform) · <span class="flag">client busy: left out</span>' in runs_section
+    assert runs_section.count("user (recorded before kernel times)") == len(session.runs) - 2
 
 
 def test_report_writes_the_same_html_page_every_time(tmp_path: Path) -> None:

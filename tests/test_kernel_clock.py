@@ -22,7 +22,8 @@ import orjson
 import pytest
 
 from tokenreel.archive import Arm, Prompt, Run, Settings
-from tokenreel.ladder import busy_client, usable_runs
+from tokenreel.ladder import usable_runs
+from tokenreel.selection import DEFAULT_SELECTION
 from tokenreel.metrics import first_token_index
 from tokenreel.recorder import kernel_clock
 from tokenreel.recorder.sse_client import stream_run
@@ -184,23 +185,30 @@ def test_a_blocked_client_loop_does_not_move_the_archived_time() -> None:
     for i, write in zip((1, 2), writes[1:]):
         assert abs(built + chunks.t_ns[i] - write) <= 0.5 * MS
     assert run.client_busy is True and run.clock.delay_max_ms is not None and run.clock.delay_max_ms >= 50
-    assert not run.clock.first_shared and busy_client(run)
+    assert not run.clock.first_shared and DEFAULT_SELECTION.counts_ttft(run)  # exact: kept, TTFT too
 
 
-def test_the_console_names_a_client_busy_run() -> None:
+def test_the_console_names_a_client_busy_run_only_when_it_is_left_out() -> None:
+    """A kernel-clock run is exact however late the client woke: no line per run (record sums them
+    up at the end); on the user-space clock the same run is late and left out: said."""
     from rich.console import Console
 
+    from tokenreel.archive import Clock
     from tokenreel.console import RecordDisplay
     from tokenreel.recorder.runner import ArmStarted, _finished
 
     run, _, _ = blocked_run()
-    console = Console(record=True, width=200, force_terminal=False)
-    with RecordDisplay(console) as display:
-        display(ArmStarted("a", "A", 1, 1, 1))
-        display(_finished(run))
-    text = console.export_text()
-    assert "a / p1 / run 0: client busy: client delay p99 " in text
-    assert "left out of the medians, the host is oversubscribed (--resume redoes it)" in text
+    texts = []
+    for clock in (run.clock, Clock("user", "no kernel receive times on this platform")):
+        run.clock = clock
+        console = Console(record=True, width=200, force_terminal=False)
+        with RecordDisplay(console) as display:
+            display(ArmStarted("a", "A", 1, 1, 1))
+            display(_finished(run))
+        texts.append(console.export_text())
+    assert "client busy" not in texts[0]
+    assert ("a / p1 / run 0: client busy: this machine was busy and the run was timed by the user-space clock (no kernel"
+            " receive times on this platform): its times are late, left out") in texts[1]
 
 
 def test_tls_streams_get_kernel_times(tmp_path: Path) -> None:
@@ -255,9 +263,9 @@ def test_without_kernel_times_the_run_says_user_clock_and_why(way: str, monkeypa
     assert run.chunks.t_ns[1] - run.chunks.t_ns[0] >= 9 * MS
 
 
-def test_a_busy_run_whose_first_token_shared_its_read_is_left_out_unless_kept() -> None:
+def test_a_busy_run_whose_first_token_shared_its_read_keeps_its_decode_not_its_ttft() -> None:
     """Block the loop across the first two tokens: one read takes both, so the first token has the
-    second's time; the run is flagged, left out of the medians, and kept on request."""
+    second's time; the run is flagged and kept, its TTFT left out of TTFT figures."""
 
     def script(send: Callable[[bytes], int], hold: Callable[[], None], release: Callable[[], None]) -> None:
         hold()
@@ -272,12 +280,12 @@ def test_a_busy_run_whose_first_token_shared_its_read_is_left_out_unless_kept() 
     run, _ = run_with_a_blocked_loop(script)
     assert run.clock is not None and run.clock.source == "kernel" and run.clock.first_shared
     assert run.chunks.t_ns[0] == run.chunks.t_ns[1]  # one read: the kernel's one time
-    assert run.client_busy is True and busy_client(run)
+    assert run.client_busy is True and DEFAULT_SELECTION.counts(run) and not DEFAULT_SELECTION.counts_ttft(run)
     from tokenreel.recorder.runner import new_session
 
     session = new_session("s", Settings(max_tokens=4, ignore_eos=False, warmup=0), [PROMPT], [Arm(id="a", label="a", base_url="http://x/v1", model="m")])
     session.runs.append(run)
-    assert usable_runs(session, "a", "p1") == [] and usable_runs(session, "a", "p1", keep_client_busy=True) == [run]
+    assert usable_runs(session, "a", "p1") == [run]
 
 
 def test_a_wall_clock_step_or_an_impossible_time_keeps_the_user_stamps() -> None:

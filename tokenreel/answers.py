@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from tokenreel.archive import Run, Session
 from tokenreel.ladder import usable_runs
+from tokenreel.selection import DEFAULT_SELECTION, RunSelection
 from tokenreel.safe_text import strip_controls
 
 # One letter per stream, in the order an event's deltas are read.
@@ -274,11 +275,11 @@ def _join(*notes: str) -> str:
     return "; ".join(n for n in notes if n)
 
 
-def _arm_answer(session: Session, reference_id: str, arm_id: str, prompt_id: str) -> ArmAnswer:
+def _arm_answer(session: Session, reference_id: str, arm_id: str, prompt_id: str, selection: RunSelection) -> ArmAnswer:
     if arm_id == reference_id:
         return ArmAnswer(arm_id, None, None, None, None, None, None, None, "reference: the other arms are compared with it")
-    ref_runs = usable_runs(session, reference_id, prompt_id)
-    runs = usable_runs(session, arm_id, prompt_id)
+    ref_runs = usable_runs(session, reference_id, prompt_id, selection)
+    runs = usable_runs(session, arm_id, prompt_id, selection)
     missing = [who for who, have in ((f"reference arm {reference_id}", ref_runs), (arm_id, runs)) if not have]
     if missing:
         return ArmAnswer(arm_id, None, None, None, None, None, None, None,
@@ -310,7 +311,7 @@ def differing_runs(runs: list[Run]) -> Nondeterminism | None:
     return Nondeterminism(first.arm, first.prompt, [r.index for r in runs], "; ".join(parts))
 
 
-def build_answers(session: Session, reference: str | None = None) -> Answers:
+def build_answers(session: Session, reference: str | None = None, selection: RunSelection = DEFAULT_SELECTION) -> Answers:
     """Every prompt's arms against the reference arm, and runs that differ among themselves."""
     reference_id = reference or (session.arms[0].id if session.arms else None)
     prompts = []
@@ -318,7 +319,7 @@ def build_answers(session: Session, reference: str | None = None) -> Answers:
     checked = 0
     for prompt in session.prompts:
         if reference_id is not None:
-            rows = [_arm_answer(session, reference_id, arm.id, prompt.id) for arm in session.arms]
+            rows = [_arm_answer(session, reference_id, arm.id, prompt.id, selection) for arm in session.arms]
             prompts.append(PromptAnswers(prompt.id, prompt.category, rows))
         for arm in session.arms:
             runs = repeated_runs(session, arm.id, prompt.id)

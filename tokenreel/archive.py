@@ -62,6 +62,10 @@ CLOCK_SOURCES = ("kernel", "user")
 # The default `client_busy` threshold: a run whose client read the network later than this at
 # its 99th percentile is flagged (see `Clock` and `tokenreel.ladder.usable_runs`).
 CLIENT_BUSY_P99_MS = 2.0
+# The default host gate (`HostPressure`): CPU pressure (PSI "some") above this share of the time
+# flags a run host_contended, after waiting at most HOST_WAIT_S for it to fall.
+HOST_PRESSURE_PCT = 10.0
+HOST_WAIT_S = 5.0
 
 
 class ArchiveError(ValueError):
@@ -118,6 +122,10 @@ class Settings:
     idle_wait_s: float = 30.0
     timeouts: dict[str, float] = field(default_factory=dict)
     client_busy_p99_ms: float = CLIENT_BUSY_P99_MS
+    # The host gate (local endpoints only, `HostPressure`): wait up to host_wait_s before a run
+    # for the host's CPU pressure to fall below host_pressure_pct, then record anyway, flagged.
+    host_pressure_pct: float = HOST_PRESSURE_PCT
+    host_wait_s: float = HOST_WAIT_S
 
 
 @dataclass
@@ -203,6 +211,25 @@ class Clock:
 
 
 @dataclass
+class HostPressure:
+    """The CPU pressure of the host that runs the engine, over one run (issue 21).
+
+    Read only when the endpoint is on this machine (loopback or one of its addresses): Linux PSI
+    (`/proc/pressure/cpu`, else the cgroup's `cpu.pressure`) counts the time some runnable task
+    waited for a CPU. `some_pct` is that share of the run's wall time, from the file's `total`
+    counter before and after the run; `contended` says it was over `settings.host_pressure_pct`
+    after the gate waited `waited_s` (at most `settings.host_wait_s`) for the host to quieten.
+    The recorder's own wake-up delay (`Clock`) is another question: whether its times are exact.
+    """
+
+    source: str  # the PSI file read
+    some_pct: float  # share of the run's wall time some task waited for a CPU, in %
+    before_pct: float  # the same over the gate's last sample before the run
+    waited_s: float = 0.0
+    contended: bool = False
+
+
+@dataclass
 class Run:
     """One request to one arm for one prompt; warmup runs are kept but flagged."""
 
@@ -226,6 +253,13 @@ class Run:
     clock: Clock | None = None
     # Client delay p99 over settings.client_busy_p99_ms; None: not known (user clock).
     client_busy: bool | None = None
+    # None: not read (a remote endpoint, no PSI on this host, or recorded before issue 21);
+    # `host_note` says which.
+    host: HostPressure | None = None
+    host_note: str = ""
+    # perf_counter_ns() (CLOCK_MONOTONIC) at request send: t_ns counts from it. It puts the runs of
+    # one recording on one timeline and pairs a run with a local server's own log. None: older.
+    send_monotonic_ns: int | None = None
     chunks: Chunks = field(default_factory=Chunks)
 
     @property
@@ -403,7 +437,7 @@ def run_to_dict(run: Run) -> dict[str, Any]:
         value = getattr(run, name)
         if name == "chunks":
             out[name] = _chunks_to_json(value)
-        elif name in ("gate", "acceptance", "clock"):
+        elif name in ("gate", "acceptance", "clock", "host"):
             out[name] = asdict(value) if value is not None else None
         else:
             out[name] = value
@@ -604,6 +638,8 @@ def _settings(r: _Reader, data: Any, where: str) -> Settings:
         idle_wait_s=r.get(d, "idle_wait_s", where, r.nonneg_num, 30.0),
         timeouts=r.get(d, "timeouts", where, r.num_map, {}),
         client_busy_p99_ms=r.get(d, "client_busy_p99_ms", where, r.nonneg_num, CLIENT_BUSY_P99_MS),
+        host_pressure_pct=r.get(d, "host_pressure_pct", where, r.nonneg_num, HOST_PRESSURE_PCT),
+        host_wait_s=r.get(d, "host_wait_s", where, r.nonneg_num, HOST_WAIT_S),
     )
 
 
@@ -693,6 +729,19 @@ def _clock(r: _Reader, data: Any, where: str) -> Clock | None:
     )
 
 
+def _host(r: _Reader, data: Any, where: str) -> HostPressure | None:
+    if data is None:
+        return None
+    d = r.obj(data, where)
+    return HostPressure(
+        source=r.get(d, "source", where, r.str_),
+        some_pct=r.get(d, "some_pct", where, r.nonneg_num),
+        before_pct=r.get(d, "before_pct", where, r.nonneg_num),
+        waited_s=r.get(d, "waited_s", where, r.nonneg_num, 0.0),
+        contended=r.get(d, "contended", where, r.bool_, False),
+    )
+
+
 def _usage(r: _Reader, data: Any, where: str) -> dict[str, int] | None:
     if data is None:
         return None
@@ -725,6 +774,9 @@ def _run(r: _Reader, data: Any, where: str) -> Run:
         acceptance_note=r.get(d, "acceptance_note", where, r.str_, ""),
         clock=_clock(r, d.get("clock"), f"{where}.clock"),
         client_busy=r.get(d, "client_busy", where, r.opt_bool, None),
+        host=_host(r, d.get("host"), f"{where}.host"),
+        host_note=r.get(d, "host_note", where, r.str_, ""),
+        send_monotonic_ns=r.get(d, "send_monotonic_ns", where, r.opt_int, None),
         chunks=_chunks(r, d.get("chunks"), f"{where}.chunks"),
     )
     bound_acceptance(run)

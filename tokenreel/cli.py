@@ -18,6 +18,7 @@ import typer
 from tokenreel import __version__, archive
 from tokenreel.archive import ArchiveError, Session
 from tokenreel.safe_text import file_component, strip_controls
+from tokenreel.selection import DEFAULT_SELECTION, RunSelection
 from tokenreel.terminal import CliConsole, Command, Group
 
 # Help pages use click's plain formatting: a paragraph after a line holding only "\b" keeps its
@@ -138,6 +139,10 @@ def main(
 
 
 REPORT_FORMATS = {".md": "md", ".json": "json", ".csv": "csv", ".html": "html"}
+EXCLUDE_HOST_HELP = (
+    "Leave out runs recorded while the engine's host (this machine, for a local endpoint) was under CPU"
+    " pressure; by default they stay in the figures, flagged."
+)
 
 
 def report_format(fmt: str | None, out_path: Path | None) -> str:
@@ -172,9 +177,8 @@ def report(
         typer.Option("--out", "-o", metavar="FILE", help="Write to FILE (.md, .json, .csv or .html) instead of stdout."),
     ] = None,
     force: Annotated[bool, typer.Option(help="Overwrite --out if it exists.")] = False,
-    include_client_busy: Annotated[
-        bool,
-        typer.Option(help="Keep client_busy runs (the recorder waited for a CPU) in the figures; their kernel times are exact."),
+    exclude_host_contended: Annotated[
+        bool, typer.Option(help=EXCLUDE_HOST_HELP),
     ] = False,
 ) -> None:
     """The ladder (each arm vs the prior arm vs the first), per category, and every cell.
@@ -192,14 +196,14 @@ def report(
       tokenreel report sessions/ladder.json -o ladder.csv
       tokenreel report sessions/ladder.json --format json --baseline nvfp4
       tokenreel report sessions/ladder.json -o ladder.html   # one self-contained page: charts, replay
-      tokenreel report sessions/ladder.json --include-client-busy
+      tokenreel report sessions/ladder.json --exclude-host-contended
     """
     from tokenreel.report import render_report
 
     fmt = report_format(fmt, out_path)
     session = load_session(session_path)
     with user_errors():
-        text = render_report(session, fmt, baseline, include_client_busy)
+        text = render_report(session, fmt, baseline, RunSelection(exclude_host_contended=exclude_host_contended))
     if out_path is None:
         sys.stdout.write(strip_controls(text))  # a report on a terminal: no escapes from session text
         return
@@ -290,6 +294,7 @@ def plot(
         str, typer.Option(metavar="NAME|PATH", help="Colour theme, the video's: dark, light, or a JSON theme file.")
     ] = "dark",
     force: Annotated[bool, typer.Option(help="Overwrite chart files that exist in DIR.")] = False,
+    exclude_host_contended: Annotated[bool, typer.Option(help=EXCLUDE_HOST_HELP)] = False,
 ) -> None:
     """Draw the session's charts into DIR, each as PNG (1280x720) and SVG; prints the paths.
 
@@ -319,7 +324,8 @@ def plot(
     if prompt is not None and prompt not in prompt_ids:
         fail(f"--prompt: no prompt {prompt!r} in the session; choose one of {', '.join(prompt_ids)} (session {session_path})")
     with user_errors(out_dir):
-        paths = write_charts(session, out_dir, formats, None if prompt is None else [prompt], theme, force)
+        paths = write_charts(session, out_dir, formats, None if prompt is None else [prompt], theme, force,
+                             RunSelection(exclude_host_contended=exclude_host_contended))
     for path in paths:
         out.print(str(path), markup=False, soft_wrap=True)
 
@@ -332,6 +338,7 @@ def _record_into(
 
     from tokenreel.recorder.runner import record as record_session
     from tokenreel.console import RecordDisplay, summary_tables
+    from tokenreel.ladder import missing_cells
 
     # Arms whose missing /metrics the preflight already named are not warned about twice.
     unsaved = f"the last run was not saved; {path} keeps every run saved before it (then --resume)"
@@ -349,31 +356,50 @@ def _record_into(
             return signals.exit_code(130, interrupted=True)
         err.print("interrupted: every completed run is saved; continue with `tokenreel record --resume`")
         return 130
-    contended = _all_contended_cells(session, arm_ids)
-    for cell in contended:  # a cell whose every run was contended is in no figure: say so, never silently
-        err.print(f"{cell.arm} / {cell.prompt}: {cell.reason}", markup=False, soft_wrap=True)
-    if contended:
-        err.print(
-            f"{len(contended)} cell(s) have no usable run (all contended or client busy, lines above): free the"
-            " endpoint or the recording machine, then `tokenreel record --resume` re-records their runs",
-            markup=False, soft_wrap=True,
-        )
-    if result.failed or result.skipped or result.invalid:
-        err.print("some runs failed, were skipped or invalid (lines above); `tokenreel record --resume` retries them")
-        return 1
-    return 1 if contended else 0
-
-
-def _all_contended_cells(session: Session, arm_ids: list[str] | None) -> list[MissingCell]:
-    """Cells of the recorded arms whose measured runs all completed but were all contended (or
-    recorded by a busy client)."""
-    from tokenreel.ladder import busy_client, missing_cells
-
-    return [
+    busy_machine = [
+        f"{result.client_busy} recorded while this machine kept the recorder waiting (exact: kernel receive times)"
+        if result.client_busy else "",
+        f"{result.retried} retried because the machine was too busy for exact user-clock times" if result.retried else "",
+        f"{result.host_contended} recorded while the engine's host was under CPU pressure (kept, flagged"
+        " host_contended)" if result.host_contended else "",
+    ]
+    if any(busy_machine):
+        err.print("busy machine: measured runs " + "; ".join(part for part in busy_machine if part) + ".",
+                  markup=False, soft_wrap=True)
+    # Cells whose runs all completed yet none counts (contended, late user-clock times): a failed
+    # run already had its own line.
+    missing = [
         cell for cell in missing_cells(session)
         if (arm_ids is None or cell.arm in arm_ids) and cell.runs
-        and all(r.status == "ok" and (r.contended or busy_client(r)) for r in session.runs_of(cell.arm, cell.prompt))
+        and all(run.status == "ok" for run in session.runs_of(cell.arm, cell.prompt))
     ]
+    for cell in missing:  # a cell with no usable run is in no figure: say so, never silently
+        err.print(f"{cell.arm} / {cell.prompt}: {cell.reason}", markup=False, soft_wrap=True)
+    if missing:
+        err.print(
+            f"{len(missing)} cell(s) have no usable run (lines above); `tokenreel record --resume` re-records their runs",
+            markup=False, soft_wrap=True,
+        )
+    if result.short:
+        err.print(f"{result.short} measured run(s) missed the forced length (lines above): check ignore_eos support"
+                  " and max_model_len of the endpoint", markup=False, soft_wrap=True)
+    # Exit 1 only for what the endpoint did (errors, timeouts, wrong length, other traffic on it),
+    # never because this machine was busy: those runs are kept (exact) or said above.
+    endpoint_missing = [cell for cell in missing if _endpoint_caused(session, cell)]
+    if result.failed or result.skipped or result.invalid or result.short or endpoint_missing:
+        if result.failed or result.skipped or result.invalid:
+            err.print("some runs failed, were skipped or invalid (lines above); `tokenreel record --resume` retries them")
+        return 1
+    return 0
+
+
+def _endpoint_caused(session: Session, cell: MissingCell) -> bool:
+    """A missing cell whose runs the endpoint spoiled (failed, skipped, invalid, contended by
+    other traffic), not this machine's load."""
+    return any(
+        DEFAULT_SELECTION.left_out_because(run) in ("failed", "skipped", "invalid", "contended")
+        for run in session.runs_of(cell.arm, cell.prompt)
+    )
 
 
 @app.command(cls=Command, short_help="Record each arm's token timings into a session file.")
@@ -860,6 +886,7 @@ def render(
             "'diverges at token N' (the first arm's says 'reference answer').",
         ),
     ] = False,
+    exclude_host_contended: Annotated[bool, typer.Option(help=EXCLUDE_HOST_HELP)] = False,
     force: Annotated[bool, typer.Option(help="Overwrite --out if it exists.")] = False,
 ) -> None:
     """Replay a session side by side at real speed into a video, deterministically.
@@ -901,7 +928,7 @@ def render(
         prompt=prompt, run=run, arms=tuple(arm_ids or ()), fps=fps, size=size, speed=speed,
         theme=theme, title_s=title_s, hold_s=hold, at=at, align=align,
         title=title, subtitle=subtitle, logo=None if logo is None else str(logo), max_duration_s=max_duration,
-        answer_badge=answer_badge,
+        answer_badge=answer_badge, exclude_host_contended=exclude_host_contended,
     )
     with user_errors():
         options = pin_files(options)

@@ -27,7 +27,7 @@ from tokenreel.archive import Session
 from tokenreel.figures import figure, multiplier
 from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, missing_cells, usable_runs
 from tokenreel.metrics import run_metrics
-from tokenreel.report import csv_value, report_value, to_json
+from tokenreel.report import csv_value, to_json
 
 COMPARE_FORMAT = "tokenreel.compare"
 COMPARE_VERSION = 1
@@ -332,15 +332,14 @@ def to_markdown(c: Comparison) -> str:
 
 def to_data(c: Comparison) -> dict:
     """The comparison as plain data; the json format prints exactly this."""
-    def rounded(item: object) -> object:
+    def plain(item: object) -> object:
         if isinstance(item, dict):
-            return {k: rounded(v) for k, v in item.items()}
+            return {k: plain(v) for k, v in item.items()}
         if isinstance(item, list):
-            return [rounded(v) for v in item]
-        value = report_value(item)
-        return value + 0.0 if isinstance(value, float) else value  # no -0.0 from a tiny negative difference
+            return [plain(v) for v in item]
+        return item + 0.0 if isinstance(item, float) else item  # no -0.0 from a tiny negative difference
 
-    return rounded({
+    return plain({
         "format": COMPARE_FORMAT,
         "version": COMPARE_VERSION,
         "a": {"path": c.a, "session": c.session_a},

@@ -25,11 +25,15 @@ from rich.text import Text
 from tokenreel.recorder.runner import (
     ArmFinished,
     ArmStarted,
+    MAX_BUSY_RETRIES,
     GateWaiting,
+    HostUnwatched,
+    HostWaitedOut,
     NoMetrics,
     RecordEvent,
     RunFinished,
     RunProgress,
+    RunRetried,
     RunStarted,
 )
 from tokenreel.archive import Session
@@ -75,6 +79,23 @@ class RecordDisplay:
                 highlight=False,
             )
             return
+        if isinstance(event, HostUnwatched):  # once per reason: an unwatched host is said, never silently
+            self.console.print(f"note: {event.arm}: engine host not watched: {event.reason}", markup=False, highlight=False)
+            return
+        if isinstance(event, HostWaitedOut):
+            self.console.print(
+                f"{event.arm} / {event.prompt} / run {event.index}: the engine's host stayed under CPU pressure"
+                f" ({figure(event.pressure_pct, 0, ' %')}) for {event.waited_s:.0f} s: recording anyway, runs flagged"
+                " host_contended while it lasts (`report --exclude-host-contended` leaves them out)",
+                markup=False, highlight=False,
+            )
+            return
+        if isinstance(event, RunRetried):
+            self.console.print(
+                f"{event.arm} / {event.prompt} / run {event.index}: retry {event.attempt} of {MAX_BUSY_RETRIES}: {event.reason}",
+                markup=False, highlight=False,
+            )
+            return
         if isinstance(event, ArmStarted):
             self.tasks[event.arm] = self.progress.add_task(
                 "", total=event.runs_todo, arm=event.arm, status=f"{event.label}: checking the endpoint"
@@ -102,7 +123,7 @@ class RecordDisplay:
                     markup=False,
                     highlight=False,
                 )
-            if event.client_busy:  # like a contended run: never silently
+            if event.client_busy:  # a run left out: never silently
                 self.console.print(
                     f"{event.arm} / {event.prompt} / run {event.index}: client busy: {event.client_busy}",
                     markup=False,
@@ -136,13 +157,16 @@ class RenderBar:
 
     def __enter__(self) -> RenderBar:
         self.started = time.perf_counter()
-        self.progress.start()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self.progress.stop()
+        if self.progress.live.is_started:
+            self.progress.stop()
 
     def __call__(self, done: int, total: int) -> None:
+        """Drawn from the first report of progress on: a render refused up front shows no bar."""
+        if not self.progress.live.is_started:
+            self.progress.start()
         elapsed = time.perf_counter() - self.started
         fps = f"{done / elapsed:.0f}" if elapsed > 0 and done else "—"
         self.progress.update(self.task, completed=done, total=total, fps=fps)

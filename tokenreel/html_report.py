@@ -27,12 +27,13 @@ from tokenreel import assets
 from tokenreel.archive import Run, Session
 from tokenreel.charts import chart_svgs
 from tokenreel.figures import MISSING, figure, multiplier
-from tokenreel.ladder import busy_client, median_run
+from tokenreel.ladder import median_run
 from tokenreel.metrics import NS_PER_S, first_token_index, last_token_index, output_tokens, run_metrics
 from tokenreel.report import (
     ESTIMATED_NOTE, LATENCY_FIGURES, STEP_MARKS, acceptance_text, acceptance_notes, contended_text, fingerprint_text, rate_text,
-    answers_legend, ladder_note, latency_gaps, latency_legend, repeats_summary,
+    answers_legend, host_notes, host_text, ladder_note, latency_gaps, latency_legend, repeats_summary,
 )
+from tokenreel.selection import DEFAULT_SELECTION, RunSelection, first_token_late
 from tokenreel.theme import RGB, Theme, load_theme
 
 THEME = "dark"
@@ -256,17 +257,22 @@ def _cells(report: dict) -> str:
     for c in report["cells"]:
         star = "*" if c["tokens_estimated"] else ""
         rows.append([
-            _e(c["arm"]), _e(c["prompt"]), _e(c["category"]), str(c["runs"]), _e(c["output_tokens"]), figure(c["ttft_s"], 3),
+            _e(c["arm"]), _e(c["prompt"]), _e(c["category"]), str(c["runs"]), _e(c["output_tokens"]),
+            figure(c["ttft_s"], 3) + ("†" if c["ttft_left_out"] else ""),
             figure(c["tpot_ms"], 2) + (star if c["tpot_ms"] is not None else ""),
             figure(c["decode_tok_s"]) + (star if c["decode_tok_s"] is not None else ""), figure(c["e2e_tok_s"]),
             figure(c["spread_tok_s"]), _e(acceptance_text(c["acceptance_length"], c["acceptance_approximate"])),
             _e(rate_text(c["acceptance_rate"])), "yes" if c["like_for_like"] else f"no ({_e(c['note'])})", _e(contended_text(c)),
+            _yes(bool(c["host_contended"]), host_text(c)) if c["host_contended"] else _e(host_text(c)),
         ])
     table = _table(
         ["Arm", "Prompt", "Category", "Runs", "Tokens", "TTFT s", "TPOT ms", "Decode tok/s", "E2E tok/s", "Spread",
-         "Accept. len", "Accept. rate", "Like-for-like", "Contended"],
+         "Accept. len", "Accept. rate", "Like-for-like", "Contended", "Host CPU pressure"],
         rows, numeric=tuple(range(3, 12)),
     )
+    notes = "".join(f"<p class=note>{_e(line)}</p>" for line in [report["selection"]["rule"], *host_notes(report)] if line)
+    if any(c["ttft_left_out"] for c in report["cells"]):
+        notes += "<p class=note>† the TTFT leaves out runs whose first token was read together with later ones.</p>"
     missing = ""
     if report["missing_cells"]:
         missing = "<h3>Missing cells</h3><p class=note>No usable run, so not in any figure above.</p>" + _table(
@@ -274,7 +280,7 @@ def _cells(report: dict) -> str:
             ([_e(m["arm"]), _e(m["prompt"]), _e(m["category"]), str(m["runs"]), _e(m["reason"])] for m in report["missing_cells"]),
             numeric=(3,),
         )
-    return f'<section id="cells"><h2>Every cell</h2>{table}{missing}</section>'
+    return f'<section id="cells"><h2>Every cell</h2>{table}{notes}{missing}</section>'
 
 
 def _yes(flag: bool, text: str = "yes") -> str:
@@ -288,22 +294,31 @@ def _run_contended(run: Run) -> str:
     return _yes(run.contended, f"yes: {run.contention_detail}" if run.contention_detail else "yes")
 
 
-def _run_clock(run: Run) -> str:
-    """Which clock stamped the run (issue 13), the client's delay, and whether it was busy."""
+def _run_clock(run: Run, selection: RunSelection) -> str:
+    """Which clock stamped the run (issue 13), the client's delay, and what the policy made of it."""
     clock = run.clock
     if clock is None:
         return "user (recorded before kernel times)"
+    late = " · first token read with later ones: TTFT left out" if first_token_late(run) else ""
     if clock.source != "kernel":
-        return f"user ({_e(clock.reason)})" if clock.reason else "user"
+        text = f"user ({_e(clock.reason)})" if clock.reason else "user"
+        busy = f" · {_yes(True, 'client busy: left out')}" if selection.left_out_because(run) == "client busy" else ""
+        return text + busy + late
     text = f"kernel · client delay p99 {figure(clock.delay_p99_ms, 2)} ms"
     if run.client_busy:
-        text += f" · {_yes(True, 'client busy: left out of the medians')}"
-        if clock.first_shared:
-            text += " · first token read with later ones"
-    return text
+        text += " · client busy (kernel times exact: kept)"
+    return text + late
 
 
-def _runs(session: Session, replayed: set[tuple[str, str, int]]) -> str:
+def _run_host(run: Run) -> str:
+    """The engine host's CPU pressure over the run, flagged when over the threshold."""
+    if run.host is None:
+        return _e(run.host_note or "not watched")
+    text = f"{figure(run.host.some_pct, 0)} %"
+    return _yes(True, f"{text}: host contended") if run.host.contended else text
+
+
+def _runs(session: Session, replayed: set[tuple[str, str, int]], selection: RunSelection) -> str:
     s = session.settings
     rows = []
     for run in session.runs:
@@ -319,17 +334,19 @@ def _runs(session: Session, replayed: set[tuple[str, str, int]]) -> str:
         rows.append([
             _e(run.arm), _e(run.prompt), str(run.index) + (" ▶" if run.key in replayed else ""), "yes" if run.warmup else "no", status,
             _run_contended(run), str(n), short, _yes(run.tokens_estimated, f"yes ({run.token_source})") if run.tokens_estimated else _e(run.token_source),
-            figure(m.ttft_s, 3), figure(m.decode_tok_s), _run_clock(run), f"<span class=nowrap>{_e(run.started_at or MISSING)}</span>",
+            figure(m.ttft_s, 3), figure(m.decode_tok_s), _run_clock(run, selection), _run_host(run),
+            f"<span class=nowrap>{_e(run.started_at or MISSING)}</span>",
         ])
     table = _table(
-        ["Arm", "Prompt", "Run", "Warmup", "Status", "Contended", "Tokens", "Short", "Token counts", "TTFT s", "Decode tok/s", "Clock", "Started"],
+        ["Arm", "Prompt", "Run", "Warmup", "Status", "Contended", "Tokens", "Short", "Token counts", "TTFT s", "Decode tok/s",
+         "Clock", "Host CPU pressure", "Started"],
         rows, numeric=(2, 6, 9, 10),
     )
     return (
         '<section id="runs"><h2>Every run</h2><p class=note>Warmup runs are discarded, contended runs are left out of the '
         "medians, a short run (fewer tokens than the forced max_tokens) is not like-for-like; the clock is the kernel's receive "
-        "time of each read where the platform gives it; a client_busy run (the recorder waited for a CPU: the host was "
-        "oversubscribed) is left out of the medians like a contended one; ▶ marks the run the replay "
+        "time of each read where the platform gives it (exact however late the recorder woke); host CPU pressure is the share "
+        "of time some task waited for a CPU on the machine that runs the engine; ▶ marks the run the replay "
         f"plays.</p><details><summary>{len(session.runs)} runs</summary>{table}</details></section>"
     )
 
@@ -372,14 +389,14 @@ def _places(tracks: list[dict]) -> None:
             t["place"] = 1 + sum(1 for f in finishes if f < t["t"][t["last"]])
 
 
-def replay_data(session: Session, report: dict) -> dict:
+def replay_data(session: Session, report: dict, selection: RunSelection = DEFAULT_SELECTION) -> dict:
     """What replay.js plays: per prompt, each arm's median run (or why it has none)."""
     missing = {(m["arm"], m["prompt"]): m["reason"] for m in report["missing_cells"]}
     prompts = []
     for prompt in session.prompts:
         tracks = []
         for arm in session.arms:
-            run = median_run(session, arm.id, prompt.id)
+            run = median_run(session, arm.id, prompt.id, selection)
             if run is None or first_token_index(run.chunks) is None:
                 why = missing.get((arm.id, prompt.id), "no usable run with a decode speed (fewer than two token events)")
                 tracks.append({"arm": arm.id, "missing": why})
@@ -447,17 +464,17 @@ def _theme_css(theme: Theme) -> str:
     return ":root{" + "".join(f"--{f.replace('_', '-')}:{_hex(getattr(theme, f))};" for f in fields) + "}"
 
 
-def to_html(report: dict, session: Session) -> str:
-    """The report (build_report's data) as one self-contained HTML page."""
+def to_html(report: dict, session: Session, selection: RunSelection = DEFAULT_SELECTION) -> str:
+    """The report (build_report's data, made with `selection`) as one self-contained HTML page."""
     theme = load_theme(THEME)
     colors = {arm.id: _hex(theme.accent(i)) for i, arm in enumerate(session.arms)}
     labels = {arm.id: arm.label for arm in session.arms}
-    data = replay_data(session, report)
+    data = replay_data(session, report, selection)
     replay, replayed = _replay(session, data, colors)
     sections = [
         _header(report, session), _ladder(report, colors), replay, _categories(report, labels),
         _charts(session, report), _latency(report, labels, colors), _answers(report, labels, colors),
-        _arms(report, session, colors), _cells(report), _runs(session, replayed),
+        _arms(report, session, colors), _cells(report), _runs(session, replayed, selection),
     ]
     css = assets.file("html", "report.css").read_text(encoding="utf-8")
     script = assets.file("html", "replay.js").read_text(encoding="utf-8")

@@ -1,10 +1,10 @@
 """From runs to the seeds' ladder: per-cell medians, like-for-like flags, ratios between arms.
 
-A cell is one arm on one prompt. Its figures are medians over the measured runs that
-completed and were not contended (someone else generating during the run measures
-contention, not the arm), nor recorded by a busy client (`busy_client`: the host was
-oversubscribed; kept when the report is asked to `--include-client-busy`). The ladder row of an arm is the mean of its cell medians over the
-prompts that every arm has, so every arm is averaged over the same prompts.
+A cell is one arm on one prompt. Its figures are medians over the runs the run-selection policy
+counts (`tokenreel.selection.RunSelection`, decided once per command: measured, completed, not
+contended by other traffic; exact times kept however busy the recording machine was), its TTFT
+over those whose first token's time is exact. The ladder row of an arm is the mean of its cell
+medians over the prompts that every arm has, so every arm is averaged over the same prompts.
 
 A cell with no usable run is not dropped silently: `missing_cells` says why each one is
 missing (all runs contended, failed, skipped, not recorded), and where an engine cannot give a
@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from tokenreel.archive import Run, Session
 from tokenreel.metrics import RunMetrics, run_metrics
+from tokenreel.selection import DEFAULT_SELECTION, RunSelection, client_busy_inexact, first_token_late, host_contended
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,12 @@ class Cell:
     contention_note: str = ""  # why contention is unknown
     clock: str = ""  # which clock stamped its runs: "kernel", "user", or the mix ("kernel 2, user 1")
     client_delay_p99_ms: float | None = None  # the worst run's client delay p99 (kernel clock only)
-    client_busy: int = 0  # runs flagged client_busy
-    client_busy_left_out: int = 0  # of those, runs left out of the figures (`busy_client`)
+    client_busy: int = 0  # runs flagged client_busy (the recorder woke late)
+    client_busy_left_out: int = 0  # of those, runs left out (user clock only: kernel times stay exact)
+    ttft_left_out: int = 0  # usable runs whose first token shared a read with later ones: no TTFT
+    host_contended: int = 0  # runs whose host (this machine) was under CPU pressure
+    host_pressure_pct: float | None = None  # the highest CPU pressure over the cell's runs, in %
+    host_note: str = ""  # why the host's pressure is unknown (a remote endpoint, no PSI here)
 
 
 @dataclass(frozen=True)
@@ -72,29 +77,9 @@ class LadderRow:
     acceptance_note: str = ""
 
 
-def busy_client(run: Run) -> bool:
-    """A run flagged client_busy: the recorder itself waited for a CPU (client delay p99 over
-    `settings.client_busy_p99_ms`), left out of the medians like a contended run.
-
-    Why, when kernel receive times keep its archived times exact: a recording client that waits
-    for a CPU shares an oversubscribed host, and recording beside the engine (on the GPU host)
-    is common, so the engine's own CPU threads (scheduler, detokenizer, HTTP) waited too; such a
-    run measures the host's contention, not the arm. Its times are still right, so `report
-    --include-client-busy` brings it back without error. client_busy is only known on the kernel
-    clock (user-clock runs are kept, as before); `Clock.first_shared` says when the busy client
-    also read the first token late together with later ones, the one case where its TTFT is late.
-    """
-    return run.client_busy is True
-
-
-def usable_runs(session: Session, arm_id: str, prompt_id: str, keep_client_busy: bool = False) -> list[Run]:
-    """Measured runs that completed, were not contended and (unless kept) not recorded by a busy
-    client, in recording order."""
-    return [
-        run
-        for run in session.runs_of(arm_id, prompt_id)
-        if run.status == "ok" and run.contended is not True and (keep_client_busy or not busy_client(run))
-    ]
+def usable_runs(session: Session, arm_id: str, prompt_id: str, selection: RunSelection = DEFAULT_SELECTION) -> list[Run]:
+    """Measured runs the policy counts, in recording order."""
+    return [run for run in session.runs_of(arm_id, prompt_id) if selection.counts(run)]
 
 
 def _median(values: list[float | None]) -> float | None:
@@ -113,10 +98,10 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
     return numerator / denominator
 
 
-def median_run(session: Session, arm_id: str, prompt_id: str, keep_client_busy: bool = False) -> Run | None:
+def median_run(session: Session, arm_id: str, prompt_id: str, selection: RunSelection = DEFAULT_SELECTION) -> Run | None:
     """The measured run of median decode speed (lower middle for an even count)."""
     scored = []
-    for run in usable_runs(session, arm_id, prompt_id, keep_client_busy):
+    for run in usable_runs(session, arm_id, prompt_id, selection):
         decode = run_metrics(run).decode_tok_s
         if decode is not None:
             scored.append((decode, run.index, run))
@@ -126,9 +111,9 @@ def median_run(session: Session, arm_id: str, prompt_id: str, keep_client_busy: 
     return scored[(len(scored) - 1) // 2][2]
 
 
-def _cell(session: Session, arm_id: str, prompt_id: str, category: str, keep_client_busy: bool) -> Cell | None:
+def _cell(session: Session, arm_id: str, prompt_id: str, category: str, selection: RunSelection) -> Cell | None:
     measured_ok = [r for r in session.runs_of(arm_id, prompt_id) if r.status == "ok"]
-    runs = usable_runs(session, arm_id, prompt_id, keep_client_busy)
+    runs = usable_runs(session, arm_id, prompt_id, selection)
     if not runs:
         return None
     figures: list[RunMetrics] = [run_metrics(r) for r in runs]
@@ -150,7 +135,7 @@ def _cell(session: Session, arm_id: str, prompt_id: str, category: str, keep_cli
         category=category,
         runs=len(runs),
         output_tokens=int(statistics.median(f.output_tokens for f in figures)),
-        ttft_s=_median([f.ttft_s for f in figures]),
+        ttft_s=_median([f.ttft_s for f, r in zip(figures, runs) if selection.counts_ttft(r)]),
         tpot_ms=_median([f.tpot_ms for f in figures]),
         decode_tok_s=_median([f.decode_tok_s for f in figures]),
         e2e_tok_s=_median([f.e2e_tok_s for f in figures]),
@@ -166,7 +151,11 @@ def _cell(session: Session, arm_id: str, prompt_id: str, category: str, keep_cli
         clock=_clocks(runs),
         client_delay_p99_ms=max((r.clock.delay_p99_ms for r in runs if r.clock and r.clock.delay_p99_ms is not None), default=None),
         client_busy=sum(1 for r in measured_ok if r.client_busy),
-        client_busy_left_out=0 if keep_client_busy else sum(1 for r in measured_ok if busy_client(r)),
+        client_busy_left_out=sum(1 for r in measured_ok if client_busy_inexact(r)),
+        ttft_left_out=sum(1 for r in runs if first_token_late(r)),
+        host_contended=sum(1 for r in measured_ok if host_contended(r)),
+        host_pressure_pct=max((r.host.some_pct for r in measured_ok if r.host is not None), default=None),
+        host_note=next((r.host_note for r in measured_ok if r.host is None and r.host_note), ""),
     )
 
 
@@ -210,55 +199,56 @@ def _acceptance_note(runs: list[Run]) -> str:
     return "none archived (recorded before tokenreel kept the reason; most likely not speculative)"
 
 
-def missing_cells(session: Session, keep_client_busy: bool = False) -> list[MissingCell]:
+def missing_cells(session: Session, selection: RunSelection = DEFAULT_SELECTION) -> list[MissingCell]:
     """Every arm × prompt without a usable measured run, with the reason, in ladder order."""
     missing = []
     for arm in session.arms:
         for prompt in session.prompts:
-            if usable_runs(session, arm.id, prompt.id, keep_client_busy):
+            if usable_runs(session, arm.id, prompt.id, selection):
                 continue
             runs = session.runs_of(arm.id, prompt.id)
-            missing.append(MissingCell(arm.id, prompt.id, prompt.category, len(runs), _missing_reason(runs)))
+            missing.append(MissingCell(arm.id, prompt.id, prompt.category, len(runs), _missing_reason(runs, selection)))
     return missing
 
 
-def _missing_reason(runs: list[Run]) -> str:
+def _missing_reason(runs: list[Run], selection: RunSelection) -> str:
     """"all 3 runs contended: <detail>", or the mix of what happened to the runs."""
     if not runs:
         return "no measured run recorded"
-    kinds = {
-        "contended": [r for r in runs if r.status == "ok" and r.contended],
-        "client busy": [r for r in runs if r.status == "ok" and not r.contended and busy_client(r)],
-        "failed": [r for r in runs if r.status == "failed"],
-        "skipped": [r for r in runs if r.status == "skipped"],
-        "invalid": [r for r in runs if r.status == "invalid"],
-    }
+    kinds: dict[str, list[Run]] = {}
+    for run in runs:
+        kinds.setdefault(selection.left_out_because(run) or "", []).append(run)
     parts = []
-    for kind, group in kinds.items():
+    for kind in ("contended", "client busy", "host contended", "failed", "skipped", "invalid"):
+        group = kinds.get(kind)
         if group:
-            detail = (
-                group[-1].contention_detail if kind == "contended"
-                else _busy_detail(group[-1]) if kind == "client busy" else group[-1].error
-            )
-            parts.append((kind, len(group), detail))
+            parts.append((kind, len(group), _left_out_detail(kind, group[-1])))
     if len(parts) == 1:
         kind, count, detail = parts[0]
         return f"all {count} run{'s' if count != 1 else ''} {kind}: {detail}"
     return "no usable run: " + "; ".join(f"{count} {kind} ({detail})" for kind, count, detail in parts)
 
 
-def _busy_detail(run: Run) -> str:
-    p99 = run.clock.delay_p99_ms if run.clock else None
-    delay = f"client delay p99 {p99:.1f} ms" if p99 is not None else "client busy"
-    return f"{delay}, and the first token was read together with later ones (--include-client-busy keeps it)"
+def _left_out_detail(kind: str, run: Run) -> str:
+    """The last such run's own words: its contention, clock or pressure figure, or its error."""
+    if kind == "contended":
+        return run.contention_detail
+    if kind == "client busy":
+        why = run.clock.reason if run.clock and run.clock.reason else "no kernel receive times"
+        return f"the recorder woke late on the user-space clock ({why}), so its times are late too"
+    if kind == "host contended":
+        pressure = max(run.host.some_pct, run.host.before_pct) if run.host else None
+        figure = f"{pressure:.0f} %" if pressure is not None else "unknown"
+        return f"CPU pressure {figure} on the engine's host (--exclude-host-contended left it out)"
+    return run.error
 
 
-def build_cells(session: Session, keep_client_busy: bool = False) -> list[Cell]:
+def build_cells(session: Session, selection: RunSelection = DEFAULT_SELECTION) -> list[Cell]:
     """Cells in arm order, then prompt order; like_for_like also needs every arm to agree on n."""
     cells: list[Cell] = []
     for arm in session.arms:
         for prompt in session.prompts:
-            cell = _cell(session, arm.id, prompt.id, prompt.category, keep_client_busy)
+            cell = _cell(session, arm.id, prompt.id, prompt.category, selection)
             if cell is not None:
                 cells.append(cell)
     by_prompt: dict[str, set[int | None]] = {}

@@ -3,8 +3,8 @@
 Medians hide the tail a user feels (one 400 ms stall in a stream of 8 ms tokens), so the report
 also gives the distribution. Populations, the same runs the ladder uses:
 
-- a cell (arm x prompt): its usable runs (`tokenreel.ladder.usable_runs`: measured, completed,
-  not contended);
+- a cell (arm x prompt): its usable runs (`tokenreel.ladder.usable_runs`, the command's
+  `RunSelection`); TTFT only from those whose first token's time is exact (`counts_ttft`);
 - an arm: every usable run of that arm on the prompts every arm has
   (`tokenreel.ladder.common_prompts`), so arms are compared over the same prompts.
 
@@ -32,12 +32,13 @@ import numpy
 from tokenreel.archive import Run, Session
 from tokenreel.ladder import Cell, build_cells, common_prompts, usable_runs
 from tokenreel.metrics import first_token_index, run_metrics
+from tokenreel.selection import DEFAULT_SELECTION, RunSelection
 
 NS_PER_MS = 1_000_000
 PERCENTILE_METHOD = "linear interpolation between closest ranks (numpy's default, Hyndman-Fan type 7)"
 # Why a distribution has no sample, for the report to print instead of a bare dash.
 MISSING_REASONS = {
-    "ttft_ms": "no run carried a token",
+    "ttft_ms": "no run carried a token, or every run's first token was read together with later ones",
     "tpot_ms": "no run carried tokens after its first token event, so there is no decode interval",
     "itl_ms": "no token arrived after the first token event",
 }
@@ -100,25 +101,25 @@ def inter_token_latencies_ms(run: Run) -> list[float]:
     return latencies
 
 
-def _row(arm: str, prompt: str | None, runs: list[Run]) -> LatencyRow:
+def _row(arm: str, prompt: str | None, runs: list[Run], selection: RunSelection) -> LatencyRow:
     figures = [run_metrics(run) for run in runs]
     return LatencyRow(
         arm=arm,
         prompt=prompt,
         runs=len(runs),
-        ttft_ms=distribution([f.ttft_s * 1000 for f in figures if f.ttft_s is not None]),
+        ttft_ms=distribution([f.ttft_s * 1000 for f, r in zip(figures, runs) if f.ttft_s is not None and selection.counts_ttft(r)]),
         tpot_ms=distribution([f.tpot_ms for f in figures if f.tpot_ms is not None]),
         itl_ms=distribution([ms for run in runs for ms in inter_token_latencies_ms(run)]),
     )
 
 
-def build_latency(session: Session, cells: list[Cell] | None = None, keep_client_busy: bool = False) -> Latency:
+def build_latency(session: Session, cells: list[Cell] | None = None, selection: RunSelection = DEFAULT_SELECTION) -> Latency:
     """Per-arm rows (session order) and per-cell rows (the order of `cells`, default build_cells)."""
-    cells = build_cells(session) if cells is None else cells
+    cells = build_cells(session, selection) if cells is None else cells
     shared = common_prompts(session, cells)
     arm_rows = [
-        _row(arm.id, None, [run for prompt in shared for run in usable_runs(session, arm.id, prompt, keep_client_busy)])
+        _row(arm.id, None, [run for prompt in shared for run in usable_runs(session, arm.id, prompt, selection)], selection)
         for arm in session.arms
     ]
-    cell_rows = [_row(c.arm, c.prompt, usable_runs(session, c.arm, c.prompt, keep_client_busy)) for c in cells]
+    cell_rows = [_row(c.arm, c.prompt, usable_runs(session, c.arm, c.prompt, selection), selection) for c in cells]
     return Latency(arms=arm_rows, cells=cell_rows, shared_prompts=shared)

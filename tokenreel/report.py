@@ -18,8 +18,9 @@ import orjson
 from tokenreel.answers import build_answers
 from tokenreel.archive import Arm, Session
 from tokenreel.figures import figure, multiplier
-from tokenreel.ladder import build_cells, build_ladder, busy_client, category_table, common_prompts, missing_cells
+from tokenreel.ladder import build_cells, build_ladder, category_table, common_prompts, missing_cells
 from tokenreel.latency import MISSING_REASONS, PERCENTILE_METHOD, Latency, LatencyRow, build_latency
+from tokenreel.selection import DEFAULT_SELECTION, RunSelection, host_contended
 
 REPORT_FORMAT = "tokenreel.report"
 REPORT_VERSION = 1
@@ -28,22 +29,18 @@ CELL_KEYS = (
     "e2e_tok_s", "spread_tok_s", "acceptance_length", "like_for_like", "contended", "note",
     "acceptance_rate", "acceptance_approximate", "acceptance_note", "contention_note",
     "token_counts", "tokens_estimated", "clock", "client_delay_p99_ms", "client_busy", "client_busy_left_out",
+    "ttft_left_out", "host_contended", "host_pressure_pct", "host_note",
 )
 STEP_MARKS = "①②③④⑤⑥⑦⑧⑨⑩"
 
 
-def report_value(value: float | int | bool | str | None, digits: int = 3) -> float | int | bool | str | None:
-    if isinstance(value, float):
-        return round(value, digits)
-    return value
-
-
-def build_report(session: Session, baseline: str | None = None, keep_client_busy: bool = False) -> dict:
-    """The report as plain data; the json format prints exactly this."""
+def build_report(session: Session, baseline: str | None = None, selection: RunSelection = DEFAULT_SELECTION) -> dict:
+    """The report as plain data; the json format prints exactly this, every figure at full
+    precision (rounding belongs to the tables people read)."""
     if baseline is not None and baseline not in {a.id for a in session.arms}:
         known = ", ".join(a.id for a in session.arms)
         raise ValueError(f"--baseline: no arm {baseline!r} in this session (arms: {known})")
-    cells = build_cells(session, keep_client_busy)
+    cells = build_cells(session, selection)
     ladder = build_ladder(session, cells, baseline)
     shared = common_prompts(session, cells)
     return {
@@ -56,21 +53,40 @@ def build_report(session: Session, baseline: str | None = None, keep_client_busy
         "like_for_like_prompts": sum(
             1 for p in shared if all(c.like_for_like for c in cells if c.prompt == p)
         ),
-        "ladder": [{k: report_value(v) for k, v in asdict(row).items()} for row in ladder],
-        "categories": {
-            category: {arm: report_value(value) for arm, value in row.items()}
-            for category, row in category_table(session, cells).items()
-        },
-        "cells": [_with_counts(session, {k: report_value(v) for k, v in asdict(cell).items()}) for cell in cells],
+        "selection": {"exclude_host_contended": selection.exclude_host_contended, "rule": selection.describe()},
+        "ladder": [asdict(row) for row in ladder],
+        "categories": category_table(session, cells),
+        "cells": [_with_counts(session, asdict(cell)) for cell in cells],
         "arms": [_arm_entry(session, arm) for arm in session.arms],
-        "missing_cells": [asdict(missing) for missing in missing_cells(session, keep_client_busy)],
-        "clocks": run_clocks(session, keep_client_busy),
-        "latency": _latency_entry(build_latency(session, cells, keep_client_busy)),
-        "answers": asdict(build_answers(session, baseline)),
+        "missing_cells": [asdict(missing) for missing in missing_cells(session, selection)],
+        "clocks": run_clocks(session, selection),
+        "host": host_summary(session),
+        "latency": _latency_entry(build_latency(session, cells, selection)),
+        "answers": asdict(build_answers(session, baseline, selection)),
     }
 
 
-def run_clocks(session: Session, keep_client_busy: bool) -> list[dict]:
+def report_selection(report: dict) -> RunSelection:
+    """The run selection a report was built with (its "selection" entry), for views built on it."""
+    return RunSelection(exclude_host_contended=report["selection"]["exclude_host_contended"])
+
+
+def host_summary(session: Session) -> dict:
+    """Whether the engine's host was watched (local endpoints only) and how loaded it was."""
+    measured = [r for r in session.runs if not r.warmup and r.status == "ok"]
+    watched = [r for r in measured if r.host is not None]
+    notes = list(dict.fromkeys(r.host_note for r in measured if r.host is None and r.host_note))
+    return {
+        "watched_runs": len(watched),
+        "runs": len(measured),
+        "contended_runs": sum(1 for r in watched if r.host and r.host.contended),
+        "threshold_pct": session.settings.host_pressure_pct,
+        "max_pressure_pct": max((r.host.some_pct for r in watched if r.host), default=None),
+        "notes": notes,
+    }
+
+
+def run_clocks(session: Session, selection: RunSelection) -> list[dict]:
     """Which clock stamped each measured ok run, its client delay, and whether it is in the figures."""
     out = []
     for run in session.runs:
@@ -86,7 +102,10 @@ def run_clocks(session: Session, keep_client_busy: bool) -> list[dict]:
             "client_delay_max_ms": clock.delay_max_ms if clock else None,
             "first_token_shared_read": clock.first_shared if clock else None,
             "client_busy": run.client_busy,
-            "in_figures": run.contended is not True and (keep_client_busy or not busy_client(run)),
+            "in_figures": selection.counts(run),
+            "ttft_in_figures": selection.counts_ttft(run),
+            "host_pressure_pct": run.host.some_pct if run.host else None,
+            "host_contended": host_contended(run),
         })
     return out
 
@@ -152,7 +171,7 @@ LATENCY_CSV_KEYS = tuple(f"{name}_{stat}" for name, _, _ in LATENCY_FIGURES for 
 def _latency_row(row: LatencyRow) -> dict:
     entry: dict = {"arm": row.arm, **({} if row.prompt is None else {"prompt": row.prompt}), "runs": row.runs}
     for name, _, _ in LATENCY_FIGURES:
-        entry[name] = {k: report_value(v) for k, v in asdict(getattr(row, name)).items()}
+        entry[name] = asdict(getattr(row, name))
     return entry
 
 
@@ -246,6 +265,14 @@ def rate_text(value: float | None) -> str:
     return figure(None if value is None else value * 100, 0, " %")
 
 
+def host_text(cell: dict) -> str:
+    """The engine host's highest CPU pressure over the cell's runs and how many were flagged."""
+    if cell["host_pressure_pct"] is None:
+        return f"not watched ({cell['host_note'] or 'recorded before tokenreel watched the host'})"
+    flagged = f", {cell['host_contended']} run(s) host contended" if cell["host_contended"] else ""
+    return f"max {figure(cell['host_pressure_pct'], 0, ' %')}{flagged}"
+
+
 def contended_text(cell: dict) -> str:
     if cell["contended"] is None:
         return f"unknown ({cell['contention_note'] or 'not checked'})"
@@ -291,19 +318,42 @@ def _clock_notes(report: dict, session: Session) -> list[str]:
             lines.append(f"- {_run_names([r for r in user if r['reason'] == reason])}: {reason}")
     threshold = figure(session.settings.client_busy_p99_ms, 1, " ms")
     busy = [r for r in runs if r["client_busy"]]
+    late = [r for r in runs if r["first_token_shared_read"] and r["in_figures"]]
     if busy:
-        lines += ["", f"Client busy (the recorder read the network more than {threshold} late at p99: the host was"
-                  " oversubscribed, so the engine's own CPU threads likely waited too; left out of the figures like"
-                  " contended runs unless --include-client-busy):", ""]
+        lines += ["", f"Client busy: the recorder read the network more than {threshold} late at p99 (this machine"
+                  " was busy). On the kernel clock its times are still exact (each read keeps the kernel's receive"
+                  " time), so such runs stay in the figures; on the user-space clock they are left out:", ""]
     for r in busy:
-        verdict = "in the figures (--include-client-busy)" if r["in_figures"] else "left out of the figures"
-        if r["first_token_shared_read"]:
-            verdict += "; its first token was read together with later ones (its TTFT is late)"
+        verdict = "in the figures" if r["in_figures"] else "left out of the figures (user-space clock)"
         lines.append(
             f"- {_run_names([r])}: client delay p99 {figure(r['client_delay_p99_ms'], 1, ' ms')},"
             f" max {figure(r['client_delay_max_ms'], 1, ' ms')}; {verdict}"
         )
-    return [*lines, ""]
+    if late:
+        lines += ["", f"TTFT left out of TTFT figures for {_run_names(late)}: the first token was read together"
+                  " with later ones, so its time is a later packet's (decode figures keep these runs)."]
+    return [*lines, "", *host_notes(report)]
+
+
+def host_notes(report: dict) -> list[str]:
+    """The engine's host: how loaded it was during the runs, or why it was not watched."""
+    host = report["host"]
+    threshold = figure(host["threshold_pct"], 0, " %")
+    lines = []
+    if host["watched_runs"]:
+        flagged = [r for r in report["clocks"] if r["host_contended"]]
+        lines.append(
+            f"Host: the endpoint runs on the recording machine; its CPU pressure (Linux PSI, the share of time some"
+            f" task waited for a CPU) was watched over {host['watched_runs']} of {host['runs']} measured runs, at most"
+            f" {figure(host['max_pressure_pct'], 0, ' %')}; {host['contended_runs']} over {threshold} (host contended)."
+        )
+        if flagged:
+            kept = "left out of the figures" if report["selection"]["exclude_host_contended"] else \
+                "kept in the figures, flagged (--exclude-host-contended leaves them out)"
+            lines.append(f"Host contended: {_run_names(flagged)}; {kept}.")
+    for note in host["notes"]:
+        lines.append(f"Host not watched: {note}.")
+    return [*lines, ""] if lines else []
 
 
 def _run_names(runs: list[dict]) -> str:
@@ -359,17 +409,17 @@ def to_markdown(report: dict, session: Session) -> str:
             lines.append(f"| {category.capitalize()} | {values} | {speedup} |")
         lines.append("")
     lines += [
-        "| Arm | Prompt | Category | Runs | Tokens | TTFT s | TPOT ms | Decode tok/s | E2E tok/s | Spread | Accept. len | Accept. rate | Like-for-like | Contended |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| Arm | Prompt | Category | Runs | Tokens | TTFT s | TPOT ms | Decode tok/s | E2E tok/s | Spread | Accept. len | Accept. rate | Like-for-like | Contended | Host CPU pressure |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in report["cells"]:
         like = "yes" if c["like_for_like"] else f"no ({c['note']})"
         lines.append(
             f"| {c['arm']} | {c['prompt']} | {c['category']} | {c['runs']} | {c['output_tokens']} "
-            f"| {figure(c['ttft_s'], 3)} | {_est(figure(c['tpot_ms'], 2), c['tokens_estimated'])} "
+            f"| {figure(c['ttft_s'], 3)}{'†' if c['ttft_left_out'] else ''} | {_est(figure(c['tpot_ms'], 2), c['tokens_estimated'])} "
             f"| {_est(figure(c['decode_tok_s']), c['tokens_estimated'])} | {figure(c['e2e_tok_s'])} "
             f"| {figure(c['spread_tok_s'])} | {acceptance_text(c['acceptance_length'], c['acceptance_approximate'])} "
-            f"| {rate_text(c['acceptance_rate'])} | {like} | {contended_text(c)} |"
+            f"| {rate_text(c['acceptance_rate'])} | {like} | {contended_text(c)} | {host_text(c)} |"
         )
     lines += ["", *_latency_tables(report)]
     lines += _answers_section(report, labels)
@@ -491,8 +541,8 @@ def to_csv(report: dict) -> str:
     return out.getvalue()
 
 
-def render_report(session: Session, fmt: str, baseline: str | None = None, keep_client_busy: bool = False) -> str:
-    report = build_report(session, baseline, keep_client_busy)
+def render_report(session: Session, fmt: str, baseline: str | None = None, selection: RunSelection = DEFAULT_SELECTION) -> str:
+    report = build_report(session, baseline, selection)
     if fmt == "md":
         return to_markdown(report, session)
     if fmt == "json":
@@ -502,6 +552,6 @@ def render_report(session: Session, fmt: str, baseline: str | None = None, keep_
     if fmt == "html":
         from tokenreel.html_report import to_html  # it builds on this module's helpers
 
-        return to_html(report, session)
+        return to_html(report, session, selection)
     raise ValueError(f"--format: unknown format {fmt!r}; use md, json, csv or html")
 

@@ -23,6 +23,7 @@ from tokenreel.charts.itl import itl_chart
 from tokenreel.charts.race import race_chart
 from tokenreel.charts.style import Chart, Style, drawing, finish, png_bytes, svg_text
 from tokenreel.report import build_report
+from tokenreel.selection import DEFAULT_SELECTION, RunSelection
 from tokenreel.safe_text import file_component
 from tokenreel.theme import load_theme
 
@@ -83,7 +84,7 @@ def chart_paths(session: Session, out_dir: Path, formats: list[str], prompt_ids:
 
 def write_charts(
     session: Session, out_dir: Path, formats: list[str], prompt_ids: list[str] | None = None,
-    theme: str = "dark", force: bool = False,
+    theme: str = "dark", force: bool = False, selection: RunSelection = DEFAULT_SELECTION,
 ) -> list[Path]:
     """Write every chart in each format into out_dir; returns the paths written.
 
@@ -99,7 +100,7 @@ def write_charts(
     if existing and not force:
         raise ValueError(f"{existing[0]} already exists; pass --force to overwrite it or choose another --out")
     ids = [p.id for p in session.prompts] if prompt_ids is None else prompt_ids
-    charts = _charts(session, build_report(session), ids, theme)
+    charts = _charts(session, build_report(session, selection=selection), ids, theme)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for stem, chart in charts.items():

@@ -19,14 +19,15 @@ from tokenreel.charts.style import SIZE, Chart, Style, new_figure, set_title, st
 from tokenreel.figures import figure
 from tokenreel.ladder import usable_runs
 from tokenreel.latency import MISSING_REASONS, inter_token_latencies_ms
-from tokenreel.report import LATENCY_FIGURES
+from tokenreel.report import LATENCY_FIGURES, report_selection
+from tokenreel.selection import DEFAULT_SELECTION, RunSelection
 
 TICKS_MS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000, 60000)
 
 
-def arm_samples(session: Session, arm_id: str, prompts: list[str]) -> list[float]:
+def arm_samples(session: Session, arm_id: str, prompts: list[str], selection: RunSelection = DEFAULT_SELECTION) -> list[float]:
     """Every token's latency (ms) over the arm's usable runs of the given prompts, sorted."""
-    return sorted(ms for p in prompts for run in usable_runs(session, arm_id, p) for ms in inter_token_latencies_ms(run))
+    return sorted(ms for p in prompts for run in usable_runs(session, arm_id, p, selection) for ms in inter_token_latencies_ms(run))
 
 
 def heavy_tail(tails: list[tuple[float | None, float]]) -> bool:
@@ -47,7 +48,7 @@ def itl_chart(session: Session, report: dict, style: Style) -> Chart:
     handles, longest = [], 1.0
     tails: list[tuple[float | None, float]] = []  # (p90, max) per arm
     for index, arm in enumerate(session.arms):
-        samples = arm_samples(session, arm.id, prompts)
+        samples = arm_samples(session, arm.id, prompts, report_selection(report))
         d = rows[arm.id]
         if not samples:
             why = "no prompt that every arm has a usable run of" if not prompts else MISSING_REASONS["itl_ms"]

@@ -19,6 +19,8 @@ from tokenreel.charts.bars import short_label
 from tokenreel.charts.style import SIZE, Chart, Style, new_figure, set_title, style_axes
 from tokenreel.figures import clock_seconds
 from tokenreel.ladder import median_run
+from tokenreel.report import report_selection
+from tokenreel.selection import DEFAULT_SELECTION, RunSelection
 from tokenreel.metrics import NS_PER_S, first_token_index, last_token_index
 
 
@@ -33,9 +35,9 @@ class Curve:
     done_ns: int  # the last token's arrival
 
 
-def race_curve(session: Session, arm_id: str, prompt_id: str) -> Curve | None:
+def race_curve(session: Session, arm_id: str, prompt_id: str, selection: RunSelection = DEFAULT_SELECTION) -> Curve | None:
     """The median run's curve, starting at (0 s, 0 tokens); None when no run has a decode speed."""
-    run = median_run(session, arm_id, prompt_id)
+    run = median_run(session, arm_id, prompt_id, selection)
     if run is None:
         return None
     chunks = run.chunks
@@ -61,7 +63,7 @@ def race_chart(session: Session, report: dict, prompt_id: str, style: Style, nam
     style_axes(ax, style)
     handles = []
     for index, arm in enumerate(session.arms):
-        curve = race_curve(session, arm.id, prompt_id)
+        curve = race_curve(session, arm.id, prompt_id, report_selection(report))
         color = style.arm(index)
         if curve is None:
             text = f"{short_label(arm.label)} · no data: {race_gap_reason(report, arm.id, prompt_id)}"

@@ -1,0 +1,67 @@
+"""The real-engine build is portable and its cache is checked before it is trusted (issue 21).
+
+A `-march=native` build (or its cache) made on one CPU died with SIGILL on another. The build now
+targets the x86-64 baseline, its cache key names the target, and a cached build that cannot start
+here is rebuilt. The mismatch is faked with programs that die of SIGILL or fail to load, as a
+binary built for another CPU or C library does.
+"""
+
+from __future__ import annotations
+
+import platform
+import stat
+from pathlib import Path
+
+import pytest
+
+from tests.engines import build
+
+SIGILL_PROGRAM = "#!/bin/sh\nkill -ILL $$\n"
+LOADER_FAILURE = "#!/bin/sh\necho \"$0: /lib/x86_64-linux-gnu/libc.so.6: version \\`GLIBC_2.38' not found\" >&2\nexit 1\n"
+
+
+def fake_install(root: Path, program: str) -> Path:
+    """A finished-looking install in the cache whose programs behave like `program`."""
+    engine = root / build.engine_dir().name
+    (engine / "bin").mkdir(parents=True)
+    (engine / "src" / "gguf-py" / "gguf").mkdir(parents=True)
+    for target in build.TARGETS:
+        path = engine / "bin" / target
+        path.write_text(program)
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return engine
+
+
+def test_the_build_targets_the_portable_baseline_and_the_cache_key_names_it(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TOKENREEL_CACHE", str(tmp_path))
+    assert "-DGGML_NATIVE=OFF" in build.CMAKE_FLAGS and "-DGGML_NATIVE=ON" not in build.CMAKE_FLAGS
+    assert {"-DGGML_AVX=OFF", "-DGGML_AVX2=OFF", "-DGGML_FMA=OFF", "-DGGML_F16C=OFF"} <= set(build.CMAKE_FLAGS)
+    assert build.engine_dir() == tmp_path / f"llama.cpp-{build.LLAMA_CPP_PYTHON_VERSION}-{platform.machine().lower()}-baseline"
+
+
+@pytest.mark.parametrize(("program", "said"), [
+    (SIGILL_PROGRAM, "llama-server died with SIGILL"),
+    (LOADER_FAILURE, "llama-server --version exited 1: "),
+])
+def test_a_cached_build_that_cannot_start_here_is_rebuilt(monkeypatch, tmp_path: Path, capsys, program: str, said: str) -> None:
+    monkeypatch.setenv("TOKENREEL_CACHE", str(tmp_path))
+    engine = fake_install(tmp_path, program)
+    assert build.is_built()
+    problem = build.probe(engine / "bin")
+    assert problem is not None and problem.startswith(said), problem
+    # With no build tools on PATH the rebuild stops at its first step: the point is that it was tried.
+    empty = tmp_path / "no-tools"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    with pytest.raises(build.BuildError, match="building llama.cpp needs cmake"):
+        build.build()
+    out = capsys.readouterr().out
+    assert f"the cached build in {engine} cannot run here ({said}" in out and "rebuilding" in out
+
+
+@pytest.mark.engine
+def test_the_real_cached_build_passes_its_probe() -> None:
+    """The engine `make test` built (or reused) starts here."""
+    if not build.is_built():
+        pytest.fail(f"no engine in {build.engine_dir()}: run `make engine` (make test does)")
+    assert build.probe(build.engine_dir() / "bin") is None

@@ -1,0 +1,42 @@
+"""Machine-readable outputs carry every figure at full precision (issue 21): TTFT to the
+nanosecond the archive holds, rates unrounded; rounding belongs to the tables people read."""
+
+from __future__ import annotations
+
+import csv
+import io
+import statistics
+from pathlib import Path
+
+import orjson
+from typer.testing import CliRunner
+
+from tokenreel import archive
+from tokenreel.cli import app
+from tokenreel.metrics import run_metrics
+
+SEED = Path(__file__).resolve().parent.parent / "sessions" / "seed-ladder-demo.json"
+
+
+def invoke(*args: object) -> str:
+    result = CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_json_and_csv_keep_the_archives_precision() -> None:
+    session = archive.load(SEED)
+    report = orjson.loads(invoke("report", SEED, "--format", "json"))
+    rows = list(csv.DictReader(io.StringIO(invoke("report", SEED, "--format", "csv"))))
+    for cell, row in zip(report["cells"], rows, strict=True):
+        figures = [run_metrics(r) for r in session.runs_of(cell["arm"], cell["prompt"]) if r.status == "ok"]
+        ttft = statistics.median(f.ttft_s for f in figures)
+        decode = statistics.median(f.decode_tok_s for f in figures)
+        assert cell["ttft_s"] == ttft and cell["decode_tok_s"] == decode
+        assert float(row["ttft_s"]) == ttft and float(row["decode_tok_s"]) == decode
+    # The archive's TTFTs are whole nanoseconds: rounding to ms (as before) would have lost digits.
+    assert any(round(c["ttft_s"], 3) != c["ttft_s"] for c in report["cells"])
+    assert any(round(row["decode_tok_s"], 3) != row["decode_tok_s"] for row in report["ladder"])
+    markdown = invoke("report", SEED)
+    first = report["ladder"][0]
+    assert f"{first['decode_tok_s']:.1f} tok/s" in markdown and str(first["decode_tok_s"]) not in markdown
