@@ -89,6 +89,7 @@ from tokenreel.recorder.sse_client import completions_url, request_body, stream_
 from tokenreel import archive
 from tokenreel.archive import Arm, Chunks, Prompt, Run, Settings
 from tokenreel.metrics import decode_rate, first_token_index, last_token_index, run_metrics
+from tokenreel.simulator.truth import outside
 
 RATES = (100, 1_000, 10_000, 50_000)
 JUDGED_UP_TO_TOK_S = 10_000
@@ -404,11 +405,6 @@ def clock_run(run: Run, log: StreamLog, built_ns: int) -> ClockRun:
         delay_p99_ms=run.clock.delay_p99_ms or 0.0,
         busy=bool(run.client_busy),
     )
-
-
-def outside(value: int, low: int, high: int) -> int:
-    """How far value lies outside [low, high]: negative below, positive above, else 0."""
-    return value - low if value < low else value - high if value > high else 0
 
 
 def hog() -> None:

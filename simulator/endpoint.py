@@ -10,6 +10,9 @@ steps, as with vLLM; a reader that keeps up sees one chunk per step.
 Counters move when the engine says (see counters.py); `running` counts requests from arrival
 until their last token is generated, like the engines' schedulers, not until the HTTP response
 is closed.
+
+Every write of a streamed body goes through the request's `SentStream` (sent.py): stamped on
+both sides and counted, for GET /sim/sent, without changing a byte or a moment of the stream.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import logging
 import socket
 from collections import deque
 from collections.abc import AsyncIterator
+from time import perf_counter_ns
 from typing import Any
 
 import orjson
@@ -28,6 +32,7 @@ from tokenreel.simulator.control import SimState, control_refusal
 from tokenreel.simulator.counters import Tally, make_counters, metrics_off
 from tokenreel.simulator.plan import Plan, Step, make_plan
 from tokenreel.simulator.profiles import Profile
+from tokenreel.simulator.sent import SENT_LOG_LEN, SentStream
 from tokenreel.simulator.shape import Context, Emitter, Engine
 from tokenreel.simulator.shape_llamacpp import LlamacppEngine
 from tokenreel.simulator.shape_sglang import SglangEngine
@@ -74,6 +79,7 @@ class SimServer:
         self.state = SimState()
         self.running = 0  # requests the engine is working on (prefill or decode)
         self.requests: deque[dict[str, Any]] = deque(maxlen=REQUEST_LOG_LEN)
+        self.sent: deque[SentStream] = deque(maxlen=SENT_LOG_LEN)
         self._sequence = 0
         self._runner: web.AppRunner | None = None
 
@@ -92,6 +98,7 @@ class SimServer:
                 web.get("/sim/state", self._get_state),
                 web.post("/sim/state", self._post_state),
                 web.get("/sim/requests", self._requests),
+                web.get("/sim/sent", self._sent),
                 *self.engine.routes(),
             ]
         )
@@ -183,6 +190,9 @@ class SimServer:
     async def _requests(self, request: web.Request) -> web.Response:
         return json_response({"requests": list(self.requests)})
 
+    async def _sent(self, request: web.Request) -> web.Response:
+        return json_response({"requests": [stream.to_json() for stream in self.sent]})
+
     # --- generation ------------------------------------------------------------------------
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
@@ -263,6 +273,8 @@ class SimServer:
             counters.finish(tally)
 
     async def _stream(self, request: web.Request, ctx: Context, emitter: Emitter, fault: str | None) -> web.StreamResponse:
+        sent = SentStream(ctx.request_id, ctx.plan.prompt_tokens, perf_counter_ns())
+        self.sent.append(sent)
         if emitter.merges_steps:
             _small_send_buffer(request)
         response = web.StreamResponse(headers=SSE_HEADERS)
@@ -296,27 +308,27 @@ class SimServer:
                 if strike is not None and batch[0].index <= strike <= batch[-1].index:
                     before = [s for s in batch if s.index < strike]
                     if before:
-                        await self._write(response, emitter, ctx, before, False, loop)
+                        await self._write(sent, response, emitter, ctx, before, False, loop)
                     del ready[: len(before)]
                     written += len(before)
                     if fault == "error_event":
-                        await response.write(emitter.error_event() + DONE)
+                        await sent.write(response, emitter.error_event() + DONE)
                         return response
                     if fault == "drop":
                         hang_up(request)
                         return response
                     if fault == "malformed":
-                        await response.write(b'data: {"choices": [\n\n')
+                        await sent.write(response, b'data: {"choices": [\n\n')
                     strike = None
                     continue
                 del ready[: len(batch)]
                 written += len(batch)
-                await self._write(response, emitter, ctx, batch, batch[-1].index == last, loop)
+                await self._write(sent, response, emitter, ctx, batch, batch[-1].index == last, loop)
             ctx.t_last = ctx.t_last or loop.time()
-            await response.write(emitter.end())
+            await sent.write(response, emitter.end())
             if fault != "no_done":
-                await response.write(DONE)
-            await response.write_eof()
+                await sent.write(response, DONE)
+            await sent.write_eof(response)
             return response
         finally:
             if not producer.done():
@@ -324,14 +336,14 @@ class SimServer:
                 await asyncio.gather(producer, return_exceptions=True)
 
     @staticmethod
-    async def _write(response: web.StreamResponse, emitter: Emitter, ctx: Context, batch: list[Step],
-                     last: bool, loop: asyncio.AbstractEventLoop) -> None:
+    async def _write(sent: SentStream, response: web.StreamResponse, emitter: Emitter, ctx: Context,
+                     batch: list[Step], last: bool, loop: asyncio.AbstractEventLoop) -> None:
         now = loop.time()
         if ctx.t_first is None:
             ctx.t_first = now
         if last:
             ctx.t_last = now
-        await response.write(emitter.steps(batch, last))
+        await sent.write(response, emitter.steps(batch, last), sum(len(step.tokens) for step in batch))
 
     async def _respond(self, request: web.Request, ctx: Context, emitter: Emitter, fault: str | None) -> web.StreamResponse:
         """A plain JSON completion after the whole generation time (stream: false)."""

@@ -32,11 +32,19 @@ def fake_install(root: Path, program: str) -> Path:
     return engine
 
 
-def test_the_build_targets_the_portable_baseline_and_the_cache_key_names_it(monkeypatch, tmp_path: Path) -> None:
+def test_the_build_targets_a_named_level_and_the_cache_key_names_it(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv("TOKENREEL_CACHE", str(tmp_path))
-    assert "-DGGML_NATIVE=OFF" in build.CMAKE_FLAGS and "-DGGML_NATIVE=ON" not in build.CMAKE_FLAGS
-    assert {"-DGGML_AVX=OFF", "-DGGML_AVX2=OFF", "-DGGML_FMA=OFF", "-DGGML_F16C=OFF"} <= set(build.CMAKE_FLAGS)
-    assert build.engine_dir() == tmp_path / f"llama.cpp-{build.LLAMA_CPP_PYTHON_VERSION}-{platform.machine().lower()}-baseline"
+    assert "-DGGML_NATIVE=OFF" in build.CMAKE_FLAGS and not any("NATIVE=ON" in f for f in build.CMAKE_FLAGS)
+    assert set(build.isa_flags("x86-64")) == {f"-DGGML_{isa}=OFF" for isa in ("SSE42", "AVX", "AVX2", "BMI2", "FMA", "F16C")}
+    assert set(build.isa_flags("x86-64-v3")) == {f"-DGGML_{isa}=ON" for isa in ("SSE42", "AVX", "AVX2", "BMI2", "FMA", "F16C")}
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        # A CPU without F16C (say) gets the plain baseline, in a cache folder of its own.
+        monkeypatch.setattr(build, "cpu_flags", lambda: {"sse4_2", "avx", "avx2", "bmi2", "fma"})
+        assert build.instruction_level() == "x86-64"
+        baseline = build.engine_dir()
+        monkeypatch.setattr(build, "cpu_flags", lambda: {"sse4_2", "avx", "avx2", "bmi2", "fma", "f16c", "avx512f"})
+        assert build.instruction_level() == "x86-64-v3"  # AVX-512 is never used: the level stops at v3
+        assert baseline != build.engine_dir() == tmp_path / f"llama.cpp-{build.LLAMA_CPP_PYTHON_VERSION}-x86_64-x86-64-v3"
 
 
 @pytest.mark.parametrize(("program", "said"), [

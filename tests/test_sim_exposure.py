@@ -60,7 +60,7 @@ def test_sim_controls_need_the_token_and_json(make_sim) -> None:
     for content_type in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
         refused = httpx.post(url, content=fault, headers={**token, "Content-Type": content_type})
         assert refused.status_code == 415 and "application/json" in one_line_error(refused)
-    assert httpx.get(url).status_code == 403 and httpx.get(cluster.root_url("bf16") + "/sim/requests").status_code == 403
+    assert [httpx.get(cluster.root_url("bf16") + path).status_code for path in ("/sim/state", "/sim/requests", "/sim/sent")] == [403] * 3
     assert httpx.get(url, headers=token).json()["fault"] == {"mode": None, "count": 0}  # nothing was armed
     armed = httpx.post(url, content=fault, headers={**cluster.control_headers, "Content-Type": "application/json"})
     assert armed.status_code == 200 and armed.json()["fault"] == {"mode": "500", "count": 5}

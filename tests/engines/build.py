@@ -5,12 +5,16 @@ registry this machine (and CI) can reach, and an sdist version is an immutable p
 happens in a temporary directory next to the cache and is renamed into place at the end, so an
 interrupted build never leaves a half-installed engine that later runs would trust.
 
-Portable: the engine is built for the plain x86-64 baseline (GGML_NATIVE=OFF and every optional
-instruction set off), not for the CPU that happens to build it. A cache may be copied to, or
-shared with, another machine: a `-march=native` build made on an AVX-512 host died with SIGILL on
-one without. The cache key names the target (`<machine>-<baseline>`), and a cached build is
-probed (each program started once) before it is trusted: one that cannot start is rebuilt.
-Measured on this project's 2-core machine: 10.1 min for a first build (20.6 min native before), then reused.
+Portable: the engine is built for a named instruction-set level, not for the CPU that happens
+to build it (`-march=native`: a build made on an AVX-512 host died with SIGILL on one without).
+The level is x86-64-v3 (AVX2, FMA, F16C: every x86-64 server and laptop CPU since 2013-2015,
+and what keeps the f16 model fast; without F16C f16 decoding took minutes a run) when this CPU
+has it, else the plain x86-64 baseline (every optional instruction set off); other
+architectures get their generic baseline. The cache key names machine and level
+(`llama.cpp-<pin>-x86_64-x86-64-v3`), so a cache copied between machines of different levels is
+not used, and a cached build is probed (each program started once) before it is trusted: one
+that cannot start here is rebuilt. Measured on this project's 2-core machine: a first build
+takes about 10 min (x86-64 baseline: 10.1 min; `-march=native` before: 20.6 min), then reused.
 """
 
 from __future__ import annotations
@@ -29,12 +33,11 @@ from pathlib import Path
 # The one pin: llama-cpp-python's sdist version fixes the llama.cpp commit it vendors.
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 TARGETS = ("llama-server", "llama-quantize")
-# The instruction-set baseline the build targets; it is part of the cache key.
-CPU_BASELINE = "baseline"
-PORTABLE_FLAGS = tuple(f"-DGGML_{isa}=OFF" for isa in ("NATIVE", "SSE42", "AVX", "AVX2", "BMI2", "FMA", "F16C"))
+# x86-64-v3 as ggml names its instruction sets (with the /proc/cpuinfo flag that says each).
+X86_64_V3 = {"SSE42": "sse4_2", "AVX": "avx", "AVX2": "avx2", "BMI2": "bmi2", "FMA": "fma", "F16C": "f16c"}
 CMAKE_FLAGS = (
     "-DCMAKE_BUILD_TYPE=Release",
-    *PORTABLE_FLAGS,
+    "-DGGML_NATIVE=OFF",
     "-DLLAMA_BUILD_UI=OFF",
     "-DLLAMA_USE_PREBUILT_UI=OFF",
     "-DLLAMA_OPENSSL=OFF",
@@ -56,9 +59,35 @@ def cache_root() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "tokenreel"
 
 
+def cpu_flags() -> set[str]:
+    """This CPU's feature flags (Linux); empty where /proc/cpuinfo says nothing."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return set()
+
+
+def instruction_level() -> str:
+    """The level the build targets: x86-64-v3 where this CPU has it, else the plain baseline."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return "baseline"
+    return "x86-64-v3" if set(X86_64_V3.values()) <= cpu_flags() else "x86-64"
+
+
+def isa_flags(level: str) -> tuple[str, ...]:
+    """cmake's switches for the level: every x86-64-v3 set on for v3, all off for the baseline."""
+    if level == "baseline":
+        return ()
+    state = "ON" if level == "x86-64-v3" else "OFF"
+    return tuple(f"-DGGML_{isa}={state}" for isa in X86_64_V3)
+
+
 def build_target() -> str:
-    """What a build runs on: this machine's architecture and the instruction-set baseline."""
-    return f"{platform.machine().lower() or 'unknown'}-{CPU_BASELINE}"
+    """What a build runs on: this machine's architecture and the instruction-set level."""
+    return f"{platform.machine().lower() or 'unknown'}-{instruction_level()}"
 
 
 def engine_dir() -> Path:
@@ -164,7 +193,7 @@ def build(jobs: int | None = None) -> Path:
         sdist.unlink()
         bdir = work / "build"
         gen = ["-G", "Ninja"] if shutil.which("ninja") else []
-        _run(["cmake", "-S", str(src), "-B", str(bdir), *gen, *CMAKE_FLAGS], work, log)
+        _run(["cmake", "-S", str(src), "-B", str(bdir), *gen, *CMAKE_FLAGS, *isa_flags(instruction_level())], work, log)
         n = str(jobs or os.cpu_count() or 2)
         _run(["cmake", "--build", str(bdir), "--config", "Release", "-j", n,
               "--target", *TARGETS], work, log)
