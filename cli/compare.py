@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -50,8 +51,6 @@ def compare(
       tokenreel compare sessions/ladder.json sessions/ladder-rerun.json
       tokenreel compare sessions/ladder.json sessions/ladder-rerun.json --tolerance 1 -o compare.csv
     """
-    import math
-
     from tokenreel.comparison import compare_sessions
     from tokenreel.report.compare import render_comparison, summary_line
 

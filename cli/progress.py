@@ -79,9 +79,9 @@ class RecordDisplay:
             self.console.print(f"note: {event.arm}: engine host not watched: {event.reason}", markup=False, highlight=False)
             return
         if isinstance(event, HostWaitedOut):
-            self.console.print(
-                f"{event.arm} / {event.prompt} / run {event.index}: the engine's host stayed under CPU pressure"
-                f" ({figure(event.pressure_pct, 0, ' %')}) for {event.waited_s:.0f} s: recording anyway, runs flagged"
+            self.console.print(  # about the arm's host, not one run: said once per wait
+                f"note: {event.arm}: the engine's host stayed under CPU pressure ({figure(event.pressure_pct, 0, ' %')})"
+                f" for {event.waited_s:.0f} s before {event.prompt} run {event.index}: recording anyway, runs flagged"
                 " host_contended while it lasts (`report --exclude-host-contended` leaves them out)",
                 markup=False, highlight=False,
             )

@@ -151,7 +151,7 @@ def preflight_arms(
     arms: list[Arm], prompts: list[Prompt], settings: Settings, verbose: bool = False, warned: set[str] | None = None
 ) -> int:
     """Check the arms, print every problem (and warning) once; 2 when any problem stops recording."""
-    import asyncio
+    import asyncio  # lazy like the recorder it drives: `--help` stays fast
 
     from tokenreel.recorder.preflight import preflight
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from typing import Annotated
 
 import typer
@@ -52,9 +54,6 @@ def simulate(
       tokenreel simulate --fault nvfp4=429 --fault bf16=stall
       tokenreel simulate --engine llamacpp
     """
-    import asyncio
-    import dataclasses
-
     from tokenreel.simulator.control import TOKEN_HEADER
     from tokenreel.simulator.profiles import ENGINES, FAULTS, profile_by_id
     from tokenreel.simulator.server import SIM_TOKEN, exposure, ports_for, serve_forever

@@ -256,7 +256,7 @@ def _pick_runs(session: Session, prompt_id: str, options: RenderOptions) -> tupl
         try:
             runs.append(_pick_run(session, arm_id, prompt_id, options.run.strip(), options.selection))
         except ValueError as exc:
-            if options.arms:
+            if options.arms or options.run.strip() != "median":  # the user's own choice: said as is
                 raise
             problems.append((arm_id, exc))
     reasons = [str(exc).removeprefix("run: ") for _, exc in problems]
