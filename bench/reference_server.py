@@ -34,7 +34,8 @@ import numpy as np
 import orjson
 
 from tokenreel.simulator.text import reply_for, tokenize
-from tokenreel.simulator.server import ROLE_CHOICE, _Shape, _sse, _usage
+from tokenreel.simulator.shape_vllm import ROLE_CHOICE, ChoiceShape
+from tokenreel.simulator.wire import sse, usage
 from tokenreel.metrics import NS_PER_S
 
 # With 1 ns timer slack, time.sleep wakes 20-60 us late (50 us more with the default slack):
@@ -49,7 +50,7 @@ HEAD = (
     b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n"
 )
 LAST_CHUNK = b"0\r\n\r\n"
-CHAT = _Shape(chat=True, token_ids=False, logprobs=False, top_logprobs=0)
+CHAT = ChoiceShape(chat=True, token_ids=False, logprobs=False, top_logprobs=0)
 START_TIMEOUT_S = 30.0
 LOG_TIMEOUT_S = 60.0
 
@@ -185,9 +186,9 @@ def _stream(sock: socket.socket, body: dict[str, Any]) -> StreamLog:
         for i in range(events):
             tokens = pieces[i * per_event : (i + 1) * per_event]
             choice = CHAT.choice(tokens, 0, "length" if i == events - 1 else None)
-            data = _chunked(_sse({**envelope, "choices": [choice], "usage": _usage(prompt_tokens, min(n, (i + 1) * per_event))}))
+            data = _chunked(sse({**envelope, "choices": [choice], "usage": usage(prompt_tokens, min(n, (i + 1) * per_event))}))
             if i == 0:  # vLLM yields the role chunk right before the first token: one write here
-                data = _chunked(_sse({**envelope, "choices": [ROLE_CHOICE], "usage": _usage(prompt_tokens, 0)})) + data
+                data = _chunked(sse({**envelope, "choices": [ROLE_CHOICE], "usage": usage(prompt_tokens, 0)})) + data
             target = first_ns + round(i * per_event * NS_PER_S / tok_s)
             _wait_until(target)
             start = perf_counter_ns()
@@ -197,8 +198,8 @@ def _stream(sock: socket.socket, body: dict[str, Any]) -> StreamLog:
             log.target_ns.append(target)
             log.tokens.append(len(tokens))
             log.crc.append(zlib.crc32(choice["delta"]["content"].encode()))
-        usage = _sse({**envelope, "choices": [], "usage": _usage(prompt_tokens, n)})
-        _write(sock, _chunked(usage) + _chunked(b"data: [DONE]\n\n") + LAST_CHUNK, log)
+        tail = sse({**envelope, "choices": [], "usage": usage(prompt_tokens, n)})
+        _write(sock, _chunked(tail) + _chunked(b"data: [DONE]\n\n") + LAST_CHUNK, log)
     except (BrokenPipeError, ConnectionResetError):
         log.completed = False
     return log.frozen()

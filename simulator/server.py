@@ -50,12 +50,8 @@ from tokenreel.simulator.control import SIM_TOKEN, TOKEN_HEADER
 from tokenreel.simulator.endpoint import SimServer
 from tokenreel.simulator.plan import Plan, plan_steps
 from tokenreel.simulator.profiles import Profile
-from tokenreel.simulator.shape_vllm import ROLE_CHOICE, ChoiceShape as _Shape
-from tokenreel.simulator.wire import sse as _sse, usage as _usage
 
-# ROLE_CHOICE, _Shape, _sse and _usage stay importable from here for bench/reference_server.py.
-__all__ = ["ROLE_CHOICE", "Plan", "SimCluster", "SimServer", "_Shape", "_sse", "_usage", "plan_steps", "running",
-           "serve_forever"]
+__all__ = ["Plan", "SimCluster", "SimServer", "plan_steps", "running", "serve_forever"]
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""`tokenreel plot` and tokenreel.charts: every chart written, valid, deterministic to the byte
+"""`tokenreel plot` and tokenreel.report.charts: every chart written, valid, deterministic to the byte
 (twice in one process and in a fresh one), its numbers the report's, the race curve ending at
 each arm's token count at its last token, and a missing figure drawn as "no data: <why>".
 
@@ -23,11 +23,11 @@ from tests import session_factory as sf
 from tests.test_cli import invoke, write_config
 from tokenreel import archive, assets
 from tokenreel.archive import Chunks, Session
-from tokenreel.charts import chart_svgs, write_charts
-from tokenreel.charts.bars import categories_chart, ladder_chart
-from tokenreel.charts.itl import arm_samples, itl_chart
-from tokenreel.charts.race import race_chart
-from tokenreel.charts.style import Style, drawing, finish
+from tokenreel.report.charts import chart_svgs, write_charts
+from tokenreel.report.charts.bars import categories_chart, ladder_chart
+from tokenreel.report.charts.itl import arm_samples, itl_chart
+from tokenreel.report.charts.race import race_chart
+from tokenreel.report.charts.style import Style, drawing, finish
 from tokenreel.figures import figure, multiplier
 from tokenreel.ladder import build_cells, common_prompts, median_run
 from tokenreel.latency import distribution
@@ -104,7 +104,7 @@ def test_same_bytes_twice_and_in_a_fresh_process(demo: Session, tmp_path: Path) 
     second = write_charts(demo, tmp_path / "b", ["png", "svg"])
     fresh = tmp_path / "c"
     script = (
-        "import sys; from pathlib import Path; from tokenreel import archive; from tokenreel.charts import write_charts;"
+        "import sys; from pathlib import Path; from tokenreel import archive; from tokenreel.report.charts import write_charts;"
         "write_charts(archive.load(sys.argv[1]), Path(sys.argv[2]), ['png', 'svg'])"
     )
     subprocess.run([sys.executable, "-c", script, str(DEMO), str(fresh)], check=True, cwd=tmp_path)

@@ -194,7 +194,7 @@ def test_the_console_names_a_client_busy_run_only_when_it_is_left_out() -> None:
     from rich.console import Console
 
     from tokenreel.archive import Clock
-    from tokenreel.console import RecordDisplay
+    from tokenreel.cli.progress import RecordDisplay
     from tokenreel.recorder.runner import ArmStarted, _finished
 
     run, _, _ = blocked_run()

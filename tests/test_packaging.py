@@ -29,6 +29,8 @@ PACKAGE_DIRS = {
     "recorder": "tokenreel/recorder",
     "renderer": "tokenreel/renderer",
     "simulator": "tokenreel/simulator",
+    "report": "tokenreel/report",
+    "cli": "tokenreel/cli",
     "assets": "tokenreel/assets",
 }
 # What a checkout holds that is no part of a build (as .gitignore has it), so the copy skips it.

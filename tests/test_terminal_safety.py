@@ -16,7 +16,7 @@ from rich.text import Text
 from typer.testing import CliRunner
 
 from tokenreel.cli import app
-from tokenreel.terminal import CliConsole
+from tokenreel.cli.terminal import CliConsole
 
 CLEAR = "\x1b[2J\x1b[H"  # clear the screen, cursor home
 TITLE = "\x1b]0;owned\x07"  # set the window title
@@ -97,7 +97,7 @@ def test_the_console_strips_outside_escapes_but_keeps_its_own_styles() -> None:
 
 
 def test_strip_controls_removes_sequences_whole_and_keeps_text() -> None:
-    from tokenreel.terminal import strip_controls  # here: the module-level imports stay those of the old code
+    from tokenreel.safe_text import strip_controls
 
     assert strip_controls(f"a{CLEAR}b{TITLE}c\x1b]8;;http://x\x1b\\d\te\n") == "abcd\te\n"
     assert strip_controls("Original · bf16 ✓") == "Original · bf16 ✓"

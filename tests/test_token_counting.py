@@ -27,7 +27,8 @@ from tokenreel.recorder.config import ConfigError, load_config
 from tokenreel.recorder.fingerprint import fingerprint
 from tokenreel.recorder.sse_client import stream_run
 from tokenreel.recorder.stream import StreamParser, tokenizer_counts
-from tokenreel.report import ESTIMATED_NOTE, build_report, render_report
+from tokenreel.report import build_report, render_report
+from tokenreel.report.wording import ESTIMATED_NOTE
 
 PROMPT = chat_prompt("Write about a café.", "prose")
 # llama.cpp's pieces for the reply: token 3 ends mid-character ("caf" + first byte of "é"), so

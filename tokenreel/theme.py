@@ -1,6 +1,6 @@
 """Colour themes, kept as JSON in assets/themes so a new look needs no code change.
 
-Core, not renderer: the video and the charts (tokenreel/charts.py) draw with the same colours,
+Core, not renderer: the video and the charts (`tokenreel.report.charts`) draw with the same colours,
 and an arm has the same accent in both (accents[i] for the session's i-th arm).
 """
 

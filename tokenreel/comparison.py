@@ -1,4 +1,5 @@
-"""`tokenreel compare A B`: did re-recording give the same numbers?
+"""Did re-recording give the same numbers? Two sessions compared cell by cell (the views of a
+comparison, md/json/csv, are in `tokenreel.report.compare`).
 
 Two sessions of the same ladder (a re-recording, another day, another driver) are matched arm by
 arm (by id) and prompt by prompt (by id). Every matched cell shows both sessions' figures
@@ -19,18 +20,12 @@ a comparison that silently skipped it would claim more than it checked.
 
 from __future__ import annotations
 
-import csv
-import io
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from tokenreel.archive import Session
-from tokenreel.figures import figure, multiplier
 from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, missing_cells, usable_runs
 from tokenreel.metrics import run_metrics
-from tokenreel.report import csv_value, to_json
 
-COMPARE_FORMAT = "tokenreel.compare"
-COMPARE_VERSION = 1
 GATE = "decode_tok_s"
 DEFAULT_TOLERANCE_PCT = 2.0
 # Figures compared per cell: key (a Cell and RunMetrics field), label, decimals shown.
@@ -237,169 +232,3 @@ def _ladder_diffs(ladder_a: list[LadderRow], ladder_b: list[LadderRow], toleranc
             within_tolerance=diff.diff_pct is not None and abs(diff.diff_pct) <= tolerance,
         ))
     return result
-
-
-# ---------------------------------------------------------------------------------------------
-# Output: md, json, csv (the format rule is the report's: `tokenreel.cli.report_format`)
-
-
-def _pct(value: float | None) -> str:
-    """A signed difference in %, 2 decimals (a 2 % tolerance needs more than one)."""
-    if value is None:
-        return figure(None)
-    text = figure(abs(value), 2)
-    sign = "" if text == figure(0.0, 2) else ("+" if value > 0 else "-")
-    return f"{sign}{text} %"
-
-
-def _yes(value: bool | None) -> str:
-    return "—" if value is None else ("yes" if value else "no")
-
-
-def summary_line(c: Comparison) -> str:
-    """One line for the terminal: the verdict and what made it."""
-    matched = len(c.cells)
-    ok = matched - len(c.failing)
-    verdict = "reproduced" if c.reproduced else "NOT reproduced"
-    line = f"{verdict}: {ok} of {matched} matched cells within ±{c.tolerance_pct:g} % on decode tok/s"
-    if c.failing:
-        line += "; outside: " + ", ".join(
-            f"{d.arm} / {d.prompt} ({_pct(d.figures[GATE].diff_pct)})" for d in c.failing
-        )
-    if c.unmatched:
-        line += f"; {len(c.unmatched)} not matched"
-    return line
-
-
-def to_markdown(c: Comparison) -> str:
-    tol = f"±{c.tolerance_pct:g} %"
-    lines = [
-        f"# Compare: {c.session_a} vs {c.session_b}",
-        "",
-        f"A: `{c.a}` (session {c.session_a}); B: `{c.b}` (session {c.session_b}). Δ is (B - A) / A.",
-        "",
-        f"**{summary_line(c)}**",
-        "",
-        f"Gate: {GATE_RULE}. Tolerance {tol}. In spread: {SPREAD_RULE}.",
-        "",
-    ]
-    if c.failing:
-        lines += ["Not reproduced:", ""]
-        for d in c.failing:
-            g = d.figures[GATE]
-            lines.append(
-                f"- {d.arm} / {d.prompt}: decode {figure(g.a)} → {figure(g.b)} tok/s ({_pct(g.diff_pct)}), "
-                f"outside {tol}" + (f"; {d.note}" if d.note else "")
-            )
-        lines.append("")
-    if c.unmatched:
-        lines += [
-            "Not matched (counted as not reproduced):", "",
-            "| What | Arm | Prompt | Why |", "|---|---|---|---|",
-            *(f"| {u.what} | {u.arm or '—'} | {u.prompt or '—'} | {u.reason} |" for u in c.unmatched),
-            "",
-        ]
-    if c.notes:
-        lines += ["Recorded differently (context, not gated):", "", *(f"- {n}" for n in c.notes), ""]
-    lines += [
-        f"| Arm | Decode tok/s A | Decode tok/s B | Δ | vs. original A | vs. original B | Within {tol} |",
-        "|---|---|---|---|---|---|---|",
-        *(
-            f"| {r.label} | {figure(r.decode_tok_s.a)} | {figure(r.decode_tok_s.b)} | {_pct(r.decode_tok_s.diff_pct)} "
-            f"| {multiplier(r.vs_first_a)} | {multiplier(r.vs_first_b)} | {_yes(r.within_tolerance)} |"
-            for r in c.ladder
-        ),
-        "",
-    ]
-    header = " | ".join(f"{label} A → B | Δ | In spread" for _, label, _ in FIGURES)
-    lines += [
-        f"| Arm | Prompt | Runs A/B | {header} | Tokens A/B | Reproduced |",
-        "|---|---|---|" + "---|---|---|" * len(FIGURES) + "---|---|",
-    ]
-    for d in c.cells:
-        values = " | ".join(
-            f"{figure(d.figures[key].a, digits)} → {figure(d.figures[key].b, digits)} "
-            f"| {_pct(d.figures[key].diff_pct)} | {_yes(d.figures[key].within_spread)}"
-            for key, _, digits in FIGURES
-        )
-        verdict = "yes" if d.reproduced else "**no**"
-        lines.append(
-            f"| {d.arm} | {d.prompt} | {d.runs_a}/{d.runs_b} | {values} | {d.tokens_a}/{d.tokens_b} "
-            f"| {verdict}{' (' + d.note + ')' if d.note else ''} |"
-        )
-    return "\n".join(lines) + "\n"
-
-
-def to_data(c: Comparison) -> dict:
-    """The comparison as plain data; the json format prints exactly this."""
-    def plain(item: object) -> object:
-        if isinstance(item, dict):
-            return {k: plain(v) for k, v in item.items()}
-        if isinstance(item, list):
-            return [plain(v) for v in item]
-        return item + 0.0 if isinstance(item, float) else item  # no -0.0 from a tiny negative difference
-
-    return plain({
-        "format": COMPARE_FORMAT,
-        "version": COMPARE_VERSION,
-        "a": {"path": c.a, "session": c.session_a},
-        "b": {"path": c.b, "session": c.session_b},
-        "tolerance_pct": c.tolerance_pct,
-        "gate": GATE,
-        "gate_rule": GATE_RULE,
-        "spread_rule": SPREAD_RULE,
-        "reproduced": c.reproduced,
-        "cells_compared": len(c.cells),
-        "cells_reproduced": len(c.cells) - len(c.failing),
-        "not_matched": len(c.unmatched),
-        "ladder": [asdict(row) for row in c.ladder],
-        "cells": [asdict(cell) for cell in c.cells],
-        "unmatched": [asdict(u) for u in c.unmatched],
-        "notes": c.notes,
-    })
-
-
-FIGURE_CSV_PARTS = ("a", "b", "diff_pct", "spread_a", "spread_b", "within_spread")
-CSV_KEYS = (
-    "row", "arm", "prompt", "category", "runs_a", "runs_b", "tokens_a", "tokens_b",
-    *(f"{key}_{part}" for key, _, _ in FIGURES for part in FIGURE_CSV_PARTS),
-    "vs_first_a", "vs_first_b", "reproduced", "note",
-)
-
-
-def to_csv(c: Comparison) -> str:
-    """One row per ladder row ("ladder"), matched cell ("cell") and unmatched item ("unmatched arm"...)."""
-    data = to_data(c)
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CSV_KEYS, lineterminator="\n")
-    writer.writeheader()
-
-    def write(row: dict) -> None:
-        writer.writerow({k: csv_value(v) for k, v in row.items()})
-
-    for r in data["ladder"]:
-        write({
-            "row": "ladder", "arm": r["arm"], "vs_first_a": r["vs_first_a"], "vs_first_b": r["vs_first_b"],
-            "reproduced": r["within_tolerance"],
-            **{f"{GATE}_{part}": r["decode_tok_s"][part] for part in FIGURE_CSV_PARTS},
-        })
-    for d in data["cells"]:
-        write({
-            "row": "cell", **{k: d[k] for k in ("arm", "prompt", "category", "runs_a", "runs_b", "tokens_a", "tokens_b")},
-            **{f"{key}_{part}": d["figures"][key][part] for key, _, _ in FIGURES for part in FIGURE_CSV_PARTS},
-            "reproduced": d["reproduced"], "note": d["note"],
-        })
-    for u in data["unmatched"]:
-        write({"row": f"unmatched {u['what']}", "arm": u["arm"], "prompt": u["prompt"], "reproduced": False,
-               "note": u["reason"]})
-    return out.getvalue()
-
-
-def render_comparison(c: Comparison, fmt: str) -> str:
-    if fmt == "md":
-        return to_markdown(c)
-    if fmt == "json":
-        return to_json(to_data(c))
-    if fmt == "csv":
-        return to_csv(c)
-    raise ValueError(f"--format: compare writes md, json or csv, not {fmt!r}")

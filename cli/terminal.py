@@ -1,12 +1,10 @@
-"""How the CLI's text reads, in a terminal and in a log: consoles, tables and help pages.
+"""How the CLI's text reads, in a terminal and in a log: its console and its help pages.
 
 Light on purpose (rich and typer only): `tokenreel --help` imports it before anything else.
 
 - CliConsole fits a terminal's width; written to a pipe, a file or a CI log it never wraps,
   so a path, a sha256 or a table row stays whole on its line (grep finds it, copy works). It
   also strips control sequences from all it prints (see `strip_controls`).
-- FitTable fits a narrow terminal by truncating its label columns with "…"; numbers are never
-  wrapped, truncated or cut.
 - Command and Group keep help pages in plain words: a metavar is SESSION, N, PATH..., never a
   Python type, and the command list shows each command's short help whole.
 """
@@ -16,11 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, ConsoleDimensions, ConsoleOptions, RenderResult
-from rich.measure import Measurement
+from rich.console import Console, ConsoleDimensions
 from rich.segment import Segment
-from rich.table import Table
-from rich.text import Text
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from tokenreel.safe_text import strip_controls
@@ -28,8 +23,9 @@ from tokenreel.safe_text import strip_controls
 if TYPE_CHECKING:
     from typer import _click
 
+
 UNWRAPPED_WIDTH = 10_000  # a pipe or a log is as wide as the longest line
-MIN_LABEL = 6  # a label column narrower than this would say nothing ("Orig…")
+
 
 class CliConsole(Console):
     """A rich Console that wraps only in a terminal window.
@@ -73,73 +69,6 @@ class CliConsole(Console):
             segment if segment.control else Segment(strip_controls(segment.text), segment.style)
             for segment in buffer
         )
-
-
-class FitTable(Table):
-    """A table whose label columns give way when the width is short; its numbers never do.
-
-    Add columns with label_column() and number_column(). When the table is wider than the
-    space it is given, first the headers of number columns wrap at their spaces, then label
-    columns are truncated with "…" (widest first, down to a few characters), then headers of
-    number columns are truncated. A number column is never narrower than its widest value, so
-    a value is never wrapped, truncated or cut. The title is kept on one line when it fits.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.labels: set[int] = set()
-
-    def label_column(self, header: str | Text, **kwargs: Any) -> None:
-        self.labels.add(len(self.columns))
-        self.add_column(header, no_wrap=True, overflow="ellipsis", **kwargs)
-
-    def number_column(self, header: str | Text, **kwargs: Any) -> None:
-        kwargs.setdefault("justify", "right")
-        self.add_column(header, overflow="ellipsis", **kwargs)
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        self._fit(console, options)
-        yield from super().__rich_console__(console, options)
-
-    def _fit(self, console: Console, options: ConsoleOptions) -> None:
-        """Set each column's max_width so that the table fits options.max_width, if it can."""
-
-        def width(renderables: Iterable[Any]) -> int:
-            return max((Measurement.get(console, options, r).maximum for r in renderables), default=0)
-
-        natural, stages = [], ([], [], [])
-        for index, column in enumerate(self.columns):
-            column.max_width = None
-            values = width(column.cells)
-            header = str(column.header)
-            full = max(values, width([header]))
-            natural.append(full)
-            if index in self.labels:
-                stages[0].append(full)
-                stages[1].append(min(full, MIN_LABEL))
-            else:
-                words = max((len(word) for word in header.split()), default=0)
-                stages[0].append(max(values, min(full, words)))
-                stages[1].append(stages[0][-1])
-            stages[2].append(stages[1][-1] if index in self.labels else values)
-        _, right, _, left = self.padding
-        overhead = self._extra_width + (left + right) * len(self.columns)
-        widths = list(natural)
-        excess = sum(widths) + overhead - options.max_width
-        for floors in stages:
-            while excess > 0:
-                shrinkable = [i for i, (w, f) in enumerate(zip(widths, floors)) if w > f]
-                if not shrinkable:
-                    break
-                widths[max(shrinkable, key=lambda i: widths[i] - floors[i])] -= 1
-                excess -= 1
-        # Still too wide (a terminal narrower than the numbers alone): rich squeezes every column.
-        for column, fitted, full in zip(self.columns, widths, natural):
-            if fitted < full:
-                column.max_width = fitted
-        if self.title:
-            title = width([self.title])
-            self.min_width = title if title <= options.max_width else None
 
 
 def plain_metavar(param: _click.Parameter) -> str:

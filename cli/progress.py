@@ -1,7 +1,8 @@
-"""What the CLI shows while it works: the recording display, the render bar, the summary table.
+"""What the CLI shows while it works.
 
-Kept apart from the recorder and renderer so that they stay free of terminal code: they emit
-events or call a progress callback, and this module draws them with rich.
+- RecordDisplay draws the recorder's events (a bar per arm, a line per run that needs
+  attention); RenderBar draws a render's progress callback. The recorder and the renderer stay
+  free of terminal code: they emit events or call a callback, and this module draws them.
 """
 
 from __future__ import annotations
@@ -19,13 +20,12 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
-from rich.text import Text
 
+from tokenreel.figures import figure
 from tokenreel.recorder.runner import (
+    MAX_BUSY_RETRIES,
     ArmFinished,
     ArmStarted,
-    MAX_BUSY_RETRIES,
     GateWaiting,
     HostUnwatched,
     HostWaitedOut,
@@ -36,10 +36,6 @@ from tokenreel.recorder.runner import (
     RunRetried,
     RunStarted,
 )
-from tokenreel.archive import Session
-from tokenreel.figures import figure, multiplier
-from tokenreel.ladder import build_cells, build_ladder, category_table
-from tokenreel.terminal import FitTable
 
 
 class RecordDisplay:
@@ -170,40 +166,3 @@ class RenderBar:
         elapsed = time.perf_counter() - self.started
         fps = f"{done / elapsed:.0f}" if elapsed > 0 and done else "—"
         self.progress.update(self.task, completed=done, total=total, fps=fps)
-
-
-def summary_tables(session: Session) -> list[Table]:
-    """The ladder and the per-category table, as `tokenreel report` computes them."""
-    cells = build_cells(session)
-    ladder = build_ladder(session, cells)
-    title = session.name + (" (simulated endpoints)" if session.simulated else "")
-    table = FitTable(title=Text(title, style="table.title"), title_justify="left")
-    table.number_column("Step", justify="left")
-    table.label_column("Arm")
-    # The acceptance rate gets a column only in a ladder that has one (a speculative arm).
-    rates = any(row.acceptance_rate is not None for row in ladder)
-    for column in ("Decode tok/s", "vs prior", "vs first", "TTFT s", "Accept. len") + (("Accept. rate",) if rates else ()):
-        table.number_column(column)
-    for i, row in enumerate(ladder, start=1):
-        length = figure(row.acceptance_length, 2)
-        if row.acceptance_approximate and row.acceptance_length is not None:
-            length = f"≈{length}"  # from counters printed in rounded steps
-        rate = (figure(None if row.acceptance_rate is None else row.acceptance_rate * 100, 0, " %"),) if rates else ()
-        table.add_row(
-            str(i),
-            Text(row.label),
-            figure(row.decode_tok_s),
-            multiplier(row.vs_prior),
-            multiplier(row.vs_first),
-            figure(row.ttft_s, 2),
-            length,
-            *rate,
-        )
-    categories = category_table(session, cells)
-    by_category = FitTable(title="Decode tok/s by prompt category", title_justify="left")
-    by_category.label_column("Category")
-    for row in ladder:
-        by_category.number_column(Text(row.arm))
-    for category, values in categories.items():
-        by_category.add_row(Text(category), *(figure(values.get(row.arm)) for row in ladder))
-    return [table, by_category]

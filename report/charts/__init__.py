@@ -18,11 +18,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from tokenreel.archive import Session
-from tokenreel.charts.bars import categories_chart, ladder_chart
-from tokenreel.charts.itl import itl_chart
-from tokenreel.charts.race import race_chart
-from tokenreel.charts.style import Chart, Style, drawing, finish, png_bytes, svg_text
-from tokenreel.report import build_report
+from tokenreel.report.charts.bars import categories_chart, ladder_chart
+from tokenreel.report.charts.itl import itl_chart
+from tokenreel.report.charts.race import race_chart
+from tokenreel.report.charts.style import Chart, Style, drawing, finish, png_bytes, svg_text
+from tokenreel.report.data import build_report
 from tokenreel.selection import DEFAULT_SELECTION, RunSelection
 from tokenreel.safe_text import file_component
 from tokenreel.theme import load_theme

@@ -14,12 +14,13 @@ from __future__ import annotations
 from matplotlib.lines import Line2D
 
 from tokenreel.archive import Session
-from tokenreel.charts.bars import short_label
-from tokenreel.charts.style import SIZE, Chart, Style, new_figure, set_title, style_axes
+from tokenreel.report.charts.bars import short_label
+from tokenreel.report.charts.style import SIZE, Chart, Style, new_figure, set_title, style_axes
 from tokenreel.figures import figure
 from tokenreel.ladder import usable_runs
 from tokenreel.latency import MISSING_REASONS, inter_token_latencies_ms
-from tokenreel.report import LATENCY_FIGURES, report_selection
+from tokenreel.report.data import report_selection
+from tokenreel.report.wording import LATENCY_FIGURES
 from tokenreel.selection import DEFAULT_SELECTION, RunSelection
 
 TICKS_MS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000, 60000)

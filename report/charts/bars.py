@@ -14,7 +14,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.text import Text
 
-from tokenreel.charts.style import SIZE, Chart, Style, legend_columns, new_figure, set_title, style_axes
+from tokenreel.report.charts.style import SIZE, Chart, Style, legend_columns, new_figure, set_title, style_axes
 from tokenreel.figures import figure, multiplier
 
 LABEL_CHARS = 28  # an arm label longer than this is cut with "…" on the axis

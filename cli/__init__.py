@@ -1,0 +1,21 @@
+"""`tokenreel.cli`: the commands, on the top floor. `app` is the `tokenreel` command.
+
+One module per command, parsing and printing only; what a command does lives in the package
+that owns it (recorder, renderer, simulator, report), where a library user can call it. The
+modules are imported in the order `tokenreel --help` lists the commands.
+"""
+
+from __future__ import annotations
+
+# Each import registers its command on `app`, in this order.
+from tokenreel.cli import report  # noqa: F401
+from tokenreel.cli import compare  # noqa: F401
+from tokenreel.cli import plot  # noqa: F401
+from tokenreel.cli import record  # noqa: F401
+from tokenreel.cli import simulate  # noqa: F401
+from tokenreel.cli import render  # noqa: F401
+from tokenreel.cli import verify  # noqa: F401
+from tokenreel.cli import demo  # noqa: F401
+from tokenreel.cli.app import app
+
+__all__ = ["app"]

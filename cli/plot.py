@@ -1,0 +1,65 @@
+"""`tokenreel plot`: the session's charts as PNG and SVG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tokenreel.cli.app import EXCLUDE_HOST_HELP, app, fail, load_session, out, user_errors
+from tokenreel.cli.terminal import Command
+from tokenreel.selection import RunSelection
+
+
+@app.command(cls=Command, short_help="Charts as PNG and SVG: the ladder, per category, the race, token latency.")
+def plot(
+    session_path: Annotated[Path, typer.Argument(metavar="SESSION", help="A session file from `tokenreel record`.")],
+    out_dir: Annotated[
+        Path, typer.Option("--out", "-o", metavar="DIR", help="Folder for the chart files (made if missing).")
+    ],
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", metavar="png,svg", help="png, svg, or both comma-separated.")
+    ] = "png,svg",
+    prompt: Annotated[
+        str | None,
+        typer.Option(metavar="ID", help="Draw the race for this prompt only (default: every prompt, a file each)."),
+    ] = None,
+    theme: Annotated[
+        str, typer.Option(metavar="NAME|PATH", help="Colour theme, the video's: dark, light, or a JSON theme file.")
+    ] = "dark",
+    force: Annotated[bool, typer.Option(help="Overwrite chart files that exist in DIR.")] = False,
+    exclude_host_contended: Annotated[bool, typer.Option(help=EXCLUDE_HOST_HELP)] = False,
+) -> None:
+    """Draw the session's charts into DIR, each as PNG (1280x720) and SVG; prints the paths.
+
+    \b
+      ladder       decode tok/s per arm, each with its speed-up vs the prior and the first arm
+      categories   per prompt category, each arm's decode speed-up over the first arm
+      race-ID      one prompt: cumulative tokens vs seconds from send, each arm's median run,
+                   TTFT marked (one file per prompt; a prompt id is made safe for a file name)
+      itl          inter-token latency per arm, per token (a chunk of k tokens: one gap,
+                   then k-1 zeros), as the share of tokens that waited at most x ms
+
+    The figures are the report's (same rounding), colours the video's theme (arm i in the
+    theme's i-th accent). The same session gives the same bytes. A figure that is missing is
+    drawn as "no data: <why>". Existing files are not overwritten without --force.
+
+    Examples:
+
+    \b
+      tokenreel plot sessions/ladder.json --out out/charts
+      tokenreel plot sessions/ladder.json --out out/charts --format svg --prompt code-1 --theme light
+    """
+    from tokenreel.report.charts import write_charts
+
+    formats = list(dict.fromkeys(part.strip().lower() for part in fmt.split(",") if part.strip()))
+    session = load_session(session_path)
+    prompt_ids = [p.id for p in session.prompts]
+    if prompt is not None and prompt not in prompt_ids:
+        fail(f"--prompt: no prompt {prompt!r} in the session; choose one of {', '.join(prompt_ids)} (session {session_path})")
+    with user_errors(out_dir):
+        paths = write_charts(session, out_dir, formats, None if prompt is None else [prompt], theme, force,
+                             RunSelection(exclude_host_contended=exclude_host_contended))
+    for path in paths:
+        out.print(str(path), markup=False, soft_wrap=True)

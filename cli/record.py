@@ -1,0 +1,174 @@
+"""`tokenreel record`: the preflight, then each arm alone into the session file (the recording
+itself, resuming and Ctrl-C handling live in `tokenreel.recorder`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from tokenreel.archive import Session
+from tokenreel.cli.app import EXIT_BAD_INPUT, app, err, out, split_ids, user_errors
+from tokenreel.cli.terminal import Command
+
+if TYPE_CHECKING:
+    from tokenreel.archive import Arm, Prompt, Settings
+    from tokenreel.recorder.signals import RecordSignals
+
+
+def record_into(
+    session: Session, path: Path, arm_ids: list[str] | None, fail_fast: bool, metrics_warned: set[str] | None = None,
+    signals: RecordSignals | None = None,
+) -> int:
+    """Record with the live display, print the ladder and the outcome; returns the exit code."""
+    # Lazy: asyncio and the recorder load only when a recording starts, not for `--help`.
+    import asyncio
+
+    from tokenreel.cli.progress import RecordDisplay
+    from tokenreel.recorder.outcome import outcome
+    from tokenreel.recorder.runner import record as record_session
+    from tokenreel.report.terminal import summary_tables
+
+    # Arms whose missing /metrics the preflight already named are not warned about twice.
+    unsaved = f"the last run was not saved; {path} keeps every run saved before it (then --resume)"
+    with user_errors(path, unsaved), RecordDisplay(err, metrics_warned) as display:
+        recording = record_session(session, path, arm_ids, display, fail_fast)
+        result = asyncio.run(signals.run(recording) if signals else recording)
+    for table in summary_tables(session):
+        out.print(table)
+    out.print(
+        f"session: {path}  ({result.ok} runs recorded, {result.already_ok} already done, "
+        f"{result.failed} failed, {result.skipped} skipped" + (f", {result.invalid} invalid)" if result.invalid else ")")
+    )
+    if result.interrupted:
+        if signals is not None:
+            return signals.exit_code(130, interrupted=True)
+        err.print("interrupted: every completed run is saved; continue with `tokenreel record --resume`")
+        return 130
+    done = outcome(session, result, arm_ids)
+    for line in done.lines:
+        err.print(line, markup=False, soft_wrap=True)
+    return done.exit_code
+
+
+def record_signals(doing: str, kept: str) -> RecordSignals:
+    """Ctrl-C and SIGTERM handling for a recording, saying its one line on stderr."""
+    from tokenreel.recorder.signals import RecordSignals
+
+    return RecordSignals(doing, kept, lambda line: err.print(line, markup=False, soft_wrap=True))
+
+
+@app.command(cls=Command, short_help="Record each arm's token timings into a session file.")
+def record(
+    config: Annotated[
+        Path, typer.Option("--config", "-c", metavar="FILE", help="TOML config: [session] and [[arms]] (or builtin:NAME).")
+    ],
+    out_path: Annotated[
+        Path | None, typer.Option("--out", "-o", metavar="FILE", help="Session file (default: sessions/<name>.json).")
+    ] = None,
+    arms: Annotated[
+        str | None, typer.Option(metavar="IDS", help="Record only these arm ids (comma-separated) into the session.")
+    ] = None,
+    repeats: Annotated[int | None, typer.Option(min=1, help="Measured runs per prompt (config: repeats).")] = None,
+    warmup: Annotated[int | None, typer.Option(min=0, help="Discarded warmup runs per prompt (config: warmup).")] = None,
+    resume: Annotated[bool, typer.Option(help="Continue an interrupted session: redo only what is not ok yet.")] = False,
+    fail_fast: Annotated[bool, typer.Option(help="Stop at the first failed run.")] = False,
+    force: Annotated[bool, typer.Option(help="Start over even if the session file exists.")] = False,
+    check: Annotated[
+        bool, typer.Option("--check", help="Only run the preflight: check every arm's endpoint, record nothing.")
+    ] = False,
+    preflight: Annotated[
+        bool,
+        typer.Option(help="Check the arms before the first run (--no-preflight: an endpoint that hides /v1/models)."),
+    ] = True,
+) -> None:
+    """Record each arm alone, one request at a time, into a self-contained session file.
+
+    Before the first run a preflight checks every arm that has runs to do (key variable set,
+    endpoint reachable, model served, context long enough, /metrics present) and lists every
+    problem at once, exiting 2 before anything is recorded; --check does only that.
+
+    Arms run in config order; before every run the endpoint must be idle. A warmup run is
+    discarded, then --repeats measured runs per prompt. The session is saved after every run,
+    so an interrupted recording loses nothing: rerun with --resume. With one GPU, record arm by
+    arm with --arms (swap the served model in between); the session keeps when each arm ran.
+
+    Examples:
+
+    \b
+      tokenreel record --config ladder.toml --check
+      tokenreel record --config ladder.toml
+      tokenreel record --config ladder.toml --arms nvfp4 --out sessions/ladder.json
+      tokenreel record --config ladder.toml --resume
+    """
+    from tokenreel.archive import SessionLock
+    from tokenreel.recorder.config import load_config
+    from tokenreel.recorder.runner import runs_todo, select_arms, select_arms_of
+    from tokenreel.recorder.session_file import open_session, remove_stale_temps
+
+    with user_errors():
+        cfg = load_config(config)
+    if repeats is not None:
+        cfg.settings.repeats = repeats
+    if warmup is not None:
+        cfg.settings.warmup = warmup
+    path = out_path or Path("sessions") / f"{cfg.name}.json"
+    arm_ids = split_ids(arms)
+    if check:
+        with user_errors():
+            selected = select_arms_of(cfg.arms, arm_ids)
+        raise typer.Exit(preflight_arms(selected, cfg.prompts, cfg.settings, verbose=True))
+    with user_errors():
+        lock = SessionLock(path).acquire()  # one writer per session (archive.SessionLock)
+    signals = record_signals(f"recording {path}", "every completed run is saved; continue with `tokenreel record --resume`")
+    try:
+        removed = remove_stale_temps(path)
+        if removed:
+            err.print(f"removed {len(removed)} temporary file(s) a killed record left next to {path}: {', '.join(removed)}",
+                      markup=False, soft_wrap=True)
+        with user_errors():  # read under the lock: merge with what is on disk now
+            session = open_session(cfg, path, resume, arm_ids, force)
+            selected = select_arms(session, arm_ids)
+        metrics_warned: set[str] = set()
+        if preflight:
+            code = preflight_arms(
+                [arm for arm in selected if runs_todo(session, arm)], session.prompts, session.settings,
+                warned=metrics_warned,
+            )
+            if code:
+                raise typer.Exit(code)
+        code = record_into(session, path, arm_ids, fail_fast, metrics_warned, signals)
+    except KeyboardInterrupt:
+        code = signals.exit_code(130, interrupted=True)
+    finally:
+        lock.release()
+        signals.restore()
+    raise typer.Exit(signals.exit_code(code))
+
+
+def preflight_arms(
+    arms: list[Arm], prompts: list[Prompt], settings: Settings, verbose: bool = False, warned: set[str] | None = None
+) -> int:
+    """Check the arms, print every problem (and warning) once; 2 when any problem stops recording."""
+    import asyncio  # lazy like the recorder it drives: `--help` stays fast
+
+    from tokenreel.recorder.preflight import preflight
+
+    checks = asyncio.run(preflight(arms, prompts, settings))
+    for result in checks:
+        for warning in result.warnings:
+            err.print(f"warning: {result.arm}: {warning}", markup=False, soft_wrap=True)
+            if warned is not None and "/metrics" in warning:  # said once: recording will not repeat it
+                warned.add(result.arm)
+        if verbose and not result.problems:
+            out.print(f"ok: {result.arm}: {'; '.join(result.notes) or 'reachable'}", markup=False, soft_wrap=True)
+    problems = [(result.arm, problem) for result in checks for problem in result.problems]
+    if problems:
+        err.print(f"tokenreel: preflight found {len(problems)} problem(s); nothing was recorded:", soft_wrap=True)
+        for arm_id, problem in problems:
+            err.print(f"  {arm_id}: {problem}", markup=False, soft_wrap=True)
+        return EXIT_BAD_INPUT
+    if verbose:
+        out.print(f"preflight: {len(checks)} arm(s) ready to record")
+    return 0

@@ -1,0 +1,181 @@
+"""`tokenreel render`: replay a session side by side as video (mp4, webm, gif, png)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from tokenreel.cli.app import (
+    EXCLUDE_HOST_HELP, app, check_writable, default_workers, err, fail, load_session, out, split_ids, user_errors,
+)
+from tokenreel.cli.signals import interruptible
+from tokenreel.cli.terminal import Command
+from tokenreel.safe_text import file_component
+
+if TYPE_CHECKING:
+    from tokenreel.renderer.plan import RenderOptions
+
+
+def render_to(session_path: Path, out_file: Path, options: RenderOptions, workers: int, force: bool) -> None:
+    """Render with a progress bar, then say where the file and its manifest are."""
+    from tokenreel.renderer.encode import EncodeError
+    from tokenreel.renderer.render import render as render_video
+    from tokenreel.cli.progress import RenderBar
+
+    check_writable(out_file, force)
+    try:
+        with interruptible(f"rendering {out_file}"), user_errors(out_file), RenderBar(err, f"rendering {out_file.name}") as bar:
+            result = render_video(session_path, out_file, options, workers, bar)
+    except EncodeError as exc:
+        fail(f"ffmpeg failed while writing {out_file}: {exc}", code=1)
+    for warning in result.warnings:
+        err.print(f"warning: {warning}", markup=False)
+    out.print(
+        f"video: {result.output}  ({result.frame_count} frames, sha256 {result.output_sha256[:16]}…)", markup=False
+    )
+    out.print(f"manifest: {result.manifest}  (check it later with `tokenreel verify {result.manifest}`)", markup=False)
+
+
+def _default_output(session_path: Path, prompt_id: str) -> Path:
+    """out/<session-stem>-<prompt>.mp4, built from sanitised components: a prompt id comes from
+    the session file, so anything but letters, digits, '.', '_' and '-' becomes '_', a leading
+    '.' too, and the file must land directly in out/ (never elsewhere through '..' or '/')."""
+    folder = Path("out")
+    target = folder / f"{file_component(Path(session_path).stem)}-{file_component(prompt_id)}.mp4"
+    if target.parent != folder or target.resolve().parent != folder.resolve():
+        fail(f"--out: the default output {target} would leave {folder}/; pass --out FILE")
+    return target
+
+
+class _RenderCommand(Command):
+    optional_values = ("--prompt",)  # a bare --prompt lists the session's prompt ids
+
+
+@app.command(cls=_RenderCommand, short_help="Replay a session side by side as video (mp4, webm, gif, png).")
+def render(
+    session_path: Annotated[Path, typer.Argument(metavar="SESSION", help="A session file from `tokenreel record`.")],
+    out_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", metavar="FILE",
+            help="Output: .mp4 (H.264), .webm (VP9), .gif, or .png (poster).  "
+            "[default: out/<session-stem>-<prompt>.mp4]",
+        ),
+    ] = None,
+    prompt: Annotated[
+        str | None,
+        typer.Option(metavar="ID", help="Prompt id (default: the session's first prompt); a bare --prompt lists them."),
+    ] = None,
+    run: Annotated[
+        str, typer.Option(metavar="median|N", help="'median' (median-speed measured run of each arm) or a run index.")
+    ] = "median",
+    arms: Annotated[
+        str | None, typer.Option(metavar="IDS", help="Arm ids side by side, comma-separated, at most 4 (default: all).")
+    ] = None,
+    fps: Annotated[int, typer.Option(metavar="N", help="Frames per second (1 to 240).")] = 30,
+    size: Annotated[
+        str, typer.Option(metavar="WxH", help="1920x1080, 3840x2160, or 1080x1920 (vertical, arms stacked); 16:9 or 9:16, up to 4K.")
+    ] = "1920x1080",
+    speed: Annotated[
+        str, typer.Option(metavar="FACTOR", help="Playback speed; 1 is real time (fractions like 1/2 work).")
+    ] = "1",
+    theme: Annotated[
+        str, typer.Option(metavar="NAME|PATH", help="Colour theme: dark, light, or a JSON theme file.")
+    ] = "dark",
+    title_s: Annotated[
+        str, typer.Option("--title-s", metavar="SECONDS", help="Seconds of title card before t = 0 (0: none).")
+    ] = "1.5",
+    title: Annotated[
+        str | None, typer.Option(metavar="TEXT", help="Title card's title.  [default: the session name]")
+    ] = None,
+    subtitle: Annotated[
+        str | None,
+        typer.Option(metavar="TEXT", help="Title card's subtitle ('' for none).  [default: the prompt]"),
+    ] = None,
+    logo: Annotated[
+        Path | None, typer.Option(metavar="PNG", help="A PNG logo for the title card's top-right corner.")
+    ] = None,
+    hold: Annotated[
+        str,
+        typer.Option(
+            "--hold-s", metavar="SECONDS",
+            help="Seconds the headline end card is shown, after a short pause on the final state (0: none).",
+        ),
+    ] = "4",
+    align: Annotated[
+        str,
+        typer.Option(
+            metavar="send|first-token",
+            help="send: every clock starts at request send and speed-ups are end to end (time to done); "
+            "first-token: each arm starts at its first token and speed-ups are decode tok/s ratios.",
+        ),
+    ] = "send",
+    at: Annotated[str | None, typer.Option(metavar="SECONDS", help="Poster time in seconds, for .png output.")] = None,
+    workers: Annotated[
+        int | None, typer.Option(min=1, metavar="N", help="Worker processes (the output is the same for any number).")
+    ] = None,
+    max_duration: Annotated[
+        str,
+        typer.Option(
+            "--max-duration", metavar="SECONDS",
+            help="Refuse a replay longer than this, in seconds of video (default 1800: 30 min; at most 86400).",
+        ),
+    ] = "1800",
+    answer_badge: Annotated[
+        bool,
+        typer.Option(
+            "--answer-badge",
+            help="Once an arm's stream is done, badge its column: 'same answer as <first arm>' or "
+            "'diverges at token N' (the first arm's says 'reference answer').",
+        ),
+    ] = False,
+    exclude_host_contended: Annotated[bool, typer.Option(help=EXCLUDE_HOST_HELP)] = False,
+    force: Annotated[bool, typer.Option(help="Overwrite --out if it exists.")] = False,
+) -> None:
+    """Replay a session side by side at real speed into a video, deterministically.
+
+    One prompt, one run per arm: 2 to 4 arms, side by side at 1920x1080 or 3840x2160, or
+    stacked at 1080x1920 for a vertical video (any even 16:9 or 9:16 size up to 4K, as long
+    as every figure fits; other sizes are refused). The --out extension picks the format; without --out the video is
+
+    \b
+      out/<session-stem>-<prompt>.mp4   (e.g. out/ladder-code-1.mp4)
+
+    Each frame is a pure function of its index, computed from the archived token arrival
+    times, so the same session and options give the same file byte for byte on any machine
+    of the same platform. A FILE.render.json manifest is written next to the output.
+
+    Examples (the first renders the first prompt, every arm; the second lists the prompt ids):
+
+    \b
+      tokenreel render sessions/ladder.json
+      tokenreel render sessions/ladder.json --prompt
+      tokenreel render sessions/ladder.json --prompt code-1 --arms bf16,nvfp4
+      tokenreel render sessions/ladder.json --size 1080x1920 -o out/vertical.mp4
+      tokenreel render sessions/ladder.json --align first-token   # decode speed-ups
+      tokenreel render sessions/ladder.json --at 5 -o poster.png
+      tokenreel render sessions/ladder.json --answer-badge   # same answer as the first arm?
+      tokenreel render sessions/ladder.json --title "bf16 vs NVFP4" --logo logo.png --theme my.json
+    """
+    from tokenreel.renderer.plan import RenderOptions, pin_files
+
+    session = load_session(session_path)
+    prompt_ids = [p.id for p in session.prompts]
+    if not prompt_ids:
+        fail(f"{session_path}: the session has no prompts; nothing to render")
+    if prompt is not None and prompt not in prompt_ids:
+        unknown = f"no prompt {prompt!r} in the session; " if prompt else ""
+        fail(f"--prompt: {unknown}choose one of {', '.join(prompt_ids)} (session {session_path})")
+    arm_ids = split_ids(arms)
+    options = RenderOptions(
+        prompt=prompt, run=run, arms=tuple(arm_ids or ()), fps=fps, size=size, speed=speed,
+        theme=theme, title_s=title_s, hold_s=hold, at=at, align=align,
+        title=title, subtitle=subtitle, logo=None if logo is None else str(logo), max_duration_s=max_duration,
+        answer_badge=answer_badge, exclude_host_contended=exclude_host_contended,
+    )
+    with user_errors():
+        options = pin_files(options)
+    target = out_file or _default_output(session_path, prompt or prompt_ids[0])
+    render_to(session_path, target, options, workers or default_workers(), force)

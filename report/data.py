@@ -1,0 +1,153 @@
+"""The report as plain data: the core's figures for one session under one run selection.
+
+Every view (markdown, json, csv, html, charts, terminal) prints from this dict and computes
+nothing of its own; the json format is exactly this, every figure at full precision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from tokenreel.answers import build_answers
+from tokenreel.archive import Arm, Session
+from tokenreel.ladder import build_cells, build_ladder, category_table, common_prompts, missing_cells
+from tokenreel.latency import PERCENTILE_METHOD, Latency, LatencyRow, build_latency
+from tokenreel.report.wording import LATENCY_FIGURES
+from tokenreel.selection import DEFAULT_SELECTION, RunSelection, host_contended
+
+REPORT_FORMAT = "tokenreel.report"
+
+
+REPORT_VERSION = 1
+
+
+def build_report(session: Session, baseline: str | None = None, selection: RunSelection = DEFAULT_SELECTION) -> dict:
+    """The report as plain data; the json format prints exactly this, every figure at full
+    precision (rounding belongs to the tables people read)."""
+    if baseline is not None and baseline not in {a.id for a in session.arms}:
+        known = ", ".join(a.id for a in session.arms)
+        raise ValueError(f"--baseline: no arm {baseline!r} in this session (arms: {known})")
+    cells = build_cells(session, selection)
+    ladder = build_ladder(session, cells, baseline)
+    shared = common_prompts(session, cells)
+    return {
+        "format": REPORT_FORMAT,
+        "version": REPORT_VERSION,
+        "session": session.name,
+        "simulated": session.simulated,
+        "baseline": baseline or (session.arms[0].id if session.arms else None),
+        "prompts_compared": len(shared),
+        "like_for_like_prompts": sum(
+            1 for p in shared if all(c.like_for_like for c in cells if c.prompt == p)
+        ),
+        "selection": {"exclude_host_contended": selection.exclude_host_contended, "rule": selection.describe()},
+        "ladder": [asdict(row) for row in ladder],
+        "categories": category_table(session, cells),
+        "cells": [_with_counts(session, asdict(cell)) for cell in cells],
+        "arms": [_arm_entry(session, arm) for arm in session.arms],
+        "missing_cells": [asdict(missing) for missing in missing_cells(session, selection)],
+        "clocks": run_clocks(session, selection),
+        "host": host_summary(session),
+        "latency": _latency_entry(build_latency(session, cells, selection)),
+        "answers": asdict(build_answers(session, baseline, selection)),
+    }
+
+
+def report_selection(report: dict) -> RunSelection:
+    """The run selection a report was built with (its "selection" entry), for views built on it."""
+    return RunSelection(exclude_host_contended=report["selection"]["exclude_host_contended"])
+
+
+def host_summary(session: Session) -> dict:
+    """Whether the engine's host was watched (local endpoints only) and how loaded it was."""
+    measured = [r for r in session.runs if not r.warmup and r.status == "ok"]
+    watched = [r for r in measured if r.host is not None]
+    notes = list(dict.fromkeys(r.host_note for r in measured if r.host is None and r.host_note))
+    return {
+        "watched_runs": len(watched),
+        "runs": len(measured),
+        "contended_runs": sum(1 for r in watched if r.host and r.host.contended),
+        "threshold_pct": session.settings.host_pressure_pct,
+        "max_pressure_pct": max((r.host.some_pct for r in watched if r.host), default=None),
+        "notes": notes,
+    }
+
+
+def run_clocks(session: Session, selection: RunSelection) -> list[dict]:
+    """Which clock stamped each measured ok run, its client delay, and whether it is in the figures."""
+    out = []
+    for run in session.runs:
+        if run.warmup or run.status != "ok":
+            continue
+        clock = run.clock
+        out.append({
+            "arm": run.arm, "prompt": run.prompt, "index": run.index,
+            "clock": clock.source if clock else "user",
+            "reason": clock.reason if clock else "not archived (recorded before tokenreel stated its clock)",
+            "client_delay_p50_ms": clock.delay_p50_ms if clock else None,
+            "client_delay_p99_ms": clock.delay_p99_ms if clock else None,
+            "client_delay_max_ms": clock.delay_max_ms if clock else None,
+            "first_token_shared_read": clock.first_shared if clock else None,
+            "client_busy": run.client_busy,
+            "in_figures": selection.counts(run),
+            "ttft_in_figures": selection.counts_ttft(run),
+            "host_pressure_pct": run.host.some_pct if run.host else None,
+            "host_contended": host_contended(run),
+        })
+    return out
+
+
+def _measured_runs(session: Session, arm: str, prompt: str | None = None) -> list:
+    return [r for r in session.runs if r.arm == arm and (prompt is None or r.prompt == prompt)
+            and not r.warmup and r.status == "ok"]
+
+
+def _with_counts(session: Session, cell: dict) -> dict:
+    """How the cell's runs counted tokens ("usage_delta", ..., "per_event") and whether any guessed."""
+    runs = _measured_runs(session, cell["arm"], cell["prompt"])
+    cell["token_counts"] = ",".join(sorted({r.token_source for r in runs}))
+    cell["tokens_estimated"] = any(r.tokens_estimated for r in runs)
+    return cell
+
+
+def fingerprint_summary(arm: Arm) -> dict[str, str]:
+    """The recorder's summary of what the endpoint said; for older archives, version and context."""
+    fp = arm.fingerprint
+    if isinstance(fp.get("summary"), dict):
+        return {str(k): str(v) for k, v in fp["summary"].items()}
+    out = {}
+    version = fp.get("version")
+    if isinstance(version, dict) and version.get("version") is not None:
+        out["version"] = str(version["version"])
+    if isinstance(fp.get("max_model_len"), int):
+        out["max_model_len"] = str(fp["max_model_len"])
+    return out
+
+
+def _arm_entry(session: Session, arm: Arm) -> dict:
+    runs = _measured_runs(session, arm.id)
+    return {
+        "arm": arm.id,
+        "label": arm.label,
+        "fingerprint": fingerprint_summary(arm),
+        "settings": dict(arm.settings),
+        "token_counts": ",".join(sorted({r.token_source for r in runs})),
+        "tokens_estimated": any(r.tokens_estimated for r in runs),
+    }
+
+
+def _latency_row(row: LatencyRow) -> dict:
+    entry: dict = {"arm": row.arm, **({} if row.prompt is None else {"prompt": row.prompt}), "runs": row.runs}
+    for name, _, _ in LATENCY_FIGURES:
+        entry[name] = asdict(getattr(row, name))
+    return entry
+
+
+def _latency_entry(latency: Latency) -> dict:
+    """Arms over the prompts every arm has (listed in "arm_prompts"), cells over their own runs."""
+    return {
+        "method": PERCENTILE_METHOD,
+        "arm_prompts": latency.shared_prompts,
+        "arms": [_latency_row(row) for row in latency.arms],
+        "cells": [_latency_row(row) for row in latency.cells],
+    }

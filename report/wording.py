@@ -1,0 +1,157 @@
+"""The words every view shares: how a figure is written and what each table's legend says.
+
+Markdown, HTML, charts and the terminal say the same things the same way; a figure an engine
+cannot give is never a bare dash, the wording says why.
+"""
+
+from __future__ import annotations
+
+from tokenreel.figures import figure
+from tokenreel.latency import MISSING_REASONS, PERCENTILE_METHOD
+
+STEP_MARKS = "①②③④⑤⑥⑦⑧⑨⑩"
+
+
+ESTIMATED_NOTE = (
+    "\\* estimated token counts: the server sent no running usage, timings, token ids or logprobs and no"
+    " `tokenizer` was configured, so each event counted as one token (the server's final total, if any, on"
+    " the last event): decode speed and TPOT are approximate."
+)
+
+
+def fingerprint_text(items: dict[str, str], sep: str = " · ") -> str:
+    return sep.join(f"{k} {v}" if k not in ("engine",) else v for k, v in items.items())
+
+
+# Latency figures: key, label in tables, decimals in ms; the csv has n, min, p50, p90, p99, max of each.
+LATENCY_FIGURES = (("ttft_ms", "TTFT", 1), ("tpot_ms", "TPOT", 2), ("itl_ms", "ITL", 2))
+
+
+def latency_legend(latency: dict) -> str:
+    """Which runs the percentiles cover and how they are computed, for every format that shows them."""
+    shared = latency["arm_prompts"]
+    return (
+        "Per arm: every usable run (measured, completed, not contended) on the "
+        f"{len(shared)} prompts every arm has ({', '.join(shared) or 'none'}); per cell: that cell's usable runs. "
+        "TTFT and TPOT: one value per run. ITL (inter-token latency): one value per token after the first "
+        "token event; a chunk of k tokens counts as k tokens arriving together (its first token waited the "
+        f"gap since the previous chunk that carried tokens, the other k - 1 waited 0 ms). Percentiles: {PERCENTILE_METHOD}."
+    )
+
+
+def latency_gaps(latency: dict) -> list[str]:
+    """One line per missing percentile figure (arm, or arm / prompt) with the reason."""
+    missing = []
+    for r in [*latency["arms"], *latency["cells"]]:
+        where = f"{r['arm']}{' / ' + r['prompt'] if 'prompt' in r else ''}"
+        if not r["runs"]:
+            missing.append(f"{where}: every figure —: no usable run on the prompts every arm has")
+            continue
+        missing += [f"{where}: {label} —: {MISSING_REASONS[name]}" for name, label, _ in LATENCY_FIGURES if not r[name]["n"]]
+    return missing
+
+
+def acceptance_text(value: float | None, approximate: bool) -> str:
+    """Acceptance length to 2 decimals; ≈ marks one from counters printed in rounded steps."""
+    text = figure(value, 2)
+    return f"≈{text}" if approximate and value is not None else text
+
+
+def rate_text(value: float | None) -> str:
+    return figure(None if value is None else value * 100, 0, " %")
+
+
+def host_text(cell: dict) -> str:
+    """The engine host's highest CPU pressure over the cell's runs and how many were flagged."""
+    if cell["host_pressure_pct"] is None:
+        return f"not watched ({cell['host_note'] or 'recorded before tokenreel watched the host'})"
+    flagged = f", {cell['host_contended']} run(s) host contended" if cell["host_contended"] else ""
+    return f"max {figure(cell['host_pressure_pct'], 0, ' %')}{flagged}"
+
+
+def contended_text(cell: dict) -> str:
+    if cell["contended"] is None:
+        return f"unknown ({cell['contention_note'] or 'not checked'})"
+    return "yes" if cell["contended"] else "no"
+
+
+def acceptance_notes(report: dict) -> list[str]:
+    """One line per arm whose acceptance length is missing (why) or approximate (how far off)."""
+    lines = []
+    for row in report["ladder"]:
+        reasons = list(dict.fromkeys(
+            c["acceptance_note"] for c in report["cells"]
+            if c["arm"] == row["arm"] and c["acceptance_note"]
+            and (c["acceptance_length"] is None or c["acceptance_approximate"])
+        ))
+        if reasons:
+            mark = "≈" if row["acceptance_approximate"] else "—"
+            lines.append(f"- {row['label']} ({mark}): {'; '.join(reasons)}")
+    if not lines:
+        return []
+    return ["Acceptance length and rate, where not measured exactly:", "", *lines, ""]
+
+
+def host_notes(report: dict) -> list[str]:
+    """The engine's host: how loaded it was during the runs, or why it was not watched."""
+    host = report["host"]
+    threshold = figure(host["threshold_pct"], 0, " %")
+    lines = []
+    if host["watched_runs"]:
+        flagged = [r for r in report["clocks"] if r["host_contended"]]
+        lines.append(
+            f"Host: the endpoint runs on the recording machine; its CPU pressure (Linux PSI, the share of time some"
+            f" task waited for a CPU) was watched over {host['watched_runs']} of {host['runs']} measured runs, at most"
+            f" {figure(host['max_pressure_pct'], 0, ' %')}; {host['contended_runs']} over {threshold} (host contended)."
+        )
+        if flagged:
+            kept = "left out of the figures" if report["selection"]["exclude_host_contended"] else \
+                "kept in the figures, flagged (--exclude-host-contended leaves them out)"
+            lines.append(f"Host contended: {run_names(flagged)}; {kept}.")
+    for note in host["notes"]:
+        lines.append(f"Host not watched: {note}.")
+    return [*lines, ""] if lines else []
+
+
+def run_names(runs: list[dict]) -> str:
+    """"bf16 / prose-1 / run 2" for up to 3 runs, else the count per arm."""
+    if len(runs) <= 3:
+        return ", ".join(f"{r['arm']} / {r['prompt']} / run {r['index']}" for r in runs)
+    arms = [r["arm"] for r in runs]
+    return f"{len(runs)} runs (" + ", ".join(f"{arm} {arms.count(arm)}" for arm in dict.fromkeys(arms)) + ")"
+
+
+def ladder_note(report: dict) -> str:
+    """What the ladder's figures are (medians of how many runs, over which prompts), for every format."""
+    runs = sorted({c["runs"] for c in report["cells"]})
+    return (
+        f"Median values, {'/'.join(str(r) for r in runs) or 0} runs per cell, mean over "
+        f"{report['prompts_compared']} prompts; {report['like_for_like_prompts']} of them like-for-like "
+        "(every arm produced the same number of tokens)."
+    )
+
+
+def answers_legend(reference: str) -> str:
+    """What the answers table's columns mean, for every format that shows it."""
+    return (
+        f"Answers: each arm's first usable run against {reference}'s (the reference). The common prefix in "
+        "tokens counts the events wholly inside the common text (event-granular, a lower bound); similarity is "
+        "the share of words the answers have in common, in order (1 = identical, unrelated prose about 0.2); "
+        "» marks the first difference."
+    )
+
+
+def repeats_summary(answers: dict) -> tuple[str, list[str]]:
+    """What repeated runs of one arm say (nondeterminism): a sentence, and one line per flagged cell."""
+    checked = answers["repeat_checked_cells"]
+    if answers["nondeterministic"]:
+        return (
+            f"Nondeterministic at temperature 0: runs of one arm on one prompt whose texts differ "
+            f"({len(answers['nondeterministic'])} of {checked} cells with repeated runs):",
+            [f"{n['arm']} / {n['prompt']} (runs {', '.join(map(str, n['runs']))}): {n['detail']}" for n in answers["nondeterministic"]],
+        )
+    if answers["temperature"] == 0:
+        if checked:
+            return f"Nondeterminism: none; in each of the {checked} cells with repeated runs every run gave the same text (temperature 0).", []
+        return "Nondeterminism: not checked, no cell has two runs.", []
+    return answers["note"][0].upper() + answers["note"][1:] + ".", []
