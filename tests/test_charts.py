@@ -22,7 +22,6 @@ from PIL import Image
 from tests import session_factory as sf
 from tests.test_cli import invoke, write_config
 from tokenreel import archive, assets
-from tokenreel.archive import Chunks, Session
 from tokenreel.charts import chart_svgs, write_charts
 from tokenreel.charts.bars import categories_chart, ladder_chart
 from tokenreel.charts.itl import arm_samples, itl_chart
@@ -32,6 +31,7 @@ from tokenreel.figures import figure, multiplier
 from tokenreel.ladder import build_cells, common_prompts, median_run
 from tokenreel.latency import distribution
 from tokenreel.metrics import NS_PER_S, output_tokens, run_metrics
+from tokenreel.model import Chunks, Session
 from tokenreel.report import build_report, to_markdown
 from tokenreel.theme import load_theme
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 import typer
 
 from tokenreel import __version__, archive
-from tokenreel.archive import ArchiveError, Session
+from tokenreel.model import ArchiveError, Arm, Prompt, Session, Settings
 from tokenreel.safe_text import file_component, strip_controls
 from tokenreel.selection import DEFAULT_SELECTION, RunSelection
 from tokenreel.terminal import CliConsole, Command, Group
@@ -49,7 +49,6 @@ EXIT_BAD_INPUT = 2
 T = TypeVar("T")
 
 if TYPE_CHECKING:
-    from tokenreel.archive import Arm, Prompt, Settings
     from tokenreel.ladder import MissingCell
     from tokenreel.recorder.config import Config
     from tokenreel.renderer.plan import RenderOptions
@@ -445,7 +444,6 @@ def record(
       tokenreel record --config ladder.toml --arms nvfp4 --out sessions/ladder.json
       tokenreel record --config ladder.toml --resume
     """
-    from tokenreel.archive import SessionLock
     from tokenreel.recorder.config import load_config
     from tokenreel.recorder.runner import new_session, runs_todo, select_arms, select_arms_of
 
@@ -462,7 +460,7 @@ def record(
             selected = select_arms_of(cfg.arms, arm_ids)
         raise typer.Exit(_preflight(selected, cfg.prompts, cfg.settings, verbose=True))
     with user_errors():
-        lock = SessionLock(path).acquire()  # one writer per session (archive.SessionLock)
+        lock = archive.SessionLock(path).acquire()  # one writer per session
     signals = _RecordSignals(f"recording {path}", "every completed run is saved; continue with `tokenreel record --resume`")
     try:
         _remove_stale_temps(path)
@@ -1015,7 +1013,6 @@ def demo(
     from tokenreel.simulator.profiles import SEED_LADDER
     from tokenreel.simulator.server import running
     from tokenreel.renderer.plan import RenderOptions
-    from tokenreel.archive import Arm, Settings
 
     if out_dir.exists() and not out_dir.is_dir():
         fail(f"--out {out_dir} is a file; give a folder for demo.json and demo.mp4")

@@ -23,10 +23,10 @@ import csv
 import io
 from dataclasses import asdict, dataclass
 
-from tokenreel.archive import Session
 from tokenreel.figures import figure, multiplier
 from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, missing_cells, usable_runs
 from tokenreel.metrics import run_metrics
+from tokenreel.model import Session
 from tokenreel.report import csv_value, to_json
 
 COMPARE_FORMAT = "tokenreel.compare"

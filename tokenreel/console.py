@@ -36,9 +36,9 @@ from tokenreel.recorder.runner import (
     RunRetried,
     RunStarted,
 )
-from tokenreel.archive import Session
 from tokenreel.figures import figure, multiplier
 from tokenreel.ladder import build_cells, build_ladder, category_table
+from tokenreel.model import Session
 from tokenreel.terminal import FitTable
 
 

@@ -24,11 +24,11 @@ from collections.abc import Iterable, Sequence
 import orjson
 
 from tokenreel import assets
-from tokenreel.archive import Run, Session
 from tokenreel.charts import chart_svgs
 from tokenreel.figures import MISSING, figure, multiplier
 from tokenreel.ladder import median_run
 from tokenreel.metrics import NS_PER_S, first_token_index, last_token_index, output_tokens, run_metrics
+from tokenreel.model import Run, Session
 from tokenreel.report import (
     ESTIMATED_NOTE, LATENCY_FIGURES, STEP_MARKS, acceptance_text, acceptance_notes, contended_text, fingerprint_text, rate_text,
     answers_legend, host_notes, host_text, ladder_note, latency_gaps, latency_legend, repeats_summary,

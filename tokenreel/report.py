@@ -16,10 +16,10 @@ from dataclasses import asdict
 import orjson
 
 from tokenreel.answers import build_answers
-from tokenreel.archive import Arm, Session
 from tokenreel.figures import figure, multiplier
 from tokenreel.ladder import build_cells, build_ladder, category_table, common_prompts, missing_cells
 from tokenreel.latency import MISSING_REASONS, PERCENTILE_METHOD, Latency, LatencyRow, build_latency
+from tokenreel.model import Arm, Session
 from tokenreel.selection import DEFAULT_SELECTION, RunSelection, host_contended
 
 REPORT_FORMAT = "tokenreel.report"

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tokenreel.archive import Session
 from tokenreel.charts.bars import categories_chart, ladder_chart
 from tokenreel.charts.itl import itl_chart
 from tokenreel.charts.race import race_chart
 from tokenreel.charts.style import Chart, Style, drawing, finish, png_bytes, svg_text
+from tokenreel.model import Session
 from tokenreel.report import build_report
 from tokenreel.selection import DEFAULT_SELECTION, RunSelection
 from tokenreel.safe_text import file_component

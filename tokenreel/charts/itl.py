@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from matplotlib.lines import Line2D
 
-from tokenreel.archive import Session
 from tokenreel.charts.bars import short_label
 from tokenreel.charts.style import SIZE, Chart, Style, new_figure, set_title, style_axes
 from tokenreel.figures import figure
 from tokenreel.ladder import usable_runs
 from tokenreel.latency import MISSING_REASONS, inter_token_latencies_ms
+from tokenreel.model import Session
 from tokenreel.report import LATENCY_FIGURES, report_selection
 from tokenreel.selection import DEFAULT_SELECTION, RunSelection
 

@@ -14,11 +14,11 @@ from itertools import accumulate
 
 from matplotlib.lines import Line2D
 
-from tokenreel.archive import Session
 from tokenreel.charts.bars import short_label
 from tokenreel.charts.style import SIZE, Chart, Style, new_figure, set_title, style_axes
 from tokenreel.figures import clock_seconds
 from tokenreel.ladder import median_run
+from tokenreel.model import Session
 from tokenreel.report import report_selection
 from tokenreel.selection import DEFAULT_SELECTION, RunSelection
 from tokenreel.metrics import NS_PER_S, first_token_index, last_token_index
