@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokenreel import archive
+from tokenreel.model import Session
 from tokenreel.simulator.profiles import SEED_LADDER
 from tokenreel.simulator.server import SimCluster, running
 from tokenreel.simulator.truth import RunTruth, fetch_sent, session_truth
@@ -80,7 +81,7 @@ class Recording:
     wall_s: float
     exit_code: int
     stderr: str
-    session: archive.Session
+    session: Session
     truths: list[RunTruth]
 
 

@@ -87,8 +87,8 @@ from tokenreel.recorder.runner import new_session
 from tokenreel.recorder.wakeup import prompt_wakeups
 from tokenreel.recorder.sse_client import completions_url, request_body, stream_run
 from tokenreel import archive
-from tokenreel.archive import Arm, Chunks, Prompt, Run, Settings
 from tokenreel.metrics import decode_rate, first_token_index, last_token_index, run_metrics
+from tokenreel.model import Arm, Chunks, Prompt, Run, Settings
 from tokenreel.simulator.truth import outside
 
 RATES = (100, 1_000, 10_000, 50_000)

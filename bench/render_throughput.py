@@ -38,7 +38,7 @@ from tokenreel.renderer.plan import RenderOptions, build_plan
 from tokenreel.renderer.render import CHUNK_FRAMES, render
 from tokenreel.renderer.yuv import Yuv420Converter
 from tokenreel import archive
-from tokenreel.archive import Arm, Chunks, Prompt, Run, Session, Settings
+from tokenreel.model import Arm, Chunks, Prompt, Run, Session, Settings
 
 PROMPT = "Explain how speculative decoding speeds up generation without changing the output."
 # (id, label, tok/s, tokens per streamed chunk in turn: 1 for plain decoding, more when drafts are accepted)

@@ -18,7 +18,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from tokenreel import __version__, archive
-from tokenreel.archive import ArchiveError, Session
+from tokenreel.model import ArchiveError, Session
 from tokenreel.cli.terminal import CliConsole, Group
 
 

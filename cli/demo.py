@@ -49,7 +49,7 @@ def demo(
     from tokenreel.simulator.profiles import SEED_LADDER
     from tokenreel.simulator.server import running
     from tokenreel.renderer.plan import RenderOptions
-    from tokenreel.archive import Arm, Settings
+    from tokenreel.model import Arm, Settings
 
     if out_dir.exists() and not out_dir.is_dir():
         fail(f"--out {out_dir} is a file; give a folder for demo.json and demo.mp4")

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tokenreel.archive import Session
+from tokenreel.model import Session
 from tokenreel.cli.app import EXIT_BAD_INPUT, app, err, out, split_ids, user_errors
 from tokenreel.cli.terminal import Command
 
 if TYPE_CHECKING:
-    from tokenreel.archive import Arm, Prompt, Settings
+    from tokenreel.model import Arm, Prompt, Settings
     from tokenreel.recorder.signals import RecordSignals
 
 

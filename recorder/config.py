@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from tokenreel import assets
 from tokenreel.recorder.prompts import load_prompts
-from tokenreel.archive import Arm, Prompt, Settings
+from tokenreel.model import Arm, Prompt, Settings
 
 TIMEOUT_KEYS = ("connect", "first_token", "between_chunks", "total")
 SESSION_KEYS = (

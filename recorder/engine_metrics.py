@@ -21,7 +21,7 @@ from typing import Callable
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from tokenreel.archive import Acceptance
+from tokenreel.model import Acceptance
 from tokenreel.recorder.sse_client import MAX_METRICS_BYTES, Refused, get_bounded
 from tokenreel.recorder.stream import one_line
 

@@ -30,7 +30,7 @@ from tokenreel.recorder.config import (
     server_root,
 )
 from tokenreel.recorder.sse_client import MAX_FINGERPRINT_BYTES, Refused, api_key, auth_headers, get_bounded
-from tokenreel.archive import Arm
+from tokenreel.model import Arm
 
 MAX_STRING_CHARS = 2000
 MAX_DEPTH = 6

@@ -26,7 +26,7 @@ from tokenreel.recorder.engine_metrics import (
     fetch_snapshot,
     tolerance,
 )
-from tokenreel.archive import Gate
+from tokenreel.model import Gate
 
 POLL_S = 0.2
 # Tokens of slack: a counter update that lands one (speculative) step late is not contention.

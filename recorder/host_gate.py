@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from tokenreel.archive import HostPressure
+from tokenreel.model import HostPressure
 
 SYSTEM_PSI = Path("/proc/pressure/cpu")
 CGROUP_ROOT = Path("/sys/fs/cgroup")

@@ -41,8 +41,8 @@ from typing import Any
 
 import aiohttp
 
-from tokenreel.archive import Chunks, Clock
 from tokenreel.metrics import first_token_index
+from tokenreel.model import Chunks, Clock
 
 # Linux only; Python does not name it, and alpha, mips, parisc and sparc number it otherwise.
 _GENERIC_ABI = ("x86_64", "i386", "i686", "aarch64", "armv6l", "armv7l", "riscv64", "ppc64le", "ppc64", "s390x")

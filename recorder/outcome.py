@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tokenreel.archive import Session
+from tokenreel.model import Session
 from tokenreel.ladder import MissingCell, missing_cells
 from tokenreel.recorder.runner import RecordResult
 from tokenreel.selection import DEFAULT_SELECTION

@@ -17,7 +17,7 @@ import aiohttp
 import orjson
 
 import tokenreel
-from tokenreel.archive import Arm, Prompt, Settings
+from tokenreel.model import Arm, Prompt, Settings
 from tokenreel.recorder.config import default_metrics_url, server_root
 from tokenreel.recorder.engine_metrics import MetricsUnavailable, fetch_snapshot
 from tokenreel.recorder.fingerprint import card_context_length

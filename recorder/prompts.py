@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from tokenreel import assets
-from tokenreel.archive import Prompt
+from tokenreel.model import Prompt
 
 MAX_RANDOM_TOKENS = 1_000_000
 ROW_KEYS = {"id", "category", "messages", "prompt"}

@@ -26,8 +26,9 @@ from tokenreel.recorder.wakeup import prompt_wakeups
 from tokenreel.recorder.gate import contention, settle_after_run, wait_idle
 from tokenreel.recorder.host_gate import HostWatch, NoPressure, endpoint_is_local, find_psi
 from tokenreel.recorder.sse_client import ProgressFn, stream_run
-from tokenreel.archive import Arm, Prompt, Run, Session, Settings, quarantine, save
-from tokenreel.figures import figure
+from tokenreel.archive import save
+from tokenreel.model import Arm, Prompt, Run, Session, Settings
+from tokenreel.validate import quarantine
 from tokenreel.metrics import NS_PER_S, output_tokens, run_metrics
 from tokenreel.selection import DEFAULT_SELECTION, client_busy_inexact
 
@@ -145,7 +146,7 @@ class ArmFinished:
     ok: int
     failed: int
     skipped: int
-    invalid: int = 0  # runs with an impossible value from the server (archive.quarantine)
+    invalid: int = 0  # runs with an impossible value from the server (validate.quarantine)
 
 
 RecordEvent = Union[
@@ -391,7 +392,7 @@ class _Recorder:
     def _store(self, run: Run) -> None:
         """Replace an earlier failed/skipped attempt of the same run, then save at once.
 
-        The run is checked first (archive.quarantine), so one that the loader would reject is
+        The run is checked first (validate.quarantine), so one that the loader would reject is
         reported and counted as `invalid` rather than poisoning the session."""
         quarantine(run, str(self.result.path))
         self.session.runs = [r for r in self.session.runs if r.key != run.key]

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tokenreel.archive import Session, load
+from tokenreel.archive import load
+from tokenreel.model import Session
 from tokenreel.recorder.config import Config
 from tokenreel.recorder.runner import new_session
 

@@ -52,8 +52,8 @@ from tokenreel.recorder import kernel_clock
 from tokenreel.recorder.config import load_tokenizer, remember_secret, request_extra_body, scrub_secrets
 from tokenreel.recorder.prompts import chat_messages, completion_text
 from tokenreel.recorder.stream import CountText, StreamFailure, StreamParser, one_line, tokenizer_counts
-from tokenreel.archive import CLIENT_BUSY_P99_MS, Arm, Chunks, Prompt, Run, Settings
 from tokenreel.metrics import output_tokens
+from tokenreel.model import CLIENT_BUSY_P99_MS, Arm, Chunks, Prompt, Run, Settings
 
 # connect: TCP+TLS; first_token: send -> first text (covers prefill of long prompts on a cold
 # server); between_chunks: a stall after the first token; total: the whole run (8K tokens at

@@ -19,7 +19,7 @@ from typing import Any, Callable, Protocol
 
 import orjson
 
-from tokenreel.archive import Acceptance, Chunks
+from tokenreel.model import Acceptance, Chunks
 from tokenreel.recorder.config import known_secrets, scrub_secrets
 
 # SSE fields other than data carry nothing for us; anything else means the body is not SSE.

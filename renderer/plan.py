@@ -17,8 +17,8 @@ from PIL import Image
 from tokenreel.renderer.layout import FrameLayout, compute
 from tokenreel.renderer.timeline import Clock, first_frame_showing
 from tokenreel.answers import compare
-from tokenreel.archive import Prompt, Run, Session
 from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, median_run, missing_cells
+from tokenreel.model import Prompt, Run, Session
 from tokenreel.selection import RunSelection
 from tokenreel.metrics import first_token_index, last_token_index, output_tokens, run_metrics
 from tokenreel.theme import Theme, load_theme

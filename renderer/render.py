@@ -41,6 +41,7 @@ from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.plan import RenderOptions, RenderPlan, build_plan
 from tokenreel.renderer.yuv import Yuv420Converter
 from tokenreel import archive
+from tokenreel.model import ArchiveError, Session
 
 # 8 s at 30 fps. Each chunk starts with a key frame, and x264 puts one every 250 frames anyway,
 # so chunks cost almost no size; encoder start-up is small next to 240 frames; and a one-minute
@@ -287,13 +288,13 @@ def _write_png(plan: RenderPlan, index: int, staged: Path, progress: _Counter) -
     return [hashlib.sha256(frame.data).hexdigest()]
 
 
-def load_session(path: str | os.PathLike[str]) -> tuple[archive.Session, str]:
+def load_session(path: str | os.PathLike[str]) -> tuple[Session, str]:
     """The session and the SHA-256 of the very bytes it was parsed from (read once: a file
     replaced meanwhile cannot put another file's hash in the manifest)."""
     try:
         payload = archive.read_input(path, "a session file")
     except OSError as exc:
-        raise archive.ArchiveError(path, "", str(exc)) from None
+        raise ArchiveError(path, "", str(exc)) from None
     return archive.loads(payload, str(path)), hashlib.sha256(payload).hexdigest()
 
 

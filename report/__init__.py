@@ -5,7 +5,7 @@ per format; `render_report` picks one.
 
 from __future__ import annotations
 
-from tokenreel.archive import Session
+from tokenreel.model import Session
 from tokenreel.report.csv_format import to_csv
 from tokenreel.report.data import build_report
 from tokenreel.report.html_page import to_html

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from tokenreel.answers import build_answers
-from tokenreel.archive import Arm, Session
+from tokenreel.model import Arm, Session
 from tokenreel.ladder import build_cells, build_ladder, category_table, common_prompts, missing_cells
 from tokenreel.latency import PERCENTILE_METHOD, Latency, LatencyRow, build_latency
 from tokenreel.report.wording import LATENCY_FIGURES

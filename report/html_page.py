@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 import orjson
 
 from tokenreel import assets
-from tokenreel.archive import Run, Session
+from tokenreel.model import Run, Session
 from tokenreel.figures import MISSING, figure, multiplier
 from tokenreel.ladder import median_run
 from tokenreel.metrics import NS_PER_S, first_token_index, last_token_index, output_tokens, run_metrics

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from tokenreel.archive import Session
+from tokenreel.model import Session
 from tokenreel.figures import figure, multiplier
 from tokenreel.report.wording import (
     ESTIMATED_NOTE, LATENCY_FIGURES, STEP_MARKS, acceptance_notes, acceptance_text, answers_legend, contended_text,

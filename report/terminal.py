@@ -14,7 +14,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from tokenreel.archive import Session
+from tokenreel.model import Session
 from tokenreel.figures import figure, multiplier
 from tokenreel.ladder import build_cells, build_ladder, category_table
 

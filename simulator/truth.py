@@ -33,8 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokenreel.archive import Run, Session
 from tokenreel.metrics import decode_rate, first_token_index, last_token_index, output_tokens, run_metrics
+from tokenreel.model import Run, Session
 from tokenreel.simulator.sent import SENT_LOG_LEN, SentStream
 
 NS_PER_MS = 1e6

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tokenreel.archive import Acceptance, Arm, Chunks, Prompt, Run, Session, Settings
+from tokenreel.model import Acceptance, Arm, Chunks, Prompt, Run, Session, Settings
 
 MS = 1_000_000  # ns
 

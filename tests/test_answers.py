@@ -16,7 +16,7 @@ from tests.session_factory import MS, session, stream, words
 from tests.test_cli import invoke, write_config
 from tokenreel import archive
 from tokenreel.answers import answer_of, build_answers, compare, similarity
-from tokenreel.archive import Chunks, Run
+from tokenreel.model import Chunks, Run
 from tokenreel.report import render_report
 from tokenreel.simulator.profiles import NVFP4_DIVERGES_AT
 

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from tokenreel import archive
-from tokenreel.archive import Acceptance, Arm, ArchiveError, Chunks, Gate, Prompt, Run, Session, Settings
+from tokenreel.model import Acceptance, Arm, ArchiveError, Chunks, Gate, Prompt, Run, Session, Settings, session_to_dict
 
 
 def small_session() -> Session:
@@ -59,7 +59,7 @@ def test_save_leaves_no_temp_files_and_replaces_atomically(tmp_path: Path) -> No
 
 
 def test_empty_text_columns_are_left_out(tmp_path: Path) -> None:
-    data = archive.session_to_dict(small_session())
+    data = session_to_dict(small_session())
     chunks = data["runs"][0]["chunks"]
     assert "tool" not in chunks and "content" in chunks and "reasoning" in chunks
 

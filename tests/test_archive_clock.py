@@ -11,10 +11,11 @@ import pytest
 
 from tests import session_factory as factory
 from tokenreel import archive
-from tokenreel.archive import ArchiveError, Clock, Session
 from tokenreel.ladder import build_cells, missing_cells
 from tokenreel.metrics import run_metrics
+from tokenreel.model import CLIENT_BUSY_P99_MS, ArchiveError, Clock, Session, session_to_dict
 from tokenreel.report import build_report, render_report
+from tokenreel.validate import from_dict
 
 SEED = Path(__file__).resolve().parent.parent / "sessions" / "seed-ladder-demo.json"
 MS = factory.MS
@@ -53,7 +54,7 @@ def test_clock_fields_round_trip(tmp_path: Path) -> None:
 def test_sessions_without_the_clock_still_load_and_save(tmp_path: Path) -> None:
     session = archive.load(SEED)
     assert all(r.clock is None and r.client_busy is None and r.chunks.client_delay_us == [] for r in session.runs)
-    assert session.settings.client_busy_p99_ms == archive.CLIENT_BUSY_P99_MS
+    assert session.settings.client_busy_p99_ms == CLIENT_BUSY_P99_MS
     archive.save(session, tmp_path / "again.json")
     assert archive.load(tmp_path / "again.json").runs == session.runs
     assert "timed by their user-space read stamps: not archived" in render_report(session, "md")
@@ -70,10 +71,10 @@ def test_sessions_without_the_clock_still_load_and_save(tmp_path: Path) -> None:
     ],
 )
 def test_bad_clock_fields_name_the_field(change, field: str, problem: str) -> None:
-    data = archive.session_to_dict(clocked_session())
+    data = session_to_dict(clocked_session())
     change(data["runs"][0])
     with pytest.raises(ArchiveError) as caught:
-        archive.from_dict(data, "s.json")
+        from_dict(data, "s.json")
     assert caught.value.field == field and problem in caught.value.problem
 
 

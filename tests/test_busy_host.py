@@ -8,12 +8,12 @@ import json
 import subprocess
 import sys
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import pytest
 
 from tokenreel import archive, assets
 from tokenreel.metrics import last_token_index
+from tokenreel.model import Session
 from tokenreel.simulator.profiles import SEED_LADDER
 from tokenreel.simulator.sent import SentStream
 from tokenreel.simulator.server import running
@@ -33,7 +33,7 @@ DECODE_PCT = 0.05
 class Recording:
     record: subprocess.CompletedProcess[str]
     report: subprocess.CompletedProcess[str]
-    session: archive.Session
+    session: Session
     sent: dict[str, list[SentStream]]
     truths: list[RunTruth]
     hogs_ran_throughout: bool

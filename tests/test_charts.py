@@ -22,7 +22,7 @@ from PIL import Image
 from tests import session_factory as sf
 from tests.test_cli import invoke, write_config
 from tokenreel import archive, assets
-from tokenreel.archive import Chunks, Session
+from tokenreel.model import Chunks, Session
 from tokenreel.report.charts import chart_svgs, write_charts
 from tokenreel.report.charts.bars import categories_chart, ladder_chart
 from tokenreel.report.charts.itl import arm_samples, itl_chart

@@ -19,6 +19,7 @@ from tests.test_cli import REPO, invoke
 from tokenreel import archive
 from tokenreel.ladder import usable_runs
 from tokenreel.metrics import run_metrics
+from tokenreel.model import Session
 
 SEED = REPO / "sessions" / "seed-ladder-demo.json"
 ARMS = ("bf16", "nvfp4", "nvfp4-dflash2")
@@ -34,7 +35,7 @@ def edited(tmp_path: Path, name: str, edit) -> Path:
 
 
 def stretch(arm: str, prompt: str, factor: float):
-    def edit(session: archive.Session) -> None:
+    def edit(session: Session) -> None:
         for run in session.runs:
             if (run.arm, run.prompt) == (arm, prompt):
                 run.chunks.t_ns[:] = [round(t * factor) for t in run.chunks.t_ns]
@@ -87,7 +88,7 @@ def test_a_change_within_tolerance_reproduces_but_is_outside_the_spread(tmp_path
 
 
 def test_an_arm_or_prompt_on_one_side_only_is_listed_and_fails(tmp_path: Path) -> None:
-    def drop(session: archive.Session) -> None:
+    def drop(session: Session) -> None:
         session.arms = [a for a in session.arms if a.id != "nvfp4"]
         session.prompts = [p for p in session.prompts if p.id != "prose-1"]
         session.runs = [r for r in session.runs if r.arm != "nvfp4" and r.prompt != "prose-1"]
@@ -108,7 +109,7 @@ def test_an_arm_or_prompt_on_one_side_only_is_listed_and_fails(tmp_path: Path) -
 
 
 def test_a_prompt_whose_text_changed_under_the_same_id_is_not_compared(tmp_path: Path) -> None:
-    def reword(session: archive.Session) -> None:
+    def reword(session: Session) -> None:
         session.prompts[3].messages = [{"role": "user", "content": "Write a different program."}]
 
     other = edited(tmp_path, "other.json", reword)
@@ -120,7 +121,7 @@ def test_a_prompt_whose_text_changed_under_the_same_id_is_not_compared(tmp_path:
 
 
 def test_settings_recorded_differently_are_noted_not_gated(tmp_path: Path) -> None:
-    def change(session: archive.Session) -> None:
+    def change(session: Session) -> None:
         session.settings.temperature = 0.7
         session.arms[1].model = "another/model"
 
@@ -132,7 +133,7 @@ def test_settings_recorded_differently_are_noted_not_gated(tmp_path: Path) -> No
 
 
 def test_a_cell_without_usable_runs_on_one_side_is_listed(tmp_path: Path) -> None:
-    def contend(session: archive.Session) -> None:
+    def contend(session: Session) -> None:
         for run in session.runs:
             if (run.arm, run.prompt) == ("bf16", "reasoning-1") and not run.warmup:
                 run.contended, run.contention_detail = True, "another request was running"

@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 from tests.contention_engine import FakeEngine, serving
 from tests.test_recorder_support import chat_prompt, fast_settings
 from tokenreel import archive
-from tokenreel.archive import Acceptance, Arm, Run, Session
 from tokenreel.cli import app
+from tokenreel.model import Acceptance, Arm, Run, Session
 from tokenreel.recorder.engine_metrics import (
     EngineSnapshot,
     acceptance_between,
@@ -31,6 +31,7 @@ from tokenreel.recorder.engine_metrics import (
 from tokenreel.recorder.gate import contention
 from tokenreel.recorder.runner import NoMetrics, RecordEvent, new_session, record, runs_todo
 from tokenreel.report import build_report, render_report
+from tokenreel.validate import from_dict
 
 TOKENS = 64
 DRAFTS = {"drafts": 20.0, "draft_tokens": 80.0, "accepted": 30.0}  # per request: length 2.5, rate 0.375
@@ -245,7 +246,7 @@ def test_old_archives_still_load_without_the_new_fields(tmp_path: Path) -> None:
     for run in data["runs"]:
         run.pop("acceptance_note")
         run["acceptance"] = {"mean_length": 2.0, "source": "metrics"}
-    old = archive.from_dict(data)
+    old = from_dict(data)
     assert old.runs[0].acceptance_note == "" and old.runs[0].acceptance == Acceptance(mean_length=2.0, source="metrics")
     assert isinstance(session.runs[0], Run)
 

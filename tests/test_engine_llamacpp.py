@@ -24,6 +24,7 @@ from tests.engines.servers import EngineTiming, Server, ServerError, free_port, 
 from tokenreel import archive
 from tokenreel.answers import answer_of, build_answers
 from tokenreel.metrics import run_metrics
+from tokenreel.model import Arm, Prompt, Session
 from tokenreel.recorder.sse_client import completions_url, request_body
 
 pytestmark = pytest.mark.engine
@@ -120,7 +121,7 @@ def ladder(request: pytest.FixtureRequest, arms: dict[str, Server], tmp_path_fac
     return archive.load(out), timings, done
 
 
-def _pairs(session: archive.Session, timings: dict[str, list[EngineTiming]]):
+def _pairs(session: Session, timings: dict[str, list[EngineTiming]]):
     """(run, the engine's timing of that same request): runs of an arm are sent one at a time, in order."""
     for arm in session.arms:
         runs = [r for r in session.runs if r.arm == arm.id]  # archive order = send order per arm
@@ -210,7 +211,7 @@ def test_report_of_real_ladder(ladder, tmp_path: Path) -> None:
     assert ladder_rows["q4_0-spec"]["acceptance_length"] is not None, ladder_rows["q4_0-spec"]
 
 
-def _engine_text(session: archive.Session, arm: archive.Arm, prompt: archive.Prompt) -> str:
+def _engine_text(session: Session, arm: Arm, prompt: Prompt) -> str:
     """The engine's own answer to the request tokenreel streamed, asked for again without streaming."""
     body = request_body(arm, prompt, session.settings)
     body.update(stream=False)

@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tokenreel.archive import Run, Session
 from tokenreel.metrics import NS_PER_S, output_tokens, run_metrics
+from tokenreel.model import Run, Session
 from tokenreel.recorder.runner import RecordEvent, RunStarted, new_session, record
 from tokenreel.simulator.plan import make_plan, spec_stats
 from tokenreel.simulator.profiles import SEED_LADDER, Profile

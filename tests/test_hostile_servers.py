@@ -15,7 +15,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from tokenreel.archive import Arm, Run
+from tokenreel.model import Arm, Run
 from tokenreel.recorder.engine_metrics import MetricsUnavailable, fetch_snapshot
 from tokenreel.recorder.fingerprint import fingerprint
 from tests.test_recorder_support import chat_prompt, fast_settings, serve, stream_one

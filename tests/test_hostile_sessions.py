@@ -18,7 +18,7 @@ import pytest
 from aiohttp import web
 from typer.testing import CliRunner
 
-from tokenreel import archive
+from tokenreel import archive, validate
 from tokenreel.cli import app
 
 MODEL = "hostile/model"
@@ -184,7 +184,7 @@ def test_negative_metrics_gauge_is_kept_invalid(tmp_path: Path, hostile) -> None
 
 def test_more_events_than_the_archive_holds_is_kept_invalid(tmp_path: Path, hostile, monkeypatch) -> None:
     # The real limit is 5,000,000 events; the same check with a limit of 50 keeps the test short.
-    monkeypatch.setattr(archive, "MAX_CHUNKS_PER_RUN", 50)
+    monkeypatch.setattr(validate, "MAX_CHUNKS_PER_RUN", 50)
     server = hostile("many_events", events=60)
     config, session, result = record_poisoned(tmp_path, server)
     assert result.exit_code == 1, result.output

@@ -21,9 +21,10 @@ from typer.testing import CliRunner
 from tests import session_factory as sf
 from tests.browser import Chromium, Page, chromium_executable
 from tests.test_recorder_support import arm_for, chat_prompt, fast_settings
-from tokenreel.archive import Chunks, Clock, Run, Session, load
+from tokenreel.archive import load
 from tokenreel.cli import app
 from tokenreel.ladder import median_run
+from tokenreel.model import Chunks, Clock, Run, Session
 from tokenreel.recorder.runner import new_session, record
 from tokenreel.report import render_report
 from tokenreel.simulator.server import SimCluster

@@ -7,8 +7,8 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenreel.archive import Chunks, Run
 from tokenreel.metrics import NS_PER_S, run_metrics
+from tokenreel.model import Chunks, Clock, Run
 
 
 def make_run(events: list[tuple[int, int, str]], completion_tokens: int | None) -> Run:
@@ -68,8 +68,6 @@ def test_on_the_kernel_clock_decode_counts_only_what_reads_timed_exactly() -> No
     tokens after that read. The last token's read also took the usage chunk, written right after
     it: the interval still ends there (ending at the read before would drop a speculative arm's
     last accepted burst). TTFT and end-to-end keep the first and last token's times."""
-    from tokenreel.archive import Clock
-
     events = [
         (500_000_000, 0, ""),  # role-only chunk
         (740_000_000, 1, "Hi"),  # read together with the next token: both get its time

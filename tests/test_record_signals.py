@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from tokenreel import archive
+from tokenreel.model import ArchiveError
 from tokenreel.simulator.profiles import SEED_LADDER
 from tests.test_recorder_support import finish
 from tests.test_cli import REPO, write_config
@@ -34,7 +35,7 @@ def wait_for_runs(session: Path, proc: subprocess.Popen[str], runs: int, timeout
         try:
             if len(archive.load(session).runs) >= runs:
                 return
-        except (archive.ArchiveError, OSError):
+        except (ArchiveError, OSError):
             pass
         time.sleep(0.02)
     raise AssertionError(f"{session} never held {runs} runs")

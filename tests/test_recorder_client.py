@@ -23,8 +23,8 @@ from tests.test_recorder_support import (
     set_state,
     stream_one,
 )
-from tokenreel.archive import Arm, Run, Settings
 from tokenreel.metrics import first_token_index, run_metrics
+from tokenreel.model import Arm, Run, Settings
 
 def arm_for_url(root: str) -> Arm:
     """An arm for a small test server that is not the simulator."""

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from tokenreel.recorder.fingerprint import fingerprint
 from tests.test_recorder_support import serve
-from tokenreel.archive import Arm
+from tokenreel.model import Arm
 
 KEY = "sk-fingerprint-SENTINEL"
 

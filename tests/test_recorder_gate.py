@@ -22,7 +22,7 @@ from tokenreel.recorder.runner import new_session, record
 from tokenreel.simulator.text import prompt_digest, reply_for
 from tokenreel.simulator.server import SimCluster, plan_steps
 from tests.test_recorder_support import arm_for, chat_prompt, fast_settings, seed, serve, set_state
-from tokenreel.archive import Gate, Session
+from tokenreel.model import Gate, Session
 
 VLLM_TEXT = """\
 # HELP vllm:num_requests_running Number of requests in model execution batches.

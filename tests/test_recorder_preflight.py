@@ -11,12 +11,11 @@ import time
 from pathlib import Path
 
 import httpx
-import pytest
 
 from tests.test_cli import invoke, write_config
 from tests.test_recorder_support import arm_for, seed
 from tokenreel import archive
-from tokenreel.archive import Settings
+from tokenreel.model import Arm, Settings
 from tokenreel.recorder.preflight import preflight
 from tokenreel.recorder.prompts import load_prompts
 
@@ -87,7 +86,7 @@ def test_check_only_checks(tmp_path: Path, make_sim) -> None:
 def test_llama_cpp_single_model_name_mismatch_is_only_a_warning() -> None:
     from tokenreel.recorder.preflight import ArmCheck, _model_card
 
-    arm = archive.Arm(id="q4", label="q4", base_url="http://127.0.0.1:1/v1", model="qwen")
+    arm = Arm(id="q4", label="q4", base_url="http://127.0.0.1:1/v1", model="qwen")
     llama = {"data": [{"id": "/models/qwen-q4_0.gguf", "owned_by": "llamacpp"}]}
     vllm = {"data": [{"id": "Qwen/Qwen3", "owned_by": "vllm"}]}
     check = ArmCheck("q4")
@@ -139,7 +138,7 @@ def test_llama_cpp_context_from_meta_n_ctx_is_checked() -> None:
 
     async def main(max_tokens: int) -> list[str]:
         async with serve(llamacpp_app([])) as root:
-            arm = archive.Arm(id="q4", label="q4", base_url=f"{root}/v1", model="qwen")
+            arm = Arm(id="q4", label="q4", base_url=f"{root}/v1", model="qwen")
             [check] = await preflight([arm], load_prompts("builtin:ladder4", Path.cwd()), Settings(max_tokens=max_tokens))
             return check.problems
 

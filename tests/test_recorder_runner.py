@@ -28,7 +28,8 @@ from tokenreel.recorder.runner import (
 )
 from tokenreel.simulator.server import SimCluster
 from tests.test_recorder_support import arm_for, chat_prompt, fast_settings, seed, sent_bodies, set_state
-from tokenreel.archive import Session, dumps, load
+from tokenreel.archive import dumps, load
+from tokenreel.model import Session
 from tokenreel.metrics import run_metrics
 
 PROMPTS = [

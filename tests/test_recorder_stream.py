@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tokenreel.recorder.stream import StreamFailure, StreamParser, response_acceptance
-from tokenreel.archive import Chunks
 from tokenreel.metrics import first_token_index
+from tokenreel.model import Chunks
 
 
 def sse(*events: dict[str, Any] | str) -> bytes:

@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from tests import session_factory as factory
 from tokenreel import archive
-from tokenreel.archive import HostPressure, Session
 from tokenreel.cli import app
+from tokenreel.model import HostPressure, Session
 from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.plan import RenderOptions, build_plan
 

@@ -15,6 +15,7 @@ import pytest
 
 from tokenreel import archive
 from tokenreel.figures import multiplier
+from tokenreel.model import Session
 from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.plan import ArmTrack, RenderOptions, RenderPlan, build_plan
 from tokenreel.renderer.timeline import first_frame_showing
@@ -60,13 +61,13 @@ def check_within_one_frame(plan: RenderPlan, multiplier: float, arm: int, refere
 
 
 @pytest.fixture(scope="module")
-def demo() -> archive.Session:
+def demo() -> Session:
     return archive.load(DEMO)
 
 
 @pytest.mark.parametrize("align", ["send", "first-token"])
 @pytest.mark.parametrize("arms", [(), ("bf16", "nvfp4-dflash2"), ("nvfp4", "bf16")])
-def test_every_multiplier_shown_is_the_ratio_of_the_finish_frames(demo: archive.Session, align: str, arms: tuple) -> None:
+def test_every_multiplier_shown_is_the_ratio_of_the_finish_frames(demo: Session, align: str, arms: tuple) -> None:
     plan = build_plan(demo, RenderOptions(prompt="code-1", size=SMALL, align=align, arms=arms))
     renderer = FrameRenderer(plan)
     columns = final_figures(renderer, last_replay(plan))
@@ -89,7 +90,7 @@ def test_every_multiplier_shown_is_the_ratio_of_the_finish_frames(demo: archive.
         assert row[0] == f"{plan.arms[n].finish_ns / 1e9:.2f} s" or abs(float(row[0][:-2]) - plan.arms[n].finish_ns / 1e9) <= 0.01
 
 
-def test_send_shows_end_to_end_and_first_token_shows_decode(demo: archive.Session) -> None:
+def test_send_shows_end_to_end_and_first_token_shows_decode(demo: Session) -> None:
     send = build_plan(demo, RenderOptions(prompt="code-1", size=SMALL))
     decode = build_plan(demo, RenderOptions(prompt="code-1", size=SMALL, align="first-token"))
     assert send.align == "send" and send.options.hold_s == "4"
@@ -107,7 +108,7 @@ def test_send_shows_end_to_end_and_first_token_shows_decode(demo: archive.Sessio
         build_plan(demo, RenderOptions(prompt="code-1", size=SMALL, align="last-token"))
 
 
-def test_end_card_lists_only_the_arms_on_screen_numbered_as_on_screen(demo: archive.Session) -> None:
+def test_end_card_lists_only_the_arms_on_screen_numbered_as_on_screen(demo: Session) -> None:
     plan = build_plan(demo, RenderOptions(prompt="code-1", size=SMALL, arms=("bf16", "nvfp4-dflash2")))
     renderer = FrameRenderer(plan)
     assert [t.id for t in plan.arms] == ["bf16", "nvfp4-dflash2"] and [t.color for t in plan.arms] == [0, 2]
@@ -180,7 +181,7 @@ def test_the_pause_shows_the_final_state_then_the_card_holds(race: RenderPlan) -
 
 
 @pytest.mark.parametrize("align", ["send", "first-token"])
-def test_frame_names_every_region_that_changed_with_the_race_elements(demo: archive.Session, align: str) -> None:
+def test_frame_names_every_region_that_changed_with_the_race_elements(demo: Session, align: str) -> None:
     plan = build_plan(demo, RenderOptions(prompt="code-1", size=SMALL, align=align, speed=str(Fraction(1, 2)), hold_s="0.2"))
     reference, renderer = FrameRenderer(plan), FrameRenderer(plan)
     previous = None

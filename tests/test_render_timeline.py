@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from tokenreel.renderer.plan import RenderOptions, build_plan
 from tokenreel.renderer.timeline import END, REPLAY, TITLE, ArmTimeline, Clock, first_frame_showing
 from tests.session_factory import MS, session, stream, words
-from tokenreel.archive import Chunks, Run
 from tokenreel.metrics import NS_PER_S, run_metrics
+from tokenreel.model import Chunks, Run
 
 
 def two_arms(ttft_a: int = 500 * MS, ttft_b: int = 100 * MS):

@@ -12,6 +12,7 @@ import pytest
 from PIL import Image, ImageDraw
 
 from tokenreel import archive, assets
+from tokenreel.model import Session
 from tokenreel.renderer import manifest as manifests
 from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.plan import RenderOptions, RenderPlan, build_plan, pin_files
@@ -23,7 +24,7 @@ SMALL = "640x360"
 
 
 @pytest.fixture(scope="module")
-def two_arms() -> archive.Session:
+def two_arms() -> Session:
     return session(
         [
             ("a", "slow arm", [stream(["Hello", " world"] + words(60), 300 * MS, 10 * MS)]),
@@ -43,7 +44,7 @@ def logo_png(tmp_path: Path) -> Path:
     return path
 
 
-def plan_of(s: archive.Session, **options: object) -> RenderPlan:
+def plan_of(s: Session, **options: object) -> RenderPlan:
     return build_plan(s, RenderOptions(size=SMALL, hold_s="0", **options))  # type: ignore[arg-type]
 
 
@@ -54,7 +55,7 @@ def changed_box(a: np.ndarray, b: np.ndarray) -> tuple[int, int, int, int]:
     return int(ys.min()), int(ys.max()) + 1, int(xs.min()), int(xs.max()) + 1
 
 
-def test_title_card_is_on_by_default_for_1_5_s(two_arms: archive.Session) -> None:
+def test_title_card_is_on_by_default_for_1_5_s(two_arms: Session) -> None:
     assert RenderOptions().title_s == "1.5"
     on, off = plan_of(two_arms), plan_of(two_arms, title_s="0")
     assert on.clock.title_frames == 45  # 1.5 s at 30 fps
@@ -68,7 +69,7 @@ def test_title_card_is_on_by_default_for_1_5_s(two_arms: archive.Session) -> Non
         assert np.array_equal(renderer.render(45 + index), bare.render(index))
 
 
-def test_title_defaults_come_from_the_session(two_arms: archive.Session) -> None:
+def test_title_defaults_come_from_the_session(two_arms: Session) -> None:
     plan = plan_of(two_arms)
     assert plan.title == two_arms.name
     assert plan.subtitle == plan.prompt_text
@@ -76,7 +77,7 @@ def test_title_defaults_come_from_the_session(two_arms: archive.Session) -> None
     assert (named.title, named.subtitle) == ("Custom", "")
 
 
-def test_custom_title_changes_only_the_title_line(two_arms: archive.Session) -> None:
+def test_custom_title_changes_only_the_title_line(two_arms: Session) -> None:
     one, two = plan_of(two_arms, title="First title"), plan_of(two_arms, title="Another, longer title")
     a, b = FrameRenderer(one).render(0), FrameRenderer(two).render(0)
     top, bottom, _, _ = changed_box(a, b)
@@ -90,7 +91,7 @@ def test_custom_title_changes_only_the_title_line(two_arms: archive.Session) -> 
     assert changed_box(a, sub)[0] >= bottom
 
 
-def test_logo_changes_pixels_only_in_its_corner(two_arms: archive.Session, logo_png: Path) -> None:
+def test_logo_changes_pixels_only_in_its_corner(two_arms: Session, logo_png: Path) -> None:
     plain = plan_of(two_arms)
     logo = plan_of(two_arms, logo=str(logo_png))
     renderer = FrameRenderer(logo)
@@ -106,7 +107,7 @@ def test_logo_changes_pixels_only_in_its_corner(two_arms: archive.Session, logo_
     assert np.array_equal(FrameRenderer(plan_of(two_arms, logo=str(logo_png))).render(0), b)
 
 
-def test_logo_is_pinned_by_hash(two_arms: archive.Session, logo_png: Path, tmp_path: Path) -> None:
+def test_logo_is_pinned_by_hash(two_arms: Session, logo_png: Path, tmp_path: Path) -> None:
     options = pin_files(RenderOptions(size=SMALL, logo=str(logo_png)))
     assert options.logo_sha256 == hashlib.sha256(logo_png.read_bytes()).hexdigest()
     Image.new("RGBA", (10, 10), (1, 2, 3, 255)).save(logo_png)
@@ -124,7 +125,7 @@ def shipped(name: str) -> dict[str, object]:
     return orjson.loads(assets.file("themes", f"{name}.json").read_bytes())
 
 
-def test_theme_file_loads_like_a_shipped_theme(two_arms: archive.Session, tmp_path: Path) -> None:
+def test_theme_file_loads_like_a_shipped_theme(two_arms: Session, tmp_path: Path) -> None:
     data = shipped("light")
     data["background"] = "#203040"
     path = tmp_path / "mine.json"
@@ -183,7 +184,7 @@ def test_old_manifest_options_load_with_defaults() -> None:
     assert (options.title, options.subtitle, options.logo, options.logo_sha256, options.theme_sha256) == (None,) * 5
 
 
-def test_png_poster_by_default_is_not_empty_panels(two_arms: archive.Session, tmp_path: Path) -> None:
+def test_png_poster_by_default_is_not_empty_panels(two_arms: Session, tmp_path: Path) -> None:
     for hold in ("1", "0"):  # the end card's first frame; without one, the final state
         options = RenderOptions(size=SMALL, fps=10, hold_s=hold)
         plan = build_plan(two_arms, options)
@@ -197,7 +198,7 @@ def test_png_poster_by_default_is_not_empty_panels(two_arms: archive.Session, tm
             assert (area != area[0, 0]).any(axis=2).mean() > 0.01
 
 
-def archive_path(s: archive.Session, tmp_path: Path) -> Path:
+def archive_path(s: Session, tmp_path: Path) -> Path:
     path = tmp_path / "session.json"
     if not path.exists():
         archive.save(s, path)
@@ -205,7 +206,7 @@ def archive_path(s: archive.Session, tmp_path: Path) -> Path:
 
 
 def test_logo_and_theme_paths_in_the_manifest_are_relative_and_verify_after_a_move(
-    two_arms: archive.Session, logo_png: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    two_arms: Session, logo_png: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Like the session, the files a render names travel with its folder: the manifest keeps
     them relative to itself, and verify finds them from there, whatever the working directory."""

@@ -22,8 +22,8 @@ import pytest
 from tests.session_factory import MS, session as make_session
 from tests.test_cli import invoke
 from tokenreel import archive
-from tokenreel.archive import Chunks, Prompt, Run, Session
 from tokenreel.latency import build_latency, distribution, inter_token_latencies_ms
+from tokenreel.model import Chunks, Prompt, Run, Session
 from tokenreel.report import build_report, render_report
 
 

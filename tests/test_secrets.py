@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 
 from tokenreel import archive
-from tokenreel.archive import Arm, Run
+from tokenreel.model import Arm, Run
 from tokenreel.recorder.config import load_config
 from tokenreel.recorder.fingerprint import fingerprint
 from tokenreel.recorder.runner import new_session

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tokenreel.archive import Prompt
+from tokenreel.model import Prompt
 from tokenreel.recorder.prompts import load_prompts, random_prompt
 from tokenreel.simulator.answers import BUILTIN
 from tokenreel.simulator.server import SimCluster

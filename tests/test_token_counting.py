@@ -20,8 +20,8 @@ from aiohttp import web
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from tests.test_recorder_support import chat_prompt, fast_settings, serve
-from tokenreel import archive
-from tokenreel.archive import Arm, Chunks, Run, Session
+from tokenreel import archive, model, validate
+from tokenreel.model import Arm, Chunks, Run, Session
 from tokenreel.metrics import NS_PER_S, first_token_index, run_metrics
 from tokenreel.recorder.config import ConfigError, load_config
 from tokenreel.recorder.fingerprint import fingerprint
@@ -214,9 +214,9 @@ def _estimated_session() -> Session:
     for i in range(10):
         chunks.append((i + 1) * 10_000_000, 1, f" w{i}")
     run = Run(arm="a", prompt="p", index=0, warmup=False, token_source="per_event", chunks=chunks)
-    prompt = archive.Prompt(id="p", category="prose", messages=[{"role": "user", "content": "x"}], prompt="")
+    prompt = model.Prompt(id="p", category="prose", messages=[{"role": "user", "content": "x"}], prompt="")
     arm = Arm(id="a", label="A", base_url="http://127.0.0.1:1/v1", model="m")
-    return Session(name="s", settings=archive.Settings(warmup=0, repeats=1), prompts=[prompt], arms=[arm], runs=[run])
+    return Session(name="s", settings=model.Settings(warmup=0, repeats=1), prompts=[prompt], arms=[arm], runs=[run])
 
 
 def test_the_report_marks_estimated_counts() -> None:
@@ -229,9 +229,9 @@ def test_the_report_marks_estimated_counts() -> None:
     assert "per_event,true" in render_report(session, "csv")  # csv booleans are true/false
     # the field round-trips and older files without it load as what they were: per_event
     data = orjson.loads(archive.dumps(session))
-    assert archive.from_dict(data).runs[0].tokens_estimated
+    assert validate.from_dict(data).runs[0].tokens_estimated
     del data["runs"][0]["token_source"]
-    assert archive.from_dict(data).runs[0].token_source == "per_event"
+    assert validate.from_dict(data).runs[0].token_source == "per_event"
 
 
 # --- defect 6: TTFT on an empty-text chunk that carries a token ------------------------------

@@ -1,3 +1,30 @@
-"""tokenreel: record serving configurations one arm at a time, replay them as video."""
+"""tokenreel: record serving configurations one arm at a time, replay them as video.
+
+A library user needs the session model and its file:
+
+    from tokenreel import load, save, Session, Run, Arm, Prompt, Settings
+
+Where each concept of the core lives (the rooms build on it: recorder/, renderer/, simulator/,
+report/; cli/ is the top floor):
+
+- model.py: the session model and the file format it documents (Session, Run, Chunks, limits)
+- validate.py: reading a session back, every field checked; impossible server values bounded
+- archive.py: the session file on disk: load, atomic save, one writer at a time (SessionLock)
+- metrics.py: the metric definitions (TTFT, decode, TPOT, end-to-end) of one run
+- selection.py: which runs count (contended, client-busy, host-contended)
+- ladder.py: per-cell medians, like-for-like flags and ratios between arms
+- latency.py: p50/p90/p99 of TTFT, TPOT and inter-token latency
+- answers.py: whether the arms give the same answers
+- comparison.py: two recordings of one ladder, figure by figure
+- figures.py: one rounding for every figure shown
+- theme.py: colour themes, shared by the charts and the video
+- safe_text.py: text from outside made safe to print and to name files with
+- interrupts.py: Ctrl-C and SIGTERM, one rule for every long command
+"""
 
 __version__ = "0.1.0"
+
+from tokenreel.archive import load, save
+from tokenreel.model import Arm, Prompt, Run, Session, Settings
+
+__all__ = ["Arm", "Prompt", "Run", "Session", "Settings", "__version__", "load", "save"]

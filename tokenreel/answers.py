@@ -30,8 +30,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tokenreel.archive import Run, Session
 from tokenreel.ladder import usable_runs
+from tokenreel.model import Run, Session
 from tokenreel.selection import DEFAULT_SELECTION, RunSelection
 from tokenreel.safe_text import strip_controls
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tokenreel.archive import Session
+from tokenreel.model import Session
 from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, missing_cells, usable_runs
 from tokenreel.metrics import run_metrics
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, replace
 
-from tokenreel.archive import Run, Session
 from tokenreel.metrics import RunMetrics, run_metrics
+from tokenreel.model import Run, Session
 from tokenreel.selection import DEFAULT_SELECTION, RunSelection, client_busy_inexact, first_token_late, host_contended
 
 

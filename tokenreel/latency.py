@@ -29,9 +29,9 @@ from dataclasses import dataclass
 
 import numpy
 
-from tokenreel.archive import Run, Session
 from tokenreel.ladder import Cell, build_cells, common_prompts, usable_runs
 from tokenreel.metrics import first_token_index, run_metrics
+from tokenreel.model import Run, Session
 from tokenreel.selection import DEFAULT_SELECTION, RunSelection
 
 NS_PER_MS = 1_000_000

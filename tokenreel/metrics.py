@@ -19,14 +19,14 @@ end-to-end= n / (t_last - t_send)                                  [tok/s]
 
 t_last is the arrival of the last chunk that carried tokens or text. All times are integer
 nanoseconds from request send, as archived. Every input is bounded by the archive (see
-tokenreel/archive.py: counts, offsets and acceptance figures), so every figure here is finite.
+tokenreel/validate.py: counts, offsets and acceptance figures), so every figure here is finite.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tokenreel.archive import Chunks, Run
+from tokenreel.model import Chunks, Run
 
 NS_PER_S = 1_000_000_000
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tokenreel.archive import Run
+from tokenreel.model import Run
 
 
 def client_busy_inexact(run: Run) -> bool:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tokenreel.archive import Session
+from tokenreel.model import Session
 from tokenreel.report.charts.bars import categories_chart, ladder_chart
 from tokenreel.report.charts.itl import itl_chart
 from tokenreel.report.charts.race import race_chart

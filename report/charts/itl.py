@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from matplotlib.lines import Line2D
 
-from tokenreel.archive import Session
+from tokenreel.model import Session
 from tokenreel.report.charts.bars import short_label
 from tokenreel.report.charts.style import SIZE, Chart, Style, new_figure, set_title, style_axes
 from tokenreel.figures import figure

@@ -1,0 +1,341 @@
+"""The session model: one self-contained JSON file per recording session, and what it holds.
+
+Everything needed to re-analyse and re-render a session without its endpoints lives in the file:
+settings (minus secrets), arm fingerprints, prompts, and every run with the arrival time of
+every streamed chunk. Chunks are stored column-wise (one list per field) because a session can
+hold millions of tokens: columns load fast and keep the file small.
+
+The format: a JSON object `{"format": FORMAT, "version": VERSION, ...}` followed by the fields
+of `Session` in order, each dataclass below as an object with its fields in order
+(`session_to_dict` builds it, `Chunks` says what each column means). The MAX_* limits bound
+every count and offset a file may hold, far above any real session.
+
+Which clock stamped each run is stated (issue 13): `Run.clock` says "kernel" (t_ns is the
+kernel's receive time of the read that delivered the event) or "user" with the reason, and a
+kernel-clock run keeps the user-space stamps too (`Chunks.client_delay_us`). Sessions written
+before it (no `clock`) load with `clock` None: user-space stamps, as recorded then.
+
+Reading a file back checks every field (`tokenreel.validate`); the file on disk is
+`tokenreel.archive`'s (load, atomic save, one writer at a time).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+FORMAT = "tokenreel.session"
+VERSION = 1
+
+# Guards against absurd inputs (a corrupted or hostile file), far above any real session.
+MAX_CHUNKS_PER_RUN = 5_000_000
+MAX_RUNS = 1_000_000
+MAX_OFFSET_NS = 7 * 24 * 3600 * 10**9  # a week
+MAX_TOKENS_PER_EVENT = 1_000_000
+MAX_COUNT = MAX_CHUNKS_PER_RUN * MAX_TOKENS_PER_EVENT  # usage and spec-decode counts of one run
+# Acceptance length is 1 + accepted / verify steps: at most 1 + the draft window, which no
+# drafter takes near this; anything above (or below 1) is a server bug, not a measurement.
+MAX_ACCEPTANCE_LENGTH = 1000.0
+
+# "invalid": the server sent a value the archive cannot hold (`tokenreel.validate.quarantine`);
+# like failed, it is in no figure and `--resume` records it again.
+RUN_STATUSES = ("ok", "failed", "skipped", "invalid")
+GATE_STATUSES = ("idle", "busy", "unavailable")
+# How a run's per-event token counts were obtained; "per_event" (one per text event, reconciled
+# with the final usage) is the only estimate: a run with it says so in the report and video.
+TOKEN_SOURCES = ("usage_delta", "timings", "token_ids", "logprobs", "tokenizer", "per_event")
+ESTIMATED_TOKEN_SOURCES = ("per_event",)
+CLOCK_SOURCES = ("kernel", "user")
+# The default `client_busy` threshold: a run whose client read the network later than this at
+# its 99th percentile is flagged (see `Clock` and `tokenreel.ladder.usable_runs`).
+CLIENT_BUSY_P99_MS = 2.0
+# The default host gate (`HostPressure`): CPU pressure (PSI "some") above this share of the time
+# flags a run host_contended, after waiting at most HOST_WAIT_S for it to fall.
+HOST_PRESSURE_PCT = 10.0
+HOST_WAIT_S = 5.0
+
+
+class ArchiveError(ValueError):
+    """A session file that cannot be used; the message names the file and the field."""
+
+    def __init__(self, path: str | os.PathLike[str], field_name: str, problem: str) -> None:
+        self.path = str(path)
+        self.field = field_name
+        self.problem = problem
+        where = f"{self.path}: field '{field_name}'" if field_name else self.path
+        super().__init__(f"{where}: {problem}")
+
+
+@dataclass
+class Prompt:
+    """One prompt of the suite; chat arms send `messages`, completions arms send `prompt`."""
+
+    id: str
+    category: str
+    messages: list[dict[str, str]]
+    prompt: str
+
+
+@dataclass
+class Arm:
+    """One serving configuration. Holds the env var NAME of its API key, never the key."""
+
+    id: str
+    label: str
+    base_url: str
+    model: str
+    api: str = "chat"
+    api_key_env: str | None = None
+    metrics_url: str | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    timeouts: dict[str, float] = field(default_factory=dict)
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    recorded: list[dict[str, str]] = field(default_factory=list)  # [{"started_at", "finished_at"}]
+    # What the endpoint cannot tell (quantization, drafter, engine flags), declared in the config.
+    settings: dict[str, str] = field(default_factory=dict)
+    tokenizer: str | None = None  # a tokenizer.json to count tokens with when the server gives no running count
+
+
+@dataclass
+class Settings:
+    """Session-wide request and measurement settings (from the config's [session] table)."""
+
+    prompts: str = "builtin:mixed"
+    max_tokens: int = 1024
+    ignore_eos: bool = True
+    temperature: float = 0.0
+    warmup: int = 1
+    repeats: int = 3
+    idle_wait_s: float = 30.0
+    timeouts: dict[str, float] = field(default_factory=dict)
+    client_busy_p99_ms: float = CLIENT_BUSY_P99_MS
+    # The host gate (local endpoints only, `HostPressure`): wait up to host_wait_s before a run
+    # for the host's CPU pressure to fall below host_pressure_pct, then record anyway, flagged.
+    host_pressure_pct: float = HOST_PRESSURE_PCT
+    host_wait_s: float = HOST_WAIT_S
+
+
+@dataclass
+class Chunks:
+    """Streamed events of one run, column-wise; index i is the i-th SSE data event.
+
+    t_ns: arrival offset from request send in integer nanoseconds: the kernel's receive time of
+    the read that delivered the event when the run's clock is "kernel", else the user-space stamp
+    of that read; events with equal t_ns arrived in one read (the kernel gives a read the time of
+    the last packet it consumed). tokens: tokens carried by the event; content/reasoning/tool:
+    text deltas. client_delay_us: kernel-clock runs only (else empty): the user-space stamp minus
+    t_ns per event in whole microseconds, the recorder's own delay (4 bytes an event, where a
+    second t_ns column would cost 12).
+    """
+
+    t_ns: list[int] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    content: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    tool: list[str] = field(default_factory=list)
+    client_delay_us: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.t_ns)
+
+    def append(self, t_ns: int, tokens: int, content: str = "", reasoning: str = "", tool: str = "") -> None:
+        self.t_ns.append(t_ns)
+        self.tokens.append(tokens)
+        self.content.append(content)
+        self.reasoning.append(reasoning)
+        self.tool.append(tool)
+
+    def has_text(self, i: int) -> bool:
+        """True when event i carries content, reasoning or a tool call (what counts for TTFT)."""
+        return bool(self.content[i] or self.reasoning[i] or self.tool[i])
+
+
+@dataclass
+class Gate:
+    """The idle gate's verdict before a run."""
+
+    status: str = "unavailable"  # idle | busy | unavailable
+    running: float | None = None
+    waiting: float | None = None
+    waited_s: float = 0.0
+    detail: str = ""
+
+
+@dataclass
+class Acceptance:
+    """Speculative-decoding acceptance over one run."""
+
+    mean_length: float | None = None  # 1 + accepted / drafts
+    rate: float | None = None  # accepted / draft tokens
+    drafts: float | None = None
+    draft_tokens: float | None = None
+    accepted: float | None = None
+    source: str = ""  # "metrics" (counter differences) or the per-response field it came from
+    approximate: bool = False  # some count came from counters printed in rounded steps (llama.cpp)
+    note: str = ""  # why it is approximate, and the bound rounding puts on the length
+
+
+@dataclass
+class Clock:
+    """Which clock stamped a run's chunks, and how late its client read the network (issue 13).
+
+    "kernel": each event has the kernel's receive time (SO_TIMESTAMPNS, Linux) of the read that
+    delivered it, on the perf_counter timeline; a busy client cannot skew it. "user": each event
+    has the perf_counter stamp its read got in Python (tokenreel before issue 13), `reason` says
+    why (platform, no timestamps from the kernel, the wall clock stepped during the run).
+    Client delay (user stamp - kernel stamp over the run's events, ms) is known on the kernel
+    clock only. `first_shared`: the first token's read also delivered a later token event, so
+    its time is that of a later packet (the kernel keeps one time per read, and merges queued
+    packets' times when the client reads late): the one way a busy client still moves TTFT.
+    """
+
+    source: str = "user"
+    reason: str = ""
+    delay_p50_ms: float | None = None
+    delay_p99_ms: float | None = None
+    delay_max_ms: float | None = None
+    first_shared: bool = False
+
+
+@dataclass
+class HostPressure:
+    """The CPU pressure of the host that runs the engine, over one run (issue 21).
+
+    Read only when the endpoint is on this machine (loopback or one of its addresses): Linux PSI
+    (`/proc/pressure/cpu`, else the cgroup's `cpu.pressure`) counts the time some runnable task
+    waited for a CPU. `some_pct` is that share of the run's wall time, from the file's `total`
+    counter before and after the run; `contended` says it was over `settings.host_pressure_pct`
+    after the gate waited `waited_s` (at most `settings.host_wait_s`) for the host to quieten.
+    The recorder's own wake-up delay (`Clock`) is another question: whether its times are exact.
+    """
+
+    source: str  # the PSI file read
+    some_pct: float  # share of the run's wall time some task waited for a CPU, in %
+    before_pct: float  # the same over the gate's last sample before the run
+    waited_s: float = 0.0
+    contended: bool = False
+
+
+@dataclass
+class Run:
+    """One request to one arm for one prompt; warmup runs are kept but flagged."""
+
+    arm: str
+    prompt: str
+    index: int
+    warmup: bool
+    status: str = "ok"
+    error: str = ""
+    started_at: str = ""
+    http_status: int | None = None
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
+    token_source: str = "per_event"
+    gate: Gate = field(default_factory=Gate)
+    contended: bool | None = None
+    contention_detail: str = ""
+    acceptance: Acceptance | None = None
+    acceptance_note: str = ""  # why no source gave an acceptance figure (empty when one did)
+    # None: recorded before tokenreel stated its clock (user-space stamps).
+    clock: Clock | None = None
+    # Client delay p99 over settings.client_busy_p99_ms; None: not known (user clock).
+    client_busy: bool | None = None
+    # None: not read (a remote endpoint, no PSI on this host, or recorded before issue 21);
+    # `host_note` says which.
+    host: HostPressure | None = None
+    host_note: str = ""
+    # perf_counter_ns() (CLOCK_MONOTONIC) at request send: t_ns counts from it. It puts the runs of
+    # one recording on one timeline and pairs a run with a local server's own log. None: older.
+    send_monotonic_ns: int | None = None
+    chunks: Chunks = field(default_factory=Chunks)
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.arm, self.prompt, self.index)
+
+    @property
+    def tokens_estimated(self) -> bool:
+        """True when the per-event counts are a guess (no running count, ids, logprobs or tokenizer)."""
+        return self.token_source in ESTIMATED_TOKEN_SOURCES
+
+
+@dataclass
+class Session:
+    """A whole recording: what was asked, of which endpoints, and every run's stream."""
+
+    name: str
+    settings: Settings
+    prompts: list[Prompt]
+    arms: list[Arm]
+    runs: list[Run] = field(default_factory=list)
+    tool_version: str = ""
+    host: dict[str, str] = field(default_factory=dict)
+    created_at: str = ""
+    simulated: bool = False
+
+    def arm(self, arm_id: str) -> Arm:
+        for arm in self.arms:
+            if arm.id == arm_id:
+                return arm
+        raise KeyError(arm_id)
+
+    def prompt(self, prompt_id: str) -> Prompt:
+        for prompt in self.prompts:
+            if prompt.id == prompt_id:
+                return prompt
+        raise KeyError(prompt_id)
+
+    def runs_of(self, arm_id: str, prompt_id: str, measured_only: bool = True) -> list[Run]:
+        return [
+            r
+            for r in self.runs
+            if r.arm == arm_id and r.prompt == prompt_id and not (measured_only and r.warmup)
+        ]
+
+
+# ---------------------------------------------------------------------------------------------
+# The file's shape: a Session as the JSON object the file holds
+
+
+def _chunks_to_json(chunks: Chunks) -> dict[str, Any]:
+    """Columns that are all empty strings are left out to keep the file small."""
+    out: dict[str, Any] = {"t_ns": chunks.t_ns, "tokens": chunks.tokens}
+    for name in ("content", "reasoning", "tool"):
+        column = getattr(chunks, name)
+        if any(column):
+            out[name] = column
+    if chunks.client_delay_us:
+        out["client_delay_us"] = chunks.client_delay_us
+    return out
+
+
+def session_to_dict(session: Session) -> dict[str, Any]:
+    """The object a session file holds: format and version first, then Session's fields in order."""
+    out: dict[str, Any] = {"format": FORMAT, "version": VERSION}
+    for name in Session.__dataclass_fields__:
+        value = getattr(session, name)
+        if name == "runs":
+            out[name] = [run_to_dict(run) for run in value]
+        elif name == "settings":
+            out[name] = asdict(value)
+        elif name in ("prompts", "arms"):
+            out[name] = [asdict(item) for item in value]
+        else:
+            out[name] = value
+    return out
+
+
+def run_to_dict(run: Run) -> dict[str, Any]:
+    """Like asdict, without deep-copying the (possibly huge) chunk columns."""
+    out: dict[str, Any] = {}
+    for name in Run.__dataclass_fields__:
+        value = getattr(run, name)
+        if name == "chunks":
+            out[name] = _chunks_to_json(value)
+        elif name in ("gate", "acceptance", "clock", "host"):
+            out[name] = asdict(value) if value is not None else None
+        else:
+            out[name] = value
+    return out
+

@@ -1,0 +1,483 @@
+"""Reading a session back: every field checked, and the rules for impossible server values.
+
+`from_dict` builds a `Session` (tokenreel.model) from the parsed JSON of a session file and
+raises `ArchiveError` naming the file and the first bad field: a wrong type, a missing field,
+a count or offset past the model's MAX_* limits, time going backwards, an unknown arm.
+
+Rules that keep one bad server value from poisoning a session (issue 11):
+
+1. The recorder never saves what the loader rejects. `validated_dict` (what
+   `tokenreel.archive.save` writes) runs `from_dict` on exactly what is written; a run that
+   fails it is kept with status `invalid` and the reason (`quarantine`: the offending part,
+   such as its chunks, is dropped), so the file always loads and `--resume` re-records that run.
+2. Every float that reaches a metric is finite and bounded: an acceptance length outside
+   [1, MAX_ACCEPTANCE_LENGTH], a rate outside [0, 1] or a count above MAX_COUNT is dropped to
+   None with a note (`bound_acceptance`, applied at save and at load alike).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Callable, TypeVar
+
+from tokenreel.model import (
+    CLIENT_BUSY_P99_MS, CLOCK_SOURCES, FORMAT, GATE_STATUSES, HOST_PRESSURE_PCT, HOST_WAIT_S,
+    MAX_ACCEPTANCE_LENGTH, MAX_CHUNKS_PER_RUN, MAX_COUNT, MAX_OFFSET_NS, MAX_RUNS,
+    MAX_TOKENS_PER_EVENT, RUN_STATUSES, TOKEN_SOURCES, VERSION, Acceptance, ArchiveError, Arm,
+    Chunks, Clock, Gate, HostPressure, Prompt, Run, Session, Settings, run_to_dict, session_to_dict,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading: every field checked, the first bad one named
+
+T = TypeVar("T")
+
+
+class _Reader:
+    """Typed field access that raises ArchiveError with a dotted field path."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def fail(self, where: str, problem: str) -> ArchiveError:
+        return ArchiveError(self.path, where, problem)
+
+    def obj(self, value: Any, where: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(where, f"expected an object, got {type(value).__name__}")
+        return value
+
+    def get(self, data: dict[str, Any], key: str, where: str, kind: Callable[[Any, str], T], default: Any = ...) -> T:
+        if key not in data:
+            if default is ...:
+                raise self.fail(f"{where}.{key}".lstrip("."), "missing")
+            return default
+        return kind(data[key], f"{where}.{key}".lstrip("."))
+
+    def str_(self, value: Any, where: str) -> str:
+        if not isinstance(value, str):
+            raise self.fail(where, f"expected a string, got {type(value).__name__}")
+        return value
+
+    def opt_str(self, value: Any, where: str) -> str | None:
+        return None if value is None else self.str_(value, where)
+
+    def bool_(self, value: Any, where: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(where, f"expected true or false, got {type(value).__name__}")
+        return value
+
+    def opt_bool(self, value: Any, where: str) -> bool | None:
+        return None if value is None else self.bool_(value, where)
+
+    def int_(self, value: Any, where: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(where, f"expected an integer, got {type(value).__name__}")
+        return value
+
+    def nonneg_int(self, value: Any, where: str) -> int:
+        number = self.int_(value, where)
+        if number < 0:
+            raise self.fail(where, f"must not be negative, got {number}")
+        return number
+
+    def opt_int(self, value: Any, where: str) -> int | None:
+        return None if value is None else self.nonneg_int(value, where)
+
+    def num(self, value: Any, where: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(where, f"expected a number, got {type(value).__name__}")
+        if not math.isfinite(value):
+            raise self.fail(where, f"must be a finite number, got {value}")
+        return float(value)
+
+    def nonneg_num(self, value: Any, where: str) -> float:
+        number = self.num(value, where)
+        if number < 0:
+            raise self.fail(where, f"must not be negative, got {number}")
+        return number
+
+    def opt_num(self, value: Any, where: str) -> float | None:
+        return None if value is None else self.nonneg_num(value, where)
+
+    def list_(self, value: Any, where: str) -> list[Any]:
+        if not isinstance(value, list):
+            raise self.fail(where, f"expected a list, got {type(value).__name__}")
+        return value
+
+    def any_obj(self, value: Any, where: str) -> dict[str, Any]:
+        return self.obj(value, where)
+
+    def str_map(self, value: Any, where: str) -> dict[str, str]:
+        data = self.obj(value, where)
+        for key, item in data.items():
+            self.str_(item, f"{where}.{key}")
+        return data
+
+    def num_map(self, value: Any, where: str) -> dict[str, float]:
+        data = self.obj(value, where)
+        return {key: self.nonneg_num(item, f"{where}.{key}") for key, item in data.items()}
+
+    def one_of(self, choices: tuple[str, ...]) -> Callable[[Any, str], str]:
+        def check(value: Any, where: str) -> str:
+            text = self.str_(value, where)
+            if text not in choices:
+                raise self.fail(where, f"must be one of {', '.join(choices)}, got {text!r}")
+            return text
+
+        return check
+
+
+def _prompt(r: _Reader, data: Any, where: str) -> Prompt:
+    d = r.obj(data, where)
+    messages = r.get(d, "messages", where, r.list_, [])
+    for i, message in enumerate(messages):
+        r.str_map(message, f"{where}.messages[{i}]")
+    return Prompt(
+        id=r.get(d, "id", where, r.str_),
+        category=r.get(d, "category", where, r.str_),
+        messages=messages,
+        prompt=r.get(d, "prompt", where, r.str_, ""),
+    )
+
+
+def _arm(r: _Reader, data: Any, where: str) -> Arm:
+    d = r.obj(data, where)
+    recorded = r.get(d, "recorded", where, r.list_, [])
+    for i, item in enumerate(recorded):
+        r.str_map(item, f"{where}.recorded[{i}]")
+    return Arm(
+        id=r.get(d, "id", where, r.str_),
+        label=r.get(d, "label", where, r.str_),
+        base_url=r.get(d, "base_url", where, r.str_),
+        model=r.get(d, "model", where, r.str_),
+        api=r.get(d, "api", where, r.one_of(("chat", "completions")), "chat"),
+        api_key_env=r.get(d, "api_key_env", where, r.opt_str, None),
+        metrics_url=r.get(d, "metrics_url", where, r.opt_str, None),
+        extra_body=r.get(d, "extra_body", where, r.any_obj, {}),
+        timeouts=r.get(d, "timeouts", where, r.num_map, {}),
+        fingerprint=r.get(d, "fingerprint", where, r.any_obj, {}),
+        recorded=recorded,
+        settings=r.get(d, "settings", where, r.str_map, {}),
+        tokenizer=r.get(d, "tokenizer", where, r.opt_str, None),
+    )
+
+
+def _settings(r: _Reader, data: Any, where: str) -> Settings:
+    d = r.obj(data, where)
+    return Settings(
+        prompts=r.get(d, "prompts", where, r.str_),
+        max_tokens=r.get(d, "max_tokens", where, r.nonneg_int),
+        ignore_eos=r.get(d, "ignore_eos", where, r.bool_),
+        temperature=r.get(d, "temperature", where, r.nonneg_num),
+        warmup=r.get(d, "warmup", where, r.nonneg_int),
+        repeats=r.get(d, "repeats", where, r.nonneg_int),
+        idle_wait_s=r.get(d, "idle_wait_s", where, r.nonneg_num, 30.0),
+        timeouts=r.get(d, "timeouts", where, r.num_map, {}),
+        client_busy_p99_ms=r.get(d, "client_busy_p99_ms", where, r.nonneg_num, CLIENT_BUSY_P99_MS),
+        host_pressure_pct=r.get(d, "host_pressure_pct", where, r.nonneg_num, HOST_PRESSURE_PCT),
+        host_wait_s=r.get(d, "host_wait_s", where, r.nonneg_num, HOST_WAIT_S),
+    )
+
+
+def _chunks(r: _Reader, data: Any, where: str) -> Chunks:
+    d = r.obj(data, where)
+    t_ns = r.get(d, "t_ns", where, r.list_)
+    n = len(t_ns)
+    if n > MAX_CHUNKS_PER_RUN:
+        raise r.fail(f"{where}.t_ns", f"{n} chunks is more than the limit of {MAX_CHUNKS_PER_RUN}")
+    tokens = r.get(d, "tokens", where, r.list_)
+    columns = {"tokens": tokens}
+    for name in ("content", "reasoning", "tool"):
+        columns[name] = r.get(d, name, where, r.list_, None)
+    for name, column in columns.items():
+        if column is not None and len(column) != n:
+            raise r.fail(f"{where}.{name}", f"has {len(column)} entries but t_ns has {n}")
+    previous = 0
+    for i, t in enumerate(t_ns):
+        if isinstance(t, bool) or not isinstance(t, int):
+            raise r.fail(f"{where}.t_ns[{i}]", f"expected an integer, got {type(t).__name__}")
+        if t < previous:
+            problem = "is negative" if t < 0 else f"goes back in time ({t} < {previous})"
+            raise r.fail(f"{where}.t_ns[{i}]", problem)
+        if t > MAX_OFFSET_NS:
+            raise r.fail(f"{where}.t_ns[{i}]", f"{t} ns is longer than a week")
+        previous = t
+    for i, count in enumerate(tokens):
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0 or count > MAX_TOKENS_PER_EVENT:
+            raise r.fail(f"{where}.tokens[{i}]", f"expected a token count from 0 to {MAX_TOKENS_PER_EVENT}, got {count!r}")
+    texts = {}
+    for name in ("content", "reasoning", "tool"):
+        column = columns[name]
+        if column is None:
+            texts[name] = [""] * n
+            continue
+        for i, text in enumerate(column):
+            if not isinstance(text, str):
+                raise r.fail(f"{where}.{name}[{i}]", f"expected a string, got {type(text).__name__}")
+        texts[name] = column
+    delays = r.get(d, "client_delay_us", where, r.list_, [])
+    if delays and len(delays) != n:
+        raise r.fail(f"{where}.client_delay_us", f"has {len(delays)} entries but t_ns has {n}")
+    for i, delay in enumerate(delays):
+        if isinstance(delay, bool) or not isinstance(delay, int) or not 0 <= delay <= MAX_OFFSET_NS // 1000:
+            raise r.fail(f"{where}.client_delay_us[{i}]", f"expected microseconds from 0 to a week, got {delay!r}")
+    return Chunks(t_ns=t_ns, tokens=tokens, **texts, client_delay_us=delays)
+
+
+def _gate(r: _Reader, data: Any, where: str) -> Gate:
+    d = r.obj(data, where)
+    return Gate(
+        status=r.get(d, "status", where, r.one_of(GATE_STATUSES)),
+        running=r.get(d, "running", where, r.opt_num, None),
+        waiting=r.get(d, "waiting", where, r.opt_num, None),
+        waited_s=r.get(d, "waited_s", where, r.nonneg_num, 0.0),
+        detail=r.get(d, "detail", where, r.str_, ""),
+    )
+
+
+def _acceptance(r: _Reader, data: Any, where: str) -> Acceptance | None:
+    if data is None:
+        return None
+    d = r.obj(data, where)
+    return Acceptance(
+        mean_length=r.get(d, "mean_length", where, r.opt_num, None),
+        rate=r.get(d, "rate", where, r.opt_num, None),
+        drafts=r.get(d, "drafts", where, r.opt_num, None),
+        draft_tokens=r.get(d, "draft_tokens", where, r.opt_num, None),
+        accepted=r.get(d, "accepted", where, r.opt_num, None),
+        source=r.get(d, "source", where, r.str_, ""),
+        approximate=r.get(d, "approximate", where, r.bool_, False),
+        note=r.get(d, "note", where, r.str_, ""),
+    )
+
+
+def _clock(r: _Reader, data: Any, where: str) -> Clock | None:
+    if data is None:
+        return None
+    d = r.obj(data, where)
+    return Clock(
+        source=r.get(d, "source", where, r.one_of(CLOCK_SOURCES)),
+        reason=r.get(d, "reason", where, r.str_, ""),
+        delay_p50_ms=r.get(d, "delay_p50_ms", where, r.opt_num, None),
+        delay_p99_ms=r.get(d, "delay_p99_ms", where, r.opt_num, None),
+        delay_max_ms=r.get(d, "delay_max_ms", where, r.opt_num, None),
+        first_shared=r.get(d, "first_shared", where, r.bool_, False),
+    )
+
+
+def _host(r: _Reader, data: Any, where: str) -> HostPressure | None:
+    if data is None:
+        return None
+    d = r.obj(data, where)
+    return HostPressure(
+        source=r.get(d, "source", where, r.str_),
+        some_pct=r.get(d, "some_pct", where, r.nonneg_num),
+        before_pct=r.get(d, "before_pct", where, r.nonneg_num),
+        waited_s=r.get(d, "waited_s", where, r.nonneg_num, 0.0),
+        contended=r.get(d, "contended", where, r.bool_, False),
+    )
+
+
+def _usage(r: _Reader, data: Any, where: str) -> dict[str, int] | None:
+    if data is None:
+        return None
+    d = r.obj(data, where)
+    usage = {key: r.nonneg_int(value, f"{where}.{key}") for key, value in d.items() if not isinstance(value, dict)}
+    for key, value in usage.items():
+        if value > MAX_COUNT:
+            raise r.fail(f"{where}.{key}", f"{value} tokens is more than the limit of {MAX_COUNT}")
+    return usage
+
+
+def _run(r: _Reader, data: Any, where: str) -> Run:
+    d = r.obj(data, where)
+    run = Run(
+        arm=r.get(d, "arm", where, r.str_),
+        prompt=r.get(d, "prompt", where, r.str_),
+        index=r.get(d, "index", where, r.nonneg_int),
+        warmup=r.get(d, "warmup", where, r.bool_),
+        status=r.get(d, "status", where, r.one_of(RUN_STATUSES)),
+        error=r.get(d, "error", where, r.str_, ""),
+        started_at=r.get(d, "started_at", where, r.str_, ""),
+        http_status=r.get(d, "http_status", where, r.opt_int, None),
+        finish_reason=r.get(d, "finish_reason", where, r.opt_str, None),
+        usage=_usage(r, d.get("usage"), f"{where}.usage"),
+        token_source=r.get(d, "token_source", where, r.one_of(TOKEN_SOURCES), "per_event"),
+        gate=_gate(r, d["gate"], f"{where}.gate") if "gate" in d else Gate(),
+        contended=r.get(d, "contended", where, r.opt_bool, None),
+        contention_detail=r.get(d, "contention_detail", where, r.str_, ""),
+        acceptance=_acceptance(r, d.get("acceptance"), f"{where}.acceptance"),
+        acceptance_note=r.get(d, "acceptance_note", where, r.str_, ""),
+        clock=_clock(r, d.get("clock"), f"{where}.clock"),
+        client_busy=r.get(d, "client_busy", where, r.opt_bool, None),
+        host=_host(r, d.get("host"), f"{where}.host"),
+        host_note=r.get(d, "host_note", where, r.str_, ""),
+        send_monotonic_ns=r.get(d, "send_monotonic_ns", where, r.opt_int, None),
+        chunks=_chunks(r, d.get("chunks"), f"{where}.chunks"),
+    )
+    bound_acceptance(run)
+    return run
+
+
+def _list_of(r: _Reader, data: dict[str, Any], key: str, build: Callable[[_Reader, Any, str], T]) -> list[T]:
+    items = r.get(data, key, "", r.list_)
+    if len(items) > MAX_RUNS:
+        raise r.fail(key, f"{len(items)} entries is more than the limit of {MAX_RUNS}")
+    return [build(r, item, f"{key}[{i}]") for i, item in enumerate(items)]
+
+
+def from_dict(data: Any, path: str = "<session>") -> Session:
+    """Validate and build a Session; raises ArchiveError naming the first bad field."""
+    r = _Reader(path)
+    d = r.obj(data, "")
+    fmt = d.get("format")
+    if fmt != FORMAT:
+        raise r.fail("format", f"expected {FORMAT!r}, got {fmt!r}: this is not a tokenreel session")
+    version = r.get(d, "version", "", r.int_)
+    if version > VERSION:
+        raise r.fail("version", f"version {version} is newer than this tokenreel reads ({VERSION}): upgrade tokenreel")
+    if version < 1:
+        raise r.fail("version", f"unknown version {version}")
+    session = Session(
+        name=r.get(d, "name", "", r.str_),
+        settings=_settings(r, d.get("settings"), "settings"),
+        prompts=_list_of(r, d, "prompts", _prompt),
+        arms=_list_of(r, d, "arms", _arm),
+        runs=_list_of(r, d, "runs", _run),
+        tool_version=r.get(d, "tool_version", "", r.str_, ""),
+        host=r.get(d, "host", "", r.str_map, {}),
+        created_at=r.get(d, "created_at", "", r.str_, ""),
+        simulated=r.get(d, "simulated", "", r.bool_, False),
+    )
+    _check_references(r, session)
+    return session
+
+
+def _check_references(r: _Reader, session: Session) -> None:
+    """Ids must be unique and every run must name a known arm and prompt."""
+    for name, items in (("arms", session.arms), ("prompts", session.prompts)):
+        seen: set[str] = set()
+        for i, item in enumerate(items):
+            if item.id in seen:
+                raise r.fail(f"{name}[{i}].id", f"duplicate id {item.id!r}")
+            seen.add(item.id)
+    arm_ids = {a.id for a in session.arms}
+    prompt_ids = {p.id for p in session.prompts}
+    for i, run in enumerate(session.runs):
+        if run.arm not in arm_ids:
+            raise r.fail(f"runs[{i}].arm", f"unknown arm {run.arm!r}")
+        if run.prompt not in prompt_ids:
+            raise r.fail(f"runs[{i}].prompt", f"unknown prompt {run.prompt!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Impossible values: bounded or quarantined, never saved as a file the loader rejects
+
+_ACCEPTANCE_BOUNDS = (
+    ("mean_length", "acceptance length", 1.0, MAX_ACCEPTANCE_LENGTH),
+    ("rate", "acceptance rate", 0.0, 1.0),
+    ("drafts", "draft count", 0.0, float(MAX_COUNT)),
+    ("draft_tokens", "draft token count", 0.0, float(MAX_COUNT)),
+    ("accepted", "accepted token count", 0.0, float(MAX_COUNT)),
+)
+
+
+def bound_acceptance(run: Run) -> None:
+    """Drop acceptance figures no drafter can produce to None, the reason in acceptance_note
+    (this module's rule 2): one `mean_acceptance_length: 1e308` would overflow every later mean.
+    Idempotent."""
+    acceptance = run.acceptance
+    if acceptance is None:
+        return
+    dropped = []
+    for name, label, low, high in _ACCEPTANCE_BOUNDS:
+        value = getattr(acceptance, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue  # None, or a wrong type that validation names
+        if not (math.isfinite(value) and low <= value <= high):
+            setattr(acceptance, name, None)
+            dropped.append(f"{label} {value:g} (outside {low:g} to {high:g})")
+    if dropped:
+        note = f"the server reported an impossible {', '.join(dropped)}; dropped"
+        run.acceptance_note = f"{run.acceptance_note}; {note}" if run.acceptance_note else note
+
+
+def _drop_chunks(run: Run) -> None:
+    run.chunks = Chunks()
+
+
+def _drop_usage(run: Run) -> None:
+    run.usage = None
+
+
+def _drop_gate_figures(run: Run) -> None:
+    status = run.gate.status if run.gate.status in GATE_STATUSES else "unavailable"
+    run.gate = Gate(status=status, detail=run.gate.detail if isinstance(run.gate.detail, str) else "")
+
+
+def _drop_acceptance(run: Run) -> None:
+    run.acceptance = None
+
+
+# The parts of a run that carry values from the server, and how each is dropped.
+_DROPPABLE: dict[str, Callable[[Run], None]] = {
+    "chunks": _drop_chunks,
+    "usage": _drop_usage,
+    "gate": _drop_gate_figures,
+    "acceptance": _drop_acceptance,
+}
+
+
+def quarantine(run: Run, path: str = "<session>") -> str:
+    """Validate one run as the loader does; if it fails, mark it `invalid` (this module's rule 1).
+
+    Server values it catches: a usage jump of more than MAX_TOKENS_PER_EVENT in one event, a
+    negative /metrics gauge, more than MAX_CHUNKS_PER_RUN events. Each offending part is
+    dropped and named in `error`. Returns that reason ("" for a valid run); raises ArchiveError
+    for a problem in a part the recorder itself sets (a bug, not the server's).
+    """
+    bound_acceptance(run)
+    reasons: list[str] = []
+    for _ in range(len(_DROPPABLE) + 1):
+        try:
+            _run(_Reader(path), run_to_dict(run), "run")
+        except ArchiveError as exc:
+            where = exc.field.removeprefix("run.")
+            part = re.split(r"[.\[]", where, maxsplit=1)[0]
+            if part not in _DROPPABLE or any(r.startswith(part) for r in reasons):
+                raise
+            reasons.append(f"{where}: {exc.problem}")
+            _DROPPABLE[part](run)
+            continue
+        break
+    if not reasons:
+        return ""
+    dropped = ", ".join(dict.fromkeys(r.split(".")[0].split("[")[0].split(":")[0] for r in reasons))
+    reason = (
+        f"invalid: the server sent an impossible value ({'; '.join(reasons)}); the run is kept without its"
+        f" {dropped}: check the endpoint, then `tokenreel record --resume` records it again"
+    )
+    run.status, run.error = "invalid", reason
+    return reason
+
+
+def validated_dict(session: Session, path: str = "<session>") -> dict[str, Any]:
+    """What `tokenreel.archive.save` writes: `session_to_dict`, checked by the loader's own
+    `from_dict` (this module's rule 1). A run that fails it is quarantined in place; anything
+    else that would not load raises ArchiveError, so nothing is written."""
+    for run in session.runs:
+        bound_acceptance(run)
+    for _ in range(len(session.runs) + 1):
+        data = session_to_dict(session)
+        try:
+            from_dict(data, path)
+        except ArchiveError as exc:
+            bad = re.match(r"runs\[(\d+)\]", exc.field)
+            if bad is None or int(bad[1]) >= len(session.runs) or not quarantine(session.runs[int(bad[1])], path):
+                raise
+            continue
+        break
+    return data
