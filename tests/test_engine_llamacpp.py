@@ -95,7 +95,12 @@ def write_config(tmp: Path, name: str, servers: dict[str, Server], api: str = "c
     return path
 
 
-def tokenreel(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+# A bound for a hang, not a speed test: with the portable engine build (f16 decodes ~4x slower
+# than a native one) a ladder recording passed the former 300 s beside two CPU hogs.
+RECORD_TIMEOUT_S = 1200
+
+
+def tokenreel(*args: str, cwd: Path, timeout: float = RECORD_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*TOKENREEL, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
