@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast engine tools shaping bench verify clean lock check-lock wheel
+.PHONY: demo test test-fast engine tools golden bench verify clean lock check-lock wheel
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -12,13 +12,13 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install -q -c constraints.txt --no-build-isolation -e '.[test]'
 	touch $(STAMP)
 
-demo: $(STAMP) shaping
+demo: $(STAMP)
 	$(BIN)/tokenreel demo --out out/demo --force
 
 # The tests probe videos with ffprobe and encode with a second ffmpeg build; Debian's ffmpeg
 # package has both. (The encoder itself is imageio-ffmpeg's, installed with the venv.) They also
 # read frames back with tesseract and load the HTML report in Chromium.
-tools: shaping
+tools:
 	@command -v ffprobe >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ffmpeg >/dev/null; } \
 	  || { echo "make test needs ffprobe: install ffmpeg (Debian/Ubuntu: sudo apt-get install ffmpeg)" >&2; exit 2; }
@@ -30,15 +30,10 @@ tools: shaping
 	@{ [ -x /usr/bin/chromium ] || command -v chromium >/dev/null 2>&1; } || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; } \
 	  || { echo "make test needs Chromium: install it (Debian: sudo apt-get install chromium; elsewhere a chromium on PATH)" >&2; exit 2; }
-# Every render needs FriBiDi (make demo renders too).
-shaping: $(STAMP)
-	@# Pillow's wheels shape text with raqm, which loads FriBiDi from the system at run time: without
-	@# it tokenreel refuses to render (shaped text would draw other pixels), so install it here too.
-	@{ [ -x $(BIN)/python ] && $(BIN)/python -c "from PIL import features; raise SystemExit(not features.check('raqm'))" 2>/dev/null; } \
-	  || { PATH="$$PATH:/sbin:/usr/sbin" ldconfig -p 2>/dev/null | grep -q 'libfribidi\.so\.0 '; } \
-	  || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
-	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libfribidi0 >/dev/null; } \
-	  || { echo "tokenreel needs FriBiDi to shape text: install it (Debian/Ubuntu: sudo apt-get install libfribidi0)" >&2; exit 2; }
+# Redraw the text engine's golden crops (tests/golden/*.png, tests/golden.py); look at every one
+# before committing them.
+golden: $(STAMP)
+	$(BIN)/python -m tests.golden
 
 test: $(STAMP) tools engine
 	$(BIN)/python .ci/check_lock.py

@@ -8,6 +8,10 @@ at 1920x1080, 30 fps:
   (b) the full render (frames, hashes, chunks, join) with workers=1 and workers=2;
   (c) a long render (10 minutes), once per worker count, for memory;
   (d) the same video as webm (VP9), workers=1 and workers=2 (--webm-only: just this).
+--text multilingual streams an answer in every script the renderer shapes (an Arabic and a
+Hebrew paragraph with numbers and Latin words in them, Hangul, Devanagari, Thai, emoji
+sequences and a code block) instead of English; --mp4-only measures just (a) and (b) with one
+worker, the ratio the text engine is held to.
 Every measured run is a process of its own, as `tokenreel render` would be (so a render's time
 includes Python's start-up, about a second); its peak memory is sampled from /proc and summed
 over it and its children (workers, ffmpegs). Timings are repeated (3 by default) and the
@@ -15,6 +19,7 @@ medians printed, with the ratios they give. The figures are of one run on one ma
 with whatever else runs there: compare the ratios, not the absolute numbers.
 
     python bench/render_throughput.py [--seconds 60] [--rss-seconds 600] [--quick] [--webm-only]
+                                      [--mp4-only] [--text latin|multilingual]
 """
 
 from __future__ import annotations
@@ -50,12 +55,31 @@ ARMS = (
 TTFT_NS = {"bf16": 180_000_000, "nvfp4": 150_000_000, "dflash": 165_000_000}
 MODEL = "Qwen/Qwen3.8-27B"
 SAMPLE_S = 0.1
+MULTILINGUAL = (
+    "الرقم 42 هو الجواب، والكلمة code تبقى كما هي داخل الجملة العربية. "
+    "يقرأ القارئ السطر من اليمين إلى اليسار، والأرقام مثل 2024 و3.14 تبقى بترتيبها.\n"
+    "שלום עולם: הגרסה 3.12 של Python יצאה בשנת 2023, והיא מהירה יותר.\n"
+    "안녕하세요, 한국어 문장은 두 칸을 채웁니다. नमस्ते, क्षत्रिय हिन्दी में लिखा है। "
+    "สวัสดีครับ ภาษาไทย 👩‍👩‍👧‍👦 🇯🇵 👍🏽 1️⃣\n"
+    "```python\ndef speedup(old: float, new: float) -> float:\n    return old / new\n```\n"
+)
 
 
-def build_session(seconds: float) -> Session:
+def multilingual_tokens(total: int) -> list[str]:
+    """MULTILINGUAL over and over, cut into pieces of one to four characters (a token's worth)."""
+    text = MULTILINGUAL * (1 + total * 4 // len(MULTILINGUAL))
+    pieces, at = [], 0
+    while len(pieces) < total:
+        step = 1 + len(pieces) % 4
+        pieces.append(text[at : at + step])
+        at += step
+    return pieces
+
+
+def build_session(seconds: float, text: str = "latin") -> Session:
     """Every arm streams the same answer; the slowest takes `seconds` to decode it."""
     total = round(ARMS[0][2] * seconds)
-    pieces = reply_for(PROMPT).tokens(total)
+    pieces = multilingual_tokens(total) if text == "multilingual" else reply_for(PROMPT).tokens(total)
     session = Session(
         name="Render throughput bench",
         settings=Settings(max_tokens=total, ignore_eos=True, warmup=0, repeats=1),
@@ -171,6 +195,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="10 s, a 60 s long render, 1 repeat")
     parser.add_argument("--webm-only", action="store_true", help="only (d): the webm renders")
+    parser.add_argument("--mp4-only", action="store_true", help="only (a) and (b) with workers=1")
+    parser.add_argument("--text", choices=("latin", "multilingual"), default="latin", help="what the arms stream (latin)")
     parser.add_argument("--render", nargs=3, help=argparse.SUPPRESS)  # one measured render: SESSION OUT WORKERS
     args = parser.parse_args()
     options = RenderOptions(size="1920x1080", fps=30)
@@ -191,12 +217,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tokenreel-bench-") as tmp:
         work = Path(tmp)
         session_file, long_file = work / "session.json", work / "long.json"
-        archive.save(build_session(args.seconds), session_file)
-        archive.save(build_session(args.rss_seconds), long_file)
+        archive.save(build_session(args.seconds, args.text), session_file)
+        archive.save(build_session(args.rss_seconds, args.text), long_file)
         plan = build_plan(archive.load(session_file), options)
         long_frames = build_plan(archive.load(long_file), options).frame_count
         video_s, long_s = plan.frame_count / plan.fps, long_frames / plan.fps
-        print(f"video: {plan.frame_count} frames = {video_s:.1f} s at {options.size}, {plan.fps} fps, 3 arms\n")
+        print(f"video: {plan.frame_count} frames = {video_s:.1f} s at {options.size}, {plan.fps} fps, 3 arms, {args.text} text\n")
+        if args.mp4_only:
+            alone = ffmpeg_alone(session_file, options, work, args.repeats)
+            wall = timed("(b) render, workers=1", args.repeats, render_command(session_file, work / "w1.mp4", 1))[0]
+            print(f"\n{args.text}: render / ffmpeg alone {wall / alone:5.2f}   video s / render s {video_s / wall:5.2f}")
+            return
 
         webm = {}
         for workers in (1, 2):

@@ -6,14 +6,13 @@ of the chain that has all of it. Characters of the scripts with a font of their 
 Hebrew, Devanagari, Thai, Hangul) go to that font first; everything else keeps the chain it had
 before those fonts were added, which they only extend at its end.
 
-Shaping: a cluster of one codepoint in a font that needs no shaping (Latin, Greek, Cyrillic,
-CJK, Hangul syllables, a single emoji) is drawn with the BASIC layout engine, whose hinted
-advances are the pixels tokenreel always drew. Anything that needs shaping (a base with its
-marks, emoji ZWJ sequences, flags, skin tones, keycaps, Devanagari and Thai clusters, runs of
-Arabic and Hebrew) is drawn with Pillow's complex layout: raqm, with HarfBuzz and FriBiDi.
-Pillow's wheels load FriBiDi from the system at run time and silently fall back to BASIC
-without it, which would draw other pixels; so rendering refuses to start where raqm is not
-available (require_shaping), and the manifest records the engine and its library versions.
+Drawing: a cluster of one codepoint in a font that needs no shaping (Latin, Greek, Cyrillic,
+CJK, a single emoji) is drawn by Pillow's BASIC layout with the FreeType its wheel carries:
+hinted, the pixels tokenreel always drew. Anything that needs shaping (a base with its marks,
+emoji sequences, Hangul, Devanagari and Thai clusters, Arabic and Hebrew) goes through the
+text engine: HarfBuzz (shaping.py), the bidi algorithm (bidi.py) and FreeType by glyph id
+(raster.py), all from pinned wheels. Pillow's own complex layout (raqm) is never used: it
+loads FriBiDi from the system at run time, so its pixels would depend on the machine.
 """
 
 from __future__ import annotations
@@ -22,6 +21,8 @@ import struct
 from functools import lru_cache
 
 from PIL import ImageFont, features
+
+from tokenreel.renderer import bidi, raster, shaping
 
 from tokenreel import assets
 
@@ -138,50 +139,24 @@ def script_font(codepoint: int) -> str | None:
     return None
 
 
-class ShapingUnavailable(ValueError):
-    """Pillow here has no complex text layout (raqm), so shaped text would draw other pixels.
-    A ValueError, so the CLI prints it as its one line (and verify reports "could not re-render")."""
-
-
-def shaping_available() -> bool:
-    return bool(features.check("raqm"))
-
-
-def require_shaping() -> None:
-    """Raise ShapingUnavailable, one line saying what to install, unless raqm is available."""
-    if not shaping_available():
-        raise ShapingUnavailable(
-            "text shaping is not available: Pillow found no raqm/FriBiDi (PIL.features.check('raqm') is False),"
-            " and without it Arabic, Hebrew, Devanagari, Thai and emoji sequences would draw other pixels;"
-            " install FriBiDi (Debian/Ubuntu: sudo apt-get install libfribidi0) and render again"
-        )
+TEXT_ENGINE = "pillow-basic + harfbuzz/freetype/python-bidi"
 
 
 def layout_versions() -> dict[str, str]:
-    """The text layout engine and the libraries that shape and rasterise glyphs, for the manifest."""
-    def version(name: str) -> str:
-        return str(features.version(name) or "not available")
-
+    """The text engine and every library that lays out or rasterises glyphs, for the manifest:
+    Pillow's FreeType draws single grid glyphs, the rest draw shaped text."""
     return {
-        "layout_engine": "raqm" if shaping_available() else "basic",
-        "raqm": version("raqm"),
-        "fribidi": version("fribidi"),
-        "harfbuzz": version("harfbuzz"),
-        "freetype": version("freetype2"),
+        "text_engine": TEXT_ENGINE,
+        "freetype": str(features.version("freetype2")),
+        **shaping.versions(),
+        **raster.versions(),
+        **bidi.versions(),
     }
 
 
 @lru_cache(maxsize=128)
-def load(filename: str, size: int, shaped: bool = False) -> ImageFont.FreeTypeFont:
-    """A font at a pixel size; the emoji font ignores size and opens at EMOJI_SIZE.
-
-    shaped: with the RAQM layout engine (HarfBuzz shaping, FriBiDi reordering), for clusters
-    and runs that need it; ShapingUnavailable where Pillow has no raqm. Otherwise BASIC.
-    """
+def load(filename: str, size: int) -> ImageFont.FreeTypeFont:
+    """A font at a pixel size with Pillow's BASIC layout; the emoji font opens at EMOJI_SIZE."""
     if filename == EMOJI:
         size = EMOJI_SIZE
-    path = str(assets.file("fonts", filename))
-    if shaped:
-        require_shaping()
-        return ImageFont.truetype(path, size, layout_engine=ImageFont.Layout.RAQM)
-    return ImageFont.truetype(path, size, layout_engine=ImageFont.Layout.BASIC)
+    return ImageFont.truetype(str(assets.file("fonts", filename)), size, layout_engine=ImageFont.Layout.BASIC)

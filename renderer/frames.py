@@ -20,6 +20,7 @@ from tokenreel.renderer import fonts
 from tokenreel.renderer.highlight import styled_stream
 from tokenreel.renderer.layout import ColumnLayout, Rect
 from tokenreel.renderer.plan import ArmTrack, Logo, RenderPlan
+from tokenreel.renderer.paragraph import ShapedLine
 from tokenreel.renderer.text import Cell, GlyphPainter, clusters, fit, layout_stream, wrap
 from tokenreel.renderer.timeline import END, REPLAY, TITLE, ArmTimeline
 from tokenreel.figures import clock_seconds, figure, multiplier
@@ -185,11 +186,26 @@ class ArmColumn:
         many = any(n > 1 for n in track.tokens[track.first_index + 1 :])  # several tokens a chunk: steps show
         self.steps = self.timeline.tokens_per_chunk if many else None
         text, styles, ends = styled_stream(track.content, track.reasoning, track.tool, plan.code)
-        self.layout = layout_stream(text, styles, ends, geometry.cols)
+        self.layout = layout_stream(text, styles, ends, geometry.cols, self.painter.size)
         self.line_tile = lru_cache(maxsize=4 * geometry.rows + 16)(self._line_tile)
 
     def _line_tile(self, line: int) -> np.ndarray:
-        return self.painter.paint(self.layout.lines[line], lambda style: _color(self.theme, style), self.theme.panel)
+        return self.painter.paint(self.layout.lines[line], self._style_color, self.theme.panel)
+
+    def _style_color(self, style: str) -> RGB:
+        return _color(self.theme, style)
+
+    def _shaped(self, line: int) -> ShapedLine | None:
+        cells = self.layout.lines[line]
+        return cells[0] if cells and isinstance(cells[0], ShapedLine) else None
+
+    def cursor_x(self, line: int, col: int) -> int | None:
+        """Where the cursor's left edge goes after col cells (clusters, on a shaped line) of a
+        line; None when the line is full."""
+        shaped = self._shaped(line)
+        if shaped is not None:
+            return shaped.cursor[col]
+        return col * self.painter.cell_w if col < self.geo.cols else None
 
     def finished(self, visible: int) -> bool:
         """Done: the last chunk with tokens or text shows (a usage-only tail does not count)."""
@@ -201,7 +217,7 @@ class ArmColumn:
         top = max(0, line - self.geo.rows + 1)
         waiting = visible <= self.track.first_index
         blink_on = (replay_frame * CURSOR_PHASES_PER_S // fps) % 2 == 0
-        cursor = not self.finished(visible) and col < self.geo.cols and (blink_on or not waiting)
+        cursor = not self.finished(visible) and self.cursor_x(line, col) is not None and (blink_on or not waiting)
         return top, line, col, cursor
 
     def draw_text(self, canvas: Canvas, base: np.ndarray, key: tuple[int, int, int, bool], previous: Hashable) -> Rect:
@@ -217,14 +233,19 @@ class ArmColumn:
             first, redraw = top, rect
         canvas.pixels[redraw.slices] = base[redraw.slices]
         for k in range(first, line + 1):
-            tile = self.line_tile(k)
-            width = tile.shape[1] if k < line else min(tile.shape[1], col * cw)
+            shaped = self._shaped(k) if k == line else None
+            if shaped is not None:  # a shaped line shows the glyphs of the clusters that arrived
+                tile = self.painter.shaped(shaped, col, self._style_color, self.theme.panel)
+                width = tile.shape[1]
+            else:
+                tile = self.line_tile(k)
+                width = tile.shape[1] if k < line else min(tile.shape[1], col * cw)
             y = rect.y + (k - top) * lh
             canvas.pixels[y : y + lh, rect.x : rect.x + width] = tile[:, :width]
         if cursor:
             y = rect.y + (line - top) * lh
             inset = max(1, lh // 8)
-            canvas.fill(Rect(rect.x + col * cw, y + inset, max(1, cw // 2), lh - 2 * inset), canvas.color(self.accent))
+            canvas.fill(Rect(rect.x + (self.cursor_x(line, col) or 0), y + inset, max(1, cw // 2), lh - 2 * inset), canvas.color(self.accent))
         return redraw
 
     def progress_key(self, visible: int, max_tokens: int) -> int:

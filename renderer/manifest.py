@@ -40,7 +40,8 @@ SUFFIX = ".render.json"
 VERSION_KEYS = ("tokenreel", "pillow", "numpy", "ffmpeg", "ffmpeg_binary", "python")
 # Written since text shaping (issue 9): how glyphs are laid out and rasterised. Optional when
 # reading, so manifests written before them still verify (they drew with the basic layout).
-LAYOUT_KEYS = ("layout_engine", "raqm", "fribidi", "harfbuzz", "freetype")
+LAYOUT_KEYS = ("text_engine", "freetype", "harfbuzz", "uharfbuzz", "freetype_shaped", "freetype-py", "python-bidi")
+PRE_ENGINE_KEYS = ("layout_engine", "raqm", "fribidi")  # written while Pillow's raqm shaped text
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _SIZE = re.compile(r"[1-9][0-9]*x[1-9][0-9]*")
 

@@ -32,7 +32,6 @@ from pathlib import Path
 
 from PIL import Image
 
-from tokenreel.renderer import fonts
 from tokenreel.renderer import manifest as manifests
 from tokenreel.renderer.encode import (
     PNG_SAVE, YUV420P, Ffmpeg, FramePipe, fill, find_ffmpeg, frame_format, frame_shape, output_format, run, steps,
@@ -319,7 +318,6 @@ def render(
         raise ValueError(f"workers: expected a whole number >= 1, got {workers!r}")
     if isinstance(chunk_frames, bool) or not isinstance(chunk_frames, int) or chunk_frames < 1:
         raise ValueError(f"chunk_frames: expected a whole number >= 1, got {chunk_frames!r}")
-    fonts.require_shaping()  # without raqm, shaped text would draw other pixels: refuse, one line
     session, session_sha256 = load_session(session_path)
     plan = build_plan(session, options)
     del session  # the plan holds what the frames need

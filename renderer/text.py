@@ -33,8 +33,10 @@ from typing import NamedTuple
 import numpy as np
 from PIL import Image, ImageDraw
 
-from tokenreel.renderer import fonts
+from tokenreel.renderer import fonts, paragraph, raster, shaping
+from tokenreel.renderer.cells import BREAK, GLYPH, NEWLINE, SHAPED, SPACE, TAB, Cell, Cluster, cell_metrics, glyph_size64
 from tokenreel.renderer.highlight import CODE_STYLES
+from tokenreel.renderer.paragraph import SHAPED_FONT, ShapedLine
 from tokenreel.theme import RGB
 
 TAB_STOP = 4
@@ -43,12 +45,10 @@ TAB_STOP = 4
 # continuation cannot be mistaken for a nested block or the next statement, and cheap enough
 # for a 51-column third of a 1080p frame.
 HANGING_INDENT = 2
-LINE_SPACING = 1.45  # line height / font size
 EMOJI_FILL = 0.86  # emoji height / line height
 RESAMPLE = Image.Resampling.LANCZOS  # fixed, so scaled glyphs are the same pixels everywhere
 STREAM_KINDS = ("reasoning", "tool")  # styles that are not the answer: a line break separates them
 
-GLYPH, SPACE, TAB, NEWLINE, BREAK = range(5)
 _NEWLINES = "\n\u2028\u2029\x85"
 _DEL_PICTURE = "\u2421"
 _REPLACEMENT = "\ufffd"
@@ -93,23 +93,6 @@ def _extends(chars: str, code: int) -> bool:
     if _INDIC[0] <= code <= _INDIC[1] and unicodedata.combining(chars[-1]) == 9 and code >> 7 == last >> 7:
         return unicodedata.category(chr(code)) == "Lo"  # virama, then a consonant of its script
     return False
-
-
-class Cell(NamedTuple):
-    """One cluster placed on the grid; font None draws a replacement box."""
-
-    text: str
-    font: str | None
-    width: int
-    style: str
-
-
-class Cluster(NamedTuple):
-    """A cell with where it starts in the source text; kind says how wrapping treats it."""
-
-    start: int  # offset of its first character in the source text
-    kind: int
-    cell: Cell
 
 
 def _is_variation_selector(code: int) -> bool:
@@ -238,24 +221,22 @@ def measured_width(text: str, font: str) -> int:
     """Cells of a cluster of a proportional script (fonts.MEASURED): 2 when its shaped advance is
     over WIDE_ADVANCE cells of the grid, measured at one reference size so it never depends on
     the render's size."""
-    advance = fonts.load(font, MEASURE_SIZE, shaped=needs_shaping(text, font)).getlength(text, **_direction(font))
-    return 2 if advance > WIDE_ADVANCE * fonts.load(fonts.REGULAR, MEASURE_SIZE).getlength("M") else 1
+    em = fonts.load(fonts.REGULAR, MEASURE_SIZE).getlength("M")
+    return 2 if shaping.advance(text, font, font in fonts.RTL) * MEASURE_SIZE > WIDE_ADVANCE * em * shaping.units_per_em(font) else 1
 
 
 def needs_shaping(text: str, font: str | None) -> bool:
-    """Whether a cell is drawn with the complex layout engine: a cluster of more than one
-    codepoint, or any text of a script font. One codepoint of the other fonts draws with BASIC,
-    the pixels tokenreel always drew (raqm's unhinted advances would move Latin glyphs)."""
+    """Whether a cell is drawn by the text engine (HarfBuzz, then FreeType by glyph id): a
+    cluster of more than one codepoint, or any text of a script font. One codepoint of the other
+    fonts draws with Pillow's BASIC layout, the pixels tokenreel always drew."""
     return font is not None and (len(text) > 1 or font in fonts.SCRIPT_FONTS)
-
-
-def _direction(font: str | None) -> dict[str, str]:
-    return {"direction": "rtl" if font in fonts.RTL else "ltr"}
 
 
 def _bidi_role(cell: Cell) -> int:
     """_STRONG_RTL for a cluster of an RTL font, _NEUTRAL for a space, punctuation or a digit
     (it joins an RTL run when RTL text follows it on the line), else _OTHER."""
+    if cell.font == SHAPED_FONT:
+        return _OTHER
     if cell.font in fonts.RTL:
         return _STRONG_RTL
     if cell.text == " " and cell.width == 1:
@@ -474,6 +455,19 @@ def _wrap(
 
     for item in items:
         kind, cell = item.kind, item.cell
+        if kind == SHAPED:  # a whole paragraph, laid out already: its lines, then its carets
+            place_word()
+            if col:
+                break_line(continued=False)
+            first = line
+            for number, shaped_line in enumerate(cell.lines):
+                if number:
+                    break_line(continued=False)
+                place(shaped_line)
+            for number, shown in cell.carets:
+                caret(first + number, shown)
+            col = cols  # the paragraph's last line counts as full: a stream break after it starts a new one
+            continue
         if leading and kind in (SPACE, TAB):
             lead += TAB_STOP - lead % TAB_STOP if kind == TAB else 1
         elif leading and kind == GLYPH:
@@ -525,11 +519,34 @@ def wrap(items: Iterable[Cluster], cols: int) -> tuple[list[tuple[Cell, ...]], l
     return [tuple(line) for line in lines], carets
 
 
-def layout_stream(text: str, styles: Sequence[str], chunk_ends: Sequence[int], cols: int) -> TextLayout:
+def shape_paragraphs(items: Iterable[Cluster], cols: int, size: int) -> Iterator[Cluster]:
+    """The clusters as they are, but each prose paragraph that holds right-to-left text as one
+    SHAPED cluster laid out on shaped widths at the font size (paragraph.py). A paragraph ends
+    at a line break or where the stream changes kind."""
+    held: list[Cluster] = []
+    for item in items:
+        if item.kind not in (NEWLINE, BREAK):
+            held.append(item)
+            continue
+        yield from _paragraph(held, cols, size)
+        held.clear()
+        yield item
+    yield from _paragraph(held, cols, size)
+
+
+def _paragraph(items: list[Cluster], cols: int, size: int) -> list[Cluster]:
+    if items and paragraph.wants_shaping(items):
+        return [Cluster(items[0].start, SHAPED, paragraph.layout(items, cols, size))]
+    return items
+
+
+def layout_stream(text: str, styles: Sequence[str], chunk_ends: Sequence[int], cols: int, size: int = 18) -> TextLayout:
     """Lay out the final text once; chunk_ends[v] is where the first v+1 chunks end in text.
+    size: the font size in px, which shaped paragraphs are laid out at.
 
     Clusters stream through the wrap and the lines are kept compactly, so memory grows by a few
-    bytes per character, not by an object per character.
+    bytes per character, not by an object per character (a paragraph holding right-to-left text
+    is held whole while it is shaped).
     """
     starts = array("I")
     after = Carets()  # the caret after each cluster
@@ -537,11 +554,14 @@ def layout_stream(text: str, styles: Sequence[str], chunk_ends: Sequence[int], c
 
     def tap(items: Iterable[Cluster]) -> Iterator[Cluster]:
         for item in items:
-            starts.append(item.start)
+            if item.kind == SHAPED:
+                starts.extend(item.cell.starts)
+            else:
+                starts.append(item.start)
             yield item
 
     runs = RtlRuns(lines.place, lines.new_line)
-    _wrap(tap(iter_clusters(text, styles)), cols, runs.place, runs.new_line, after.append)
+    _wrap(tap(shape_paragraphs(iter_clusters(text, styles), cols, size)), cols, runs.place, runs.new_line, after.append)
     runs.flush()
     caret = Carets()
     caret.append(0, 0)
@@ -569,15 +589,6 @@ def fit(text: str, cols: int, style: str, primary: str = fonts.REGULAR) -> list[
     return [*merge_rtl_runs(out), Cell("…", fonts.REGULAR, 1, style)]
 
 
-@lru_cache(maxsize=None)
-def cell_metrics(size: int) -> tuple[int, int, int]:
-    """(cell width, line height, baseline from the line's top) of the grid at a font size."""
-    regular = fonts.load(fonts.REGULAR, size)
-    line_h = max(2, round(size * LINE_SPACING))
-    ascent, descent = regular.getmetrics()
-    return max(1, round(regular.getlength("M"))), line_h, (line_h - ascent - descent) // 2 + ascent
-
-
 class GlyphPainter:
     """Draws clusters into cell-sized RGB tiles on a solid background, once per distinct tile."""
 
@@ -588,20 +599,28 @@ class GlyphPainter:
         self.run_tile = lru_cache(maxsize=RUN_TILE_CACHE)(self._tile)  # merged RTL runs, wide
 
     def _mask(self, text: str, font: str, width: int) -> Image.Image:
-        shaped = needs_shaping(text, font)
-        face = fonts.load(font, self.size, shaped)
-        options = _direction(font) if shaped else {}
-        advance = face.getlength(text, **options)
-        canvas_w = max(width, math.ceil(advance))
-        mask = Image.new("L", (canvas_w, self.line_h), 0)
-        origin = ((canvas_w - int(advance)) // 2, self.baseline)
-        ImageDraw.Draw(mask).text(origin, text, font=face, fill=255, anchor="ls", **options)
+        if not needs_shaping(text, font):
+            face = fonts.load(font, self.size)
+            advance = face.getlength(text)
+            canvas_w = max(width, math.ceil(advance))
+            mask = Image.new("L", (canvas_w, self.line_h), 0)
+            ImageDraw.Draw(mask).text(((canvas_w - int(advance)) // 2, self.baseline), text, font=face, fill=255, anchor="ls")
+        else:
+            size64 = glyph_size64(font, self.size)
+            rtl = font in fonts.RTL  # a merged run: numbers in it keep their order
+            placed, end4 = paragraph.place_bidi(text, font, size64) if rtl else raster.place(shaping.shape(text, font), font, size64)
+            canvas_w = max(width, -(-end4 // raster.SUBPIXEL))
+            coverage = np.zeros((self.line_h, canvas_w), dtype=np.uint8)
+            raster.draw(coverage, placed, self.baseline, (canvas_w * raster.SUBPIXEL - end4) // 2)
+            mask = Image.fromarray(coverage)
         return mask if canvas_w == width else mask.resize((width, self.line_h), RESAMPLE)
 
     def _emoji(self, text: str, width: int) -> Image.Image:
-        face = fonts.load(fonts.EMOJI, fonts.EMOJI_SIZE, needs_shaping(text, fonts.EMOJI))
-        big = Image.new("RGBA", (fonts.EMOJI_SIZE * 2, fonts.EMOJI_SIZE * 2), (0, 0, 0, 0))
-        ImageDraw.Draw(big).text((0, 0), text, font=face, embedded_color=True)
+        if needs_shaping(text, fonts.EMOJI):
+            big = self._emoji_sequence(text)
+        else:
+            big = Image.new("RGBA", (fonts.EMOJI_SIZE * 2, fonts.EMOJI_SIZE * 2), (0, 0, 0, 0))
+            ImageDraw.Draw(big).text((0, 0), text, font=fonts.load(fonts.EMOJI, fonts.EMOJI_SIZE), embedded_color=True)
         box = big.getbbox()
         out = Image.new("RGBA", (width, self.line_h), (0, 0, 0, 0))
         if box is None:
@@ -611,6 +630,19 @@ class GlyphPainter:
         small = big.resize((max(1, round(big.width * scale)), max(1, round(big.height * scale))), RESAMPLE)
         out.paste(small, ((width - small.width) // 2, (self.line_h - small.height) // 2))
         return out
+
+    @staticmethod
+    def _emoji_sequence(text: str) -> Image.Image:
+        """A shaped emoji sequence (ZWJ, flag, skin tone, keycap) at the font's one strike: its
+        glyphs' PNGs side by side at their advances (one glyph when the font ligates it)."""
+        glyphs = shaping.shape(text, fonts.EMOJI)
+        upem, ppem = shaping.units_per_em(fonts.EMOJI), fonts.EMOJI_SIZE
+        images = [raster.color(fonts.EMOJI, g.gid, ppem) for g in glyphs]
+        pens = [sum(g.x_advance for g in glyphs[:k]) * ppem // upem for k in range(len(glyphs))]
+        big = Image.new("RGBA", (max([p + i.width for p, i in zip(pens, images)] + [1]), max([i.height for i in images] + [1])), (0, 0, 0, 0))
+        for pen, image in zip(pens, images):
+            big.alpha_composite(image, (pen, 0))
+        return big
 
     def _box(self, width: int) -> Image.Image:
         mask = Image.new("L", (width, self.line_h), 0)
@@ -633,10 +665,37 @@ class GlyphPainter:
         return tile
 
     def paint(self, cells: Sequence[Cell], color: Callable[[str], RGB], bg: RGB) -> np.ndarray:
-        """A row of tiles, (line_h, cells' width x cell_w, 3)."""
+        """A row of tiles, (line_h, cells' width x cell_w, 3); a shaped line as a whole."""
         if not cells:
             return np.empty((self.line_h, 0, 3), dtype=np.uint8)
+        if isinstance(cells[0], ShapedLine):
+            return self.shaped(cells[0], len(cells[0].cursor), color, bg)
         return np.concatenate(
             [(self.run_tile if c.font in fonts.RTL else self.tile)(c.text, c.font, c.width, color(c.style), bg) for c in cells],
             axis=1,
         )
+
+    def shaped(self, line: ShapedLine, shown: int, color: Callable[[str], RGB], bg: RGB) -> np.ndarray:
+        """A shaped line with its first `shown` clusters drawn: tiles (emoji, boxes) first, then
+        each style's glyphs as one coverage mask over them."""
+        tile = np.empty((self.line_h, line.width * self.cell_w, 3), dtype=np.uint8)
+        tile[...] = bg
+        masks: dict[str, np.ndarray] = {}
+        for piece in line.pieces:
+            if piece.order >= shown:
+                continue
+            if piece.cell is not None:
+                x = piece.x4 // raster.SUBPIXEL
+                cell = piece.cell
+                part = self.tile(cell.text, cell.font, cell.width, color(piece.style), bg)[:, : max(0, tile.shape[1] - x)]
+                tile[:, x : x + part.shape[1]] = part
+            else:
+                mask = masks.get(piece.style)
+                if mask is None:
+                    mask = masks[piece.style] = np.zeros(tile.shape[:2], dtype=np.uint8)
+                raster.draw(mask, (piece.glyph,), self.baseline)  # type: ignore[arg-type]
+        for style, mask in masks.items():
+            alpha = mask.astype(np.uint16)[..., None]
+            fore = np.array(color(style), dtype=np.uint16)
+            tile[...] = (tile.astype(np.uint16) * (255 - alpha) + fore * alpha + 127) // 255
+        return tile

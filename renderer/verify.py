@@ -83,28 +83,30 @@ def _encoding_cause(record: manifests.Manifest, now: manifests.Manifest) -> str:
 
 
 def _renderer_versions(record: manifests.Manifest, now: manifests.Manifest) -> str:
-    """What may have changed the frames when the session did not: versions of what draws, and
-    the text layout engine and its libraries (raqm, FriBiDi, HarfBuzz, FreeType), named first
-    since a machine without FriBiDi or with another HarfBuzz shapes text into other pixels."""
+    """What may have changed the frames when the session did not: the text engine and its
+    libraries (HarfBuzz, FreeType, python-bidi; raqm and FriBiDi in manifests written before
+    it), named first since another HarfBuzz or FreeType draws text into other pixels; then the
+    versions of what draws the rest."""
     changed = [
         f"{key} {record.versions[key]} -> {now.versions[key]}"
         for key in ("tokenreel", "pillow", "numpy", "python")
         if record.versions[key] != now.versions[key]
     ]
-    recorded = [key for key in manifests.LAYOUT_KEYS if key in record.versions]
+    keys = manifests.LAYOUT_KEYS + manifests.PRE_ENGINE_KEYS
+    recorded = [key for key in keys if key in record.versions]
     layout = [
-        f"{key} {record.versions[key]} -> {now.versions.get(key, 'not recorded')}"
-        for key in recorded
-        if record.versions[key] != now.versions.get(key)
+        f"{key} {record.versions.get(key, 'not recorded')} -> {now.versions.get(key, 'not used')}"
+        for key in keys
+        if (key in record.versions or key in now.versions) and record.versions.get(key) != now.versions.get(key)
     ]
-    if layout:
-        changed.insert(0, "text layout changed: " + ", ".join(layout))
-    if not recorded:  # a manifest from before text shaping: say what shapes text now
+    if not recorded:  # a manifest from before text shaping: say what lays out text now
         now_layout = ", ".join(f"{key} {now.versions[key]}" for key in manifests.LAYOUT_KEYS if key in now.versions)
         changed.append(f"text layout not recorded then, now: {now_layout}")
+    elif layout:
+        changed.insert(0, "text engine changed: " + ", ".join(layout))
     if changed:
         return "; ".join(changed)
-    return "same tokenreel, pillow, numpy and python versions, same text layout engine and libraries"
+    return "same tokenreel, pillow, numpy and python versions, same text engine and libraries"
 
 
 def _differs(record: manifests.Manifest, now: manifests.Manifest) -> str | None:

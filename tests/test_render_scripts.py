@@ -1,6 +1,6 @@
-"""Every script shaped (issue 9 item 6): one font per cluster, no missing glyphs, emoji sequences
+"""Every script shaped (issues 9 and 23): one font per cluster, no missing glyphs, emoji sequences
 as one glyph, RTL runs joined and reversed, Indic and Thai clusters shaped, byte-identical output,
-and a clear refusal where Pillow has no raqm (FriBiDi missing)."""
+and the text engine's libraries in the manifest."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from tokenreel import archive
 from tokenreel.cli import app
-from tokenreel.renderer import fonts
+from tokenreel.renderer import fonts, paragraph, raster, shaping
 from tokenreel.renderer import manifest as manifests
 from tokenreel.renderer import verify as verifying
 from tokenreel.renderer.plan import RenderOptions
@@ -86,8 +86,7 @@ def test_an_emoji_sequence_is_one_cluster_and_one_glyph(name: str) -> None:
     sequence = EMOJI_SEQUENCES[name]
     [cell] = glyph_cells(sequence)
     assert cell.font == fonts.EMOJI and cell.width == 2
-    face = fonts.load(fonts.EMOJI, fonts.EMOJI_SIZE, shaped=True)
-    assert face.getlength(cell.text) == face.getlength("👩")  # one glyph's advance: it ligated
+    assert len(shaping.shape(cell.text, fonts.EMOJI)) == 1  # one glyph: it ligated
     painter = GlyphPainter(24)
     tile = painter.tile(cell.text, cell.font, cell.width, (255, 255, 255), (0, 0, 0))
     assert tile.any()
@@ -106,9 +105,8 @@ def test_combining_marks_indic_conjuncts_and_thai_stay_one_cluster() -> None:
     assert [c.text for c in glyph_cells("क्षत्रिय")] == ["क्ष", "त्रि", "य"]
     assert [c.text for c in glyph_cells("น้ำดี")] == ["น้ำ", "ดี"]
     assert len(glyph_cells("\u1100\u1161\u11f0")) == 1  # conjoining jamo (no precomposed syllable)
-    face = fonts.load(fonts.DEVANAGARI, 40, shaped=True)
-    parts = sum(face.getlength(c) for c in "क्ष")
-    assert face.getlength("क्ष") < parts - 5  # a conjunct, not three glyphs side by side
+    parts = sum(shaping.advance(c, fonts.DEVANAGARI) for c in "क्ष")
+    assert shaping.advance("क्ष", fonts.DEVANAGARI) < parts * 0.9  # a conjunct, not three glyphs side by side
     assert all(c.width in (1, 2) for text in CORPUS.values() for c in glyph_cells(text))
 
 
@@ -122,6 +120,14 @@ def test_fallback_keeps_a_cluster_in_one_font() -> None:
     assert cell.text == unicodedata.normalize("NFC", "a" + mark) and cell.font == fonts.SYMBOLS
 
 
+def ink(text: str, font: str, size: int = 40) -> np.ndarray:
+    """Where a merged run of one font is inked, drawn by the text engine (levels, then shaping)."""
+    placed, end4 = paragraph.place_bidi(text, font, size * 64)
+    mask = np.zeros((2 * size, end4 // raster.SUBPIXEL + 4), dtype=np.uint8)
+    raster.draw(mask, placed, size * 3 // 2, raster.SUBPIXEL)
+    return mask > 0
+
+
 def test_rtl_runs_are_merged_shaped_right_to_left_and_joined() -> None:
     text = "say " + CORPUS["arabic"] + " ok " + CORPUS["hebrew"]
     lines, carets = wrap(clusters(text, ["text"] * len(text)), 200)
@@ -130,28 +136,36 @@ def test_rtl_runs_are_merged_shaped_right_to_left_and_joined() -> None:
     assert [c.text for c in runs] == [CORPUS["arabic"], CORPUS["hebrew"]]
     assert [c.width for c in runs] == [len(CORPUS["arabic"]), len(CORPUS["hebrew"])]  # a cell per cluster
     assert sum(c.width for c in line) == carets[-1][1]  # the caret still counts every cluster
-    hebrew = fonts.load(fonts.HEBREW, 40, shaped=True)
-    image = hebrew.getmask("יש", direction="rtl")  # yod is narrow, shin wide: read right to left,
-    ink = np.asarray(image).reshape(image.size[1], image.size[0]).any(axis=0)  # shin is drawn on the left
-    edges = np.flatnonzero(np.diff(ink.astype(int)))
-    segments = [edges[k + 1] - edges[k] for k in range(0, len(edges) - 1, 2)] if not ink[0] else []
+    shin_left = ink("יש", fonts.HEBREW).any(axis=0)  # yod is narrow, shin wide: read right to left,
+    edges = np.flatnonzero(np.diff(shin_left.astype(int)))  # shin is drawn on the left
+    segments = [edges[k + 1] - edges[k] for k in range(0, len(edges) - 1, 2)] if not shin_left[0] else []
     assert len(segments) == 2 and segments[0] > 2 * segments[1], segments
-    arabic = fonts.load(fonts.ARABIC, 40, shaped=True)
-    assert arabic.getlength("سلام", direction="rtl") < sum(arabic.getlength(c) for c in "سلام") - 10  # joined forms
+    joined = shaping.advance("سلام", fonts.ARABIC, rtl=True)
+    assert joined < sum(shaping.advance(c, fonts.ARABIC, rtl=True) for c in "سلام") * 0.8  # joined forms
     painter = GlyphPainter(24)
     fg, bg = (255, 255, 255), (0, 0, 0)
     whole = painter.run_tile(runs[0].text, runs[0].font, runs[0].width, fg, bg)
     assert whole.shape[1] == runs[0].width * painter.cell_w and whole.any()
 
 
-def test_a_wrapped_rtl_paragraph_keeps_its_runs_on_their_lines() -> None:
+def test_a_wrapped_rtl_paragraph_is_shaped_line_by_line_and_right_aligned() -> None:
+    """Arabic prose is laid out on shaped widths: whole lines, each one shaped line as wide as
+    the grid, every glyph inside it, ink reaching the right edge (right-aligned), the words in
+    reading order across lines; in a one-line UI text (fit) the run stays one merged cell."""
     text = (CORPUS["arabic"] + " ") * 4
     styles = ["text"] * len(text)
-    layout = layout_stream(text, styles, [len(text)], cols=30)
+    painter = GlyphPainter(18)
+    layout = layout_stream(text, styles, [len(text)], cols=30, size=painter.size)
     assert len(layout.lines) > 1
-    for line in layout.lines:
-        assert sum(c.width for c in line) <= 30
-        assert [c.font for c in line if c.text.strip()] == [fonts.ARABIC]  # one run per line
+    assert "".join(line[0].text for line in layout.lines) == text
+    for cells in layout.lines:
+        [line] = cells
+        assert line.font == paragraph.SHAPED_FONT and line.rtl and line.width == 30
+        xs = [p.glyph.x4 // raster.SUBPIXEL for p in line.pieces if p.glyph is not None]
+        assert xs and min(xs) >= 0 and max(xs) < 30 * painter.cell_w
+        tile = painter.paint(cells, lambda style: (255, 255, 255), (0, 0, 0))
+        inked = np.flatnonzero(tile.any(axis=(0, 2)))
+        assert inked[-1] >= tile.shape[1] - painter.cell_w // 2  # flush with the right edge
     assert all(c.font == fonts.ARABIC for c in fit(CORPUS["arabic"], 10, "dim")[:-1])
 
 
@@ -174,38 +188,32 @@ def test_the_corpus_renders_byte_identical_across_runs_and_workers(tmp_path: Pat
     assert one.frame_sha256 == two.frame_sha256 == again.frame_sha256
     assert one.output_sha256 == two.output_sha256 == again.output_sha256
     versions = manifests.load(one.manifest).versions
-    assert versions["layout_engine"] == "raqm"
+    assert versions["text_engine"] == fonts.TEXT_ENGINE
     for key in manifests.LAYOUT_KEYS:
-        assert versions[key] and versions[key] != "not available", key
+        assert versions[key] and versions[key] != "None", key
+    assert not set(versions) & set(manifests.PRE_ENGINE_KEYS)  # no raqm, no FriBiDi
 
 
-def test_without_raqm_rendering_refuses_with_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    source = write_corpus_session(tmp_path / "scripts.json")
-    monkeypatch.setattr(fonts, "shaping_available", lambda: False)
-    with pytest.raises(fonts.ShapingUnavailable) as caught:
-        render(source, tmp_path / "out.png", RenderOptions(size="640x360", fps=10, hold_s="1"))
-    message = str(caught.value)
-    assert "\n" not in message and "libfribidi0" in message and "raqm" in message
-    assert not (tmp_path / "out.png").exists()
-    result = CliRunner().invoke(app, ["render", str(source), "--out", str(tmp_path / "x.png")], catch_exceptions=False)
-    assert result.exit_code == 2
-    assert "text shaping is not available" in result.output and "Traceback" not in result.output
-
-
-def test_verify_names_the_text_layout_libraries_when_they_changed(tmp_path: Path) -> None:
+def test_verify_names_the_text_engine_libraries_when_they_changed(tmp_path: Path) -> None:
     source = write_corpus_session(tmp_path / "scripts.json")
     result = render(source, tmp_path / "out.png", RenderOptions(size="640x360", fps=10, hold_s="1"))
     now = manifests.load(result.manifest)
-    then = manifests.Manifest(**{**now.__dict__, "versions": {**now.versions, "harfbuzz": "2.7.4", "fribidi": "not available"}})
+    then = manifests.Manifest(**{**now.__dict__, "versions": {**now.versions, "harfbuzz": "2.7.4"}})
     cause = verifying._renderer_versions(then, now)
-    assert cause.startswith("text layout changed:")
-    assert f"harfbuzz 2.7.4 -> {now.versions['harfbuzz']}" in cause and "fribidi not available ->" in cause
-    old = {k: v for k, v in now.versions.items() if k not in manifests.LAYOUT_KEYS}  # written before issue 9
+    assert cause.startswith("text engine changed:") and f"harfbuzz 2.7.4 -> {now.versions['harfbuzz']}" in cause
+    # a manifest written while raqm shaped text (the archived ones): what changed is named
+    raqm_era = {k: v for k, v in now.versions.items() if k not in manifests.LAYOUT_KEYS}
+    raqm_era.update(layout_engine="raqm", raqm="0.11.0", fribidi="1.0.8", harfbuzz="14.5.0", freetype="2.14.3")
+    cause = verifying._renderer_versions(manifests.Manifest(**{**now.__dict__, "versions": raqm_era}), now)
+    assert cause.startswith("text engine changed: ")
+    assert "fribidi 1.0.8 -> not used" in cause and f"python-bidi not recorded -> {now.versions['python-bidi']}" in cause
+    old = {k: v for k, v in raqm_era.items() if k not in (*manifests.LAYOUT_KEYS, *manifests.PRE_ENGINE_KEYS)}  # before issue 9
     cause = verifying._renderer_versions(manifests.Manifest(**{**now.__dict__, "versions": old}), now)
-    assert cause.endswith(f"text layout not recorded then, now: layout_engine raqm, raqm {now.versions['raqm']},"
-                          f" fribidi {now.versions['fribidi']}, harfbuzz {now.versions['harfbuzz']},"
-                          f" freetype {now.versions['freetype']}")
-    assert "same text layout" in verifying._renderer_versions(now, now)
+    assert cause.endswith(f"text layout not recorded then, now: text_engine {fonts.TEXT_ENGINE}, freetype {now.versions['freetype']},"
+                          f" harfbuzz {now.versions['harfbuzz']}, uharfbuzz {now.versions['uharfbuzz']},"
+                          f" freetype_shaped {now.versions['freetype_shaped']}, freetype-py {now.versions['freetype-py']},"
+                          f" python-bidi {now.versions['python-bidi']}")
+    assert "same text engine" in verifying._renderer_versions(now, now)
     # a manifest without the layout keys still reads (the archived ones predate them)
     data = orjson.loads(manifests.dumps(now))
     data["versions"] = old
@@ -242,11 +250,6 @@ def test_digits_after_rtl_text_join_its_run_and_are_drawn_on_its_left() -> None:
     line = merge_rtl_runs(item.cell for item in clusters(text, ["text"] * len(text)))
     assert [c.text for c in line] == ["i", "n", " ", "عام 2024", "."]
     assert line[3].width == len("عام 2024")
-    font = fonts.load(line[3].font, 40, shaped=True)
-
-    def ink(text: str) -> np.ndarray:
-        mask = font.getmask(text, direction="rtl")
-        return np.asarray(mask).reshape(mask.size[1], mask.size[0]) > 0
-
-    run, word = ink(line[3].text), ink("عام")
+    run, word = ink(line[3].text, line[3].font), ink("عام", line[3].font)
+    run, word = run[:, run.any(axis=0)], word[:, word.any(axis=0)]  # the inked columns
     assert run.shape[0] == word.shape[0] and np.array_equal(run[:, -word.shape[1] :], word)  # the word ends the run on the right
