@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -133,9 +134,12 @@ def mib(size: float) -> str:
     return f"{size / 2**20:5.0f} MiB"
 
 
-def measure(argv: list[str], stdin: Path | None = None) -> tuple[float, int, int]:
-    """Run argv; (wall seconds, peak RSS of it and its children, peak RSS of it alone)."""
+def measure(argv: list[str], stdin: Path | None = None) -> tuple[float, int, int, float]:
+    """Run argv; (wall seconds, peak RSS of it and its children, peak RSS of it alone, CPU
+    seconds of it and the children it waited for). CPU time barely moves when other tenants
+    load the machine, so it is the steadier figure to compare here."""
     total = own = 0
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(stdin or os.devnull, "rb") as source:
         start = time.perf_counter()
         process = subprocess.Popen(argv, stdin=source)
@@ -144,19 +148,22 @@ def measure(argv: list[str], stdin: Path | None = None) -> tuple[float, int, int
             total, own = max(total, now_total), max(own, now_own)
             time.sleep(SAMPLE_S)
         wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if process.returncode:
         raise SystemExit(f"{argv[0]} failed with status {process.returncode}")
-    return wall, total, own
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, total, own, cpu
 
 
-def timed(label: str, repeats: int, argv: list[str], stdin: Path | None = None) -> tuple[float, int, int]:
-    """Median wall time of `repeats` runs, and the memory peaks over all of them."""
+def timed(label: str, repeats: int, argv: list[str], stdin: Path | None = None) -> tuple[float, int, int, float]:
+    """Median wall time of `repeats` runs, the memory peaks over all of them, and the median CPU time."""
     runs = [measure(argv, stdin) for _ in range(repeats)]
-    median = statistics.median(wall for wall, _, _ in runs)
+    median = statistics.median(wall for wall, _, _, _ in runs)
+    cpu = statistics.median(r[3] for r in runs)
     total, own = max(r[1] for r in runs), max(r[2] for r in runs)
-    walls = " ".join(f"{wall:.2f}" for wall, _, _ in runs)
-    print(f"  {label:<36} median {median:7.2f} s (runs {walls}); peak RSS {mib(total)}, main process {mib(own)}")
-    return median, total, own
+    walls = " ".join(f"{wall:.2f}" for wall, _, _, _ in runs)
+    print(f"  {label:<36} median {median:7.2f} s (runs {walls}), CPU {cpu:.2f} s; peak RSS {mib(total)}, main process {mib(own)}")
+    return median, total, own, cpu
 
 
 def render_command(session_file: Path, out: Path, workers: int) -> list[str]:
@@ -172,7 +179,7 @@ def write_raw(session_file: Path, options: RenderOptions, raw: Path) -> None:
             handle.write(converter.convert(*renderer.frame(index)).data)
 
 
-def ffmpeg_alone(session_file: Path, options: RenderOptions, work: Path, repeats: int) -> float:
+def ffmpeg_alone(session_file: Path, options: RenderOptions, work: Path, repeats: int) -> tuple[float, int, int, float]:
     """(a): encode the frames from a raw file with the mp4 recipe, as one stream."""
     plan = build_plan(archive.load(session_file), options)
     raw = work / "frames.rgb"
@@ -183,7 +190,7 @@ def ffmpeg_alone(session_file: Path, options: RenderOptions, work: Path, repeats
     encode, _ = steps("mp4", plan.width, plan.height, plan.fps)
     argv = find_ffmpeg().command(fill(encode, chunk=work / "alone.mp4"))
     try:  # the file itself is ffmpeg's stdin: no pipe, no Python
-        return timed("(a) ffmpeg alone, from the raw file", repeats, argv, stdin=raw)[0]
+        return timed("(a) ffmpeg alone, from the raw file", repeats, argv, stdin=raw)
     finally:
         raw.unlink()
 
@@ -224,9 +231,9 @@ def main() -> None:
         video_s, long_s = plan.frame_count / plan.fps, long_frames / plan.fps
         print(f"video: {plan.frame_count} frames = {video_s:.1f} s at {options.size}, {plan.fps} fps, 3 arms, {args.text} text\n")
         if args.mp4_only:
-            alone = ffmpeg_alone(session_file, options, work, args.repeats)
-            wall = timed("(b) render, workers=1", args.repeats, render_command(session_file, work / "w1.mp4", 1))[0]
-            print(f"\n{args.text}: render / ffmpeg alone {wall / alone:5.2f}   video s / render s {video_s / wall:5.2f}")
+            alone, _, _, alone_cpu = ffmpeg_alone(session_file, options, work, args.repeats)
+            wall, _, _, cpu = timed("(b) render, workers=1", args.repeats, render_command(session_file, work / "w1.mp4", 1))
+            print(f"\n{args.text}: render / ffmpeg alone {wall / alone:5.2f} (wall), {cpu / alone_cpu:5.2f} (CPU)   video s / render s {video_s / wall:5.2f}")
             return
 
         webm = {}
@@ -239,7 +246,7 @@ def main() -> None:
         if args.webm_only:
             print("\nwebm (target: video s / render s >= 1)\n  " + "\n  ".join(webm_ratios))
             return
-        alone = ffmpeg_alone(session_file, options, work, args.repeats)
+        alone = ffmpeg_alone(session_file, options, work, args.repeats)[0]
         size = (work / "alone.mp4").stat().st_size
         print(f"  {'':<36} {size / 2**20:.1f} MiB, {size * 8 / video_s / 1e6:.2f} Mbit/s")
         short, long = {}, {}
@@ -252,7 +259,7 @@ def main() -> None:
 
     print("\nratios (targets: render / ffmpeg alone <= 1.3; video s / render s >= 2)")
     print(f"  ffmpeg alone:  video s / encode s {video_s / alone:5.2f}   ({plan.frame_count / alone:5.1f} fps)")
-    for workers, (wall, _, _) in short.items():
+    for workers, (wall, _, _, _) in short.items():
         print(
             f"  workers={workers}: video s / render s {video_s / wall:5.2f}   ({plan.frame_count / wall:5.1f} fps)"
             f"   render / ffmpeg alone {wall / alone:5.2f}"

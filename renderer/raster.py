@@ -86,9 +86,11 @@ def place(glyphs: Iterable[shaping.Glyph], font: str, size64: int, x4: int = 0) 
     return placed, x4 + scale4(pen, font, size64)
 
 
-def draw(mask: np.ndarray, glyphs: Iterable[Placed], baseline: int, dx4: int = 0) -> None:
-    """Add glyphs' coverage into an L mask (h, w), over what is there, clipped to it."""
+def draw(mask: np.ndarray, glyphs: Iterable[Placed], baseline: int, dx4: int = 0) -> tuple[int, int]:
+    """Add glyphs' coverage into an L mask (h, w), over what is there, clipped to it; the
+    columns [left, right) it inked (left >= right: none)."""
     height, width = mask.shape
+    left, right = width, 0
     for g in glyphs:
         x4 = g.x4 + dx4
         image = outline(g.font, g.size64, g.gid, x4 % SUBPIXEL)
@@ -102,6 +104,8 @@ def draw(mask: np.ndarray, glyphs: Iterable[Placed], baseline: int, dx4: int = 0
         ink = image.coverage[y0 - y : y1 - y, x0 - x : x1 - x].astype(np.uint16)
         region = mask[y0:y1, x0:x1]
         region[...] = region + (ink * (255 - region.astype(np.uint16)) + 127) // 255
+        left, right = min(left, x0), max(right, x1)
+    return left, right
 
 
 def versions() -> dict[str, str]:

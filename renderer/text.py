@@ -680,7 +680,7 @@ class GlyphPainter:
         each style's glyphs as one coverage mask over them."""
         tile = np.empty((self.line_h, line.width * self.cell_w, 3), dtype=np.uint8)
         tile[...] = bg
-        masks: dict[str, np.ndarray] = {}
+        masks: dict[str, tuple[np.ndarray, int, int]] = {}  # style -> (coverage, inked columns)
         for piece in line.pieces:
             if piece.order >= shown:
                 continue
@@ -689,13 +689,15 @@ class GlyphPainter:
                 cell = piece.cell
                 part = self.tile(cell.text, cell.font, cell.width, color(piece.style), bg)[:, : max(0, tile.shape[1] - x)]
                 tile[:, x : x + part.shape[1]] = part
-            else:
-                mask = masks.get(piece.style)
-                if mask is None:
-                    mask = masks[piece.style] = np.zeros(tile.shape[:2], dtype=np.uint8)
-                raster.draw(mask, (piece.glyph,), self.baseline)  # type: ignore[arg-type]
-        for style, mask in masks.items():
-            alpha = mask.astype(np.uint16)[..., None]
+                continue
+            mask, left, right = masks.get(piece.style) or (np.zeros(tile.shape[:2], dtype=np.uint8), tile.shape[1], 0)
+            x0, x1 = raster.draw(mask, (piece.glyph,), self.baseline)  # type: ignore[arg-type]
+            masks[piece.style] = (mask, min(left, x0), max(right, x1))
+        for style, (mask, left, right) in masks.items():
+            if left >= right:
+                continue
+            alpha = mask[:, left:right, None].astype(np.uint16)
             fore = np.array(color(style), dtype=np.uint16)
-            tile[...] = (tile.astype(np.uint16) * (255 - alpha) + fore * alpha + 127) // 255
+            region = tile[:, left:right]
+            region[...] = (region.astype(np.uint16) * (255 - alpha) + fore * alpha + 127) // 255
         return tile
