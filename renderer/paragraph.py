@@ -67,7 +67,7 @@ def wants_shaping(items: Sequence[Cluster]) -> bool:
 
 class _Unit(NamedTuple):
     text: str
-    font: str | None  # the font it is shaped with (a space takes its neighbour's)
+    font: str | None  # the font it is shaped with (a neutral takes its RTL neighbour's)
     style: str
     level: int
     space: bool
@@ -85,18 +85,14 @@ def _units(items: Sequence[Cluster]) -> tuple[list[_Unit], int]:
     base = 1 if bidi.is_rtl_paragraph(joined) else 0
     levels = bidi.levels(joined)
     strong = [unicodedata.bidirectional(text[0]) in ("L", "R", "AL") for text in texts]
-    script: list[str | None] = []  # per unit: the RTL font of the nearest strong unit before it
-    last = None
-    for item, is_strong in zip(items, strong):
-        if is_strong:
-            last = item.cell.font if item.cell.font in fonts.RTL else None
-        script.append(last)
-    first_strong = next((item.cell.font for item, s in zip(items, strong) if s), None)
+    first = next((item.cell.font for item, s in zip(items, strong) if s), None)
+    near = first if first in fonts.RTL else None  # the RTL font of the nearest strong unit before (else after)
     units, at = [], 0
     for k, (item, text) in enumerate(zip(items, texts)):
         font = fonts.REGULAR if item.kind in (SPACE, TAB) else item.cell.font
-        if not strong[k] and font not in TILE_FONTS:
-            near = script[k] if any(strong[:k]) else (first_strong if first_strong in fonts.RTL else None)
+        if strong[k]:
+            near = font if font in fonts.RTL else None
+        elif font not in TILE_FONTS:
             if near is not None and all(ord(c) in fonts.coverage(near) for c in text):
                 font = near
         units.append(_Unit(text, font, item.cell.style, levels[at], item.kind in (SPACE, TAB), item.cell.width > 1))

@@ -4,13 +4,14 @@ Text from real models holds CJK, emoji, control characters, tabs and tokens long
 line, and every script. Each user-perceived character (a grapheme cluster: a base with its
 marks, an emoji ZWJ sequence, a flag, a keycap, an Indic conjunct) becomes a cluster of 1 or 2
 cells drawn by one font that covers all of it, so nothing can spill outside the grid and font
-fallback never splits a cluster. Clusters that need shaping are drawn with HarfBuzz (fonts.py).
-Right-to-left text (Arabic, Hebrew) keeps one cell per cluster in the layout, but on each line
-a run of RTL clusters (with the spaces, punctuation and digits between them) of one font and
-style is merged into one cell as wide as the run and shaped as a unit: its letters join and it
-reads right to left, while the line itself stays left to right (the paragraph direction is
-LTR, as in code and mixed answers). A merged run shows once the whole run has streamed in. A whole run is laid out once
-from its final text; a frame shows a prefix of that layout, so words never jump while they
+fallback never splits a cluster. Clusters that need shaping are drawn by the text engine
+(HarfBuzz, then FreeType by glyph id: shaping.py, raster.py).
+A prose paragraph holding right-to-left text (Arabic, Hebrew) leaves the grid: paragraph.py lays
+it out on shaped widths in bidi order, right-aligned when it reads right to left, and wrapping
+places its lines whole. On the grid (code, one-line UI text) a run of RTL clusters (with the
+spaces, punctuation and digits between them) of one font and style is merged into one cell as
+wide as the run and shaped as a unit, its numbers in their order; a merged run shows once the
+whole run has streamed in. The whole stream is laid out once from its final text; a frame shows a prefix of that layout, so words never jump while they
 stream and no frame re-wraps anything. Wrapped code keeps a hanging indent: a code line's
 continuation rows start right of its own indentation, behind one blank cell. Clusters stream
 through the wrap and the layout keeps palette indices and int arrays, so a long run costs a few
@@ -545,8 +546,8 @@ def layout_stream(text: str, styles: Sequence[str], chunk_ends: Sequence[int], c
     size: the font size in px, which shaped paragraphs are laid out at.
 
     Clusters stream through the wrap and the lines are kept compactly, so memory grows by a few
-    bytes per character, not by an object per character (a paragraph holding right-to-left text
-    is held whole while it is shaped).
+    bytes per character, not by an object per character (only the current paragraph's clusters
+    are held, until its end tells whether it holds right-to-left text).
     """
     starts = array("I")
     after = Carets()  # the caret after each cluster
