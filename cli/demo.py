@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -11,6 +11,9 @@ from tokenreel.cli.app import app, default_workers, fail, load_session, out, use
 from tokenreel.cli.record import record_into, record_signals
 from tokenreel.cli.render import render_to
 from tokenreel.cli.terminal import Command
+
+if TYPE_CHECKING:
+    from tokenreel.model import Session
 
 
 @app.command(cls=Command, short_help="Record and render the seed ladder on simulated endpoints (no GPU).")
@@ -84,6 +87,22 @@ def demo(
     out.print(f"report: {html}  (open it in a browser: charts, percentiles, same answers, a replay)", markup=False)
     if not video:
         raise typer.Exit(0)
-    code_prompt = next((p.id for p in prompts if p.category == "code"), None)
-    options = RenderOptions(prompt=code_prompt, answer_badge=True)
+    code_prompt = next((p.id for p in prompts if p.category == "code"), prompts[0].id)
+    arms, note = race_arms(load_session(path), code_prompt)
+    if note:
+        out.print(note, markup=False)
+    options = RenderOptions(prompt=code_prompt, answer_badge=True, arms=arms)
     render_to(path, out_dir / "demo.mp4", options, workers or default_workers(), True)
+
+
+def race_arms(session: Session, prompt_id: str) -> tuple[tuple[str, ...], str | None]:
+    """The arms the demo's video races (() for all), and a note when one is left out: render
+    never leaves an arm out unasked, so the demo asks for the arms with a usable run, and says so."""
+    from tokenreel.ladder import median_run
+    from tokenreel.selection import RunSelection
+
+    usable = tuple(a.id for a in session.arms if median_run(session, a.id, prompt_id, RunSelection()) is not None)
+    if len(usable) == len(session.arms):
+        return (), None
+    missing = ", ".join(a.id for a in session.arms if a.id not in usable)
+    return usable, f"note: the video races {', '.join(usable)} only: {missing} has no usable run of {prompt_id} (the report says why)"

@@ -32,9 +32,11 @@ def render_to(session_path: Path, out_file: Path, options: RenderOptions, worker
         fail(f"ffmpeg failed while writing {out_file}: {exc}", code=1)
     for warning in result.warnings:
         err.print(f"warning: {warning}", markup=False)
-    out.print(
-        f"video: {result.output}  ({result.frame_count} frames, sha256 {result.output_sha256[:16]}…)", markup=False
-    )
+    if result.format == "png":  # one still (the poster frame) of the video the manifest describes
+        what = f"image: {result.output}  (one frame of the {result.frame_count}-frame video, sha256 {result.output_sha256[:16]}…)"
+    else:
+        what = f"video: {result.output}  ({result.frame_count} frames, sha256 {result.output_sha256[:16]}…)"
+    out.print(what, markup=False)
     out.print(f"manifest: {result.manifest}  (check it later with `tokenreel verify {result.manifest}`)", markup=False)
 
 

@@ -331,7 +331,8 @@ class ArmColumn:
         measures always follows it; whom it is against only where there is room."""
         plan, track = self.plan, self.track
         if self.reference is None:
-            return first_fit(self.painters, self.geo.verdict.w, [(("baseline", "label", "dim"), (tail, role, "dim")) for role in ("small", "tiny") for tail in (" for the speed-ups", "")])
+            name = "baseline" if plan.reference_is_baseline else "reference"  # only the session's first arm is its baseline
+            return first_fit(self.painters, self.geo.verdict.w, [((name, "label", "dim"), (tail, role, "dim")) for role in ("small", "tiny") for tail in (" for the speed-ups", "")])
         if not ref_done:
             live = cutoff_ns / track.finish_ns if track.finish_ns else None
             if live is None or live < 1:
@@ -545,12 +546,10 @@ class FrameRenderer:
         long, short = self.metric_notes()
         estimates = any(t.tokens_estimated or t.acceptance_approximate for t in plan.arms)
         about = " ≈: an estimate (the server gave no exact count)." if estimates else ""
-        out = f"Left out (no usable run): {', '.join(plan.left_out)}. " if plan.left_out else ""
         wordings = (
-            f"{out}{long}. Each arm was recorded on its own, then replayed side by side {pace}.{about}",
-            f"{out}{short}. Each arm recorded on its own, replayed side by side {pace}.{about}",
-            f"{out}{short}. Arms recorded one at a time, replayed {pace}.{about}",
-            *((f"{out}{short}.", out.strip()) if out else ()),
+            f"{long}. Each arm was recorded on its own, then replayed side by side {pace}.{about}",
+            f"{short}. Each arm recorded on its own, replayed side by side {pace}.{about}",
+            f"{short}. Arms recorded one at a time, replayed {pace}.{about}",
         )
         right: list[Span] = [("SIMULATED ENDPOINTS · ", "small", "tool")] if plan.simulated else []
         right.append(("tokenreel", "small", "dim"))

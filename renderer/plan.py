@@ -138,7 +138,7 @@ class RenderPlan:
     title: str = ""  # the title card's big line
     subtitle: str = ""  # the title card's line(s) under it (may be empty)
     logo: Logo | None = None  # scaled to the layout, for the title card's corner
-    left_out: tuple[str, ...] = ()  # labels of the session's arms the video leaves out (no usable run), said on screen
+    reference_is_baseline: bool = True  # the first arm raced is the session's first arm (only it is called baseline)
 
 
 LOGO_HEIGHT = 72  # px at the design size (1080): the logo is scaled to this height
@@ -246,10 +246,11 @@ def _pick_run(session: Session, arm_id: str, prompt_id: str, which: str, selecti
     return runs[0]
 
 
-def _pick_runs(session: Session, prompt_id: str, options: RenderOptions) -> tuple[list[Run], list[tuple[str, str]]]:
-    """One run per arm. Arms named with `arms` must have it; by default an arm without a usable
-    run (all its runs failed, say) is left out, said on screen and as a warning, rather than
-    failing the video; but a race needs two arms, so fewer left is refused naming who is out."""
+def _pick_runs(session: Session, prompt_id: str, options: RenderOptions) -> list[Run]:
+    """One run per arm. An arm without a usable run (all its runs failed, say) is refused, naming
+    it and why: leaving it out silently would let the same command race other arms, and call
+    another one the baseline, on a machine where a run failed. `--arms` leaves arms out on
+    purpose; arms named there must have a usable run too."""
     runs: list[Run] = []
     problems: list[tuple[str, ValueError]] = []
     for arm_id in _arm_ids(session, options.arms):
@@ -259,14 +260,20 @@ def _pick_runs(session: Session, prompt_id: str, options: RenderOptions) -> tupl
             if options.arms or options.run.strip() != "median":  # the user's own choice: said as is
                 raise
             problems.append((arm_id, exc))
-    reasons = [str(exc).removeprefix("run: ") for _, exc in problems]
-    if len(runs) < MIN_ARMS:
-        left = f"only {len(runs)} arm has" if len(runs) == 1 else "no arm has"
+    if not problems:
+        return runs
+    reasons = "; ".join(str(exc).removeprefix("run: ") for _, exc in problems)
+    usable = [run.arm for run in runs]
+    if len(usable) < MIN_ARMS:
+        left = f"only {len(usable)} arm has" if len(usable) == 1 else "no arm has"
         raise ValueError(
-            f"arms: {left} a usable run of prompt {prompt_id!r}, and a video races at least {MIN_ARMS}; left out: "
-            + "; ".join(reasons) + " (`tokenreel report` shows the figures that exist)"
+            f"arms: {left} a usable run of prompt {prompt_id!r}, and a video races at least {MIN_ARMS}: "
+            + reasons + " (`tokenreel report` shows the figures that exist)"
         )
-    return runs, [(session.arm(arm_id).label, reason) for (arm_id, _), reason in zip(problems, reasons)]
+    raise ValueError(
+        f"arms: {reasons}; a video leaves an arm out only when asked: render the others with"
+        f" --arms {','.join(usable)}, or record the arm again"
+    )
 
 
 def _track(session: Session, run: Run, align: str) -> ArmTrack:
@@ -414,7 +421,7 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
     known_prompts = [p.id for p in session.prompts]
     if prompt_id not in known_prompts:
         raise ValueError(f"prompt: no prompt {prompt_id!r} in this session (prompts: {', '.join(known_prompts)})")
-    runs, left_out = _pick_runs(session, prompt_id, options)
+    runs = _pick_runs(session, prompt_id, options)
     tracks = speed_ups([_track(session, run, align) for run in runs], align)
     if options.answer_badge:
         tracks = answer_marks(runs, tracks)
@@ -431,7 +438,7 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
         height=height,
         fps=options.fps,
         frame_count=clock.frame_count,
-        warnings=tuple([f"left out of the video: {why}" for _, why in left_out] + _warnings(session, runs, tracks)),
+        warnings=tuple(_warnings(session, runs, tracks)),
         options=options,
         clock=clock,
         layout=layout,
@@ -451,5 +458,5 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
         title=session.name if options.title is None else options.title,
         subtitle=prompt_text(prompt) if options.subtitle is None else options.subtitle,
         logo=_logo(options.logo, options.logo_sha256, layout) if options.logo else None,
-        left_out=tuple(label for label, _ in left_out),
+        reference_is_baseline=runs[0].arm == session.arms[0].id,
     )

@@ -170,7 +170,10 @@ def _compare(
         message = f"{record.output} on disk is {detail}, not a regular file: it is not the output this manifest describes"
         return VerifyResult(path, OUTPUT_NOT_FILE, message)
     if state == "file" and detail != record.output_sha256:
-        message = f"{record.output} on disk is not the file this manifest describes (a re-render is)"
+        message = (
+            f"{record.output} on disk was changed after it was rendered: its bytes differ from the manifest's,"
+            f" while a fresh re-render matches the manifest (render it again to get the original back)"
+        )
         return VerifyResult(path, OUTPUT_CHANGED, message)
     if state == "absent" and require_output:
         message = f"{record.output} is not on disk (--require-output); the re-render matches the manifest"
@@ -216,12 +219,14 @@ def verify_one(
         return VerifyResult(path, MANIFEST_EDITED, seal_problem)
     unsealed = seal_problem
     session = path.parent / record.session
+    shown = os.path.normpath(session)  # said without the manifest's ../ hops; the file itself is opened as named
     try:
         os.stat(session)
     except (FileNotFoundError, NotADirectoryError):
-        return VerifyResult(path, SESSION_MISSING, f"session file {session} is missing: cannot re-render")
+        message = f"cannot re-render: the session file it was rendered from, {shown}, is missing (put it back there)"
+        return VerifyResult(path, SESSION_MISSING, message)
     except OSError as exc:
-        return VerifyResult(path, INVALID, f"could not re-render: {session}: {exc.strerror or exc}")
+        return VerifyResult(path, INVALID, f"could not re-render: {shown}: {exc.strerror or exc}")
     disk = _on_disk(path, record)
     clean_stale(Path(tempfile.gettempdir()), _VERIFY_TMP)
     with tempfile.TemporaryDirectory(prefix=f"{VERIFY_TMP_PREFIX}{os.getpid()}-") as tmp:

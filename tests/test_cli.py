@@ -80,7 +80,11 @@ def test_record_report_render_never_write_the_key(tmp_path: Path, make_sim) -> N
         result = invoke("report", session, "--format", fmt, "--out", tmp_path / f"r.{fmt}")
         assert result.exit_code == 0, result.output
         outputs.append(result.output)
-    rendered = invoke("render", session, "--out", tmp_path / "v.mp4", "--size", "640x360", "--prompt", "code-1")
+    refused = invoke("render", session, "--out", tmp_path / "v.mp4", "--size", "640x360", "--prompt", "code-1")
+    assert refused.exit_code == 2 and "arm 'locked' has no usable measured run" in refused.output  # never left out unasked
+    outputs.append(refused.output)
+    arms = ",".join(a.id for a in archive.load(session).arms if a.id != "locked")
+    rendered = invoke("render", session, "--out", tmp_path / "v.mp4", "--size", "640x360", "--prompt", "code-1", "--arms", arms)
     assert rendered.exit_code == 0, rendered.output
     outputs.append(rendered.output)
     files = sorted(tmp_path.iterdir())

@@ -115,6 +115,11 @@ def test_piped_output_keeps_each_value_on_one_line(tmp_path: Path) -> None:
     assert lines[1].startswith(f"manifest: {manifest}  ") and lines[1].endswith(f"tokenreel verify {manifest}`)")
     assert len(lines) == 2
     assert all("simulated endpoints" in line for line in result.stderr.splitlines() if "warning" in line)
+    still = folder / "poster.png"
+    result = run_cli("render", session, "--prompt", "code-1", "--size", "640x360", "--hold-s", "0", "-o", still, env=env)
+    assert result.returncode == 0, result.stderr
+    frames = orjson.loads(Path(f"{still}.render.json").read_bytes())["frame_count"]
+    assert result.stdout.splitlines()[0].startswith(f"image: {still}  (one frame of the {frames}-frame video, sha256 ")
 
 
 def record_long_label(tmp_path: Path, make_sim, extra_env: dict[str, str], terminal_columns: int | None = None):

@@ -82,7 +82,19 @@ def test_changed_session_names_the_first_differing_frame(rendered: Path, tmp_pat
 def test_missing_session_is_reported(rendered: Path, tmp_path: Path) -> None:
     (tmp_path / "session.json").rename(tmp_path / "elsewhere.json")
     [result] = verify.verify([rendered])
-    assert result.status == verify.SESSION_MISSING and "session.json is missing" in result.message
+    assert result.status == verify.SESSION_MISSING
+    assert result.message == f"cannot re-render: the session file it was rendered from, {tmp_path / 'session.json'}, is missing (put it back there)"
+
+
+def test_paths_are_said_without_the_manifests_hops(tmp_path: Path) -> None:
+    """Before: "session file out/l/../../ml/session.json is missing"."""
+    (tmp_path / "ml").mkdir()
+    session_file = write_session(tmp_path / "ml" / "session.json")
+    manifest = render(session_file, tmp_path / "out" / "l" / "out.png", SMALL).manifest
+    assert manifests.load(manifest).session == "../../ml/session.json"
+    session_file.unlink()
+    [result] = verify.verify([manifest])
+    assert ".." not in result.message and str(tmp_path / "ml" / "session.json") in result.message
 
 
 def test_changed_renderer_is_frames_differ_with_the_session_unchanged(rendered: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -135,7 +147,8 @@ def test_changed_output_file_is_reported(rendered: Path, tmp_path: Path) -> None
     video = tmp_path / "out.mp4"
     video.write_bytes(video.read_bytes()[:-1] + b"\x00")
     [result] = verify.verify([rendered])
-    assert result.status == verify.OUTPUT_CHANGED and "out.mp4 on disk" in result.message
+    assert result.status == verify.OUTPUT_CHANGED
+    assert result.message.startswith("out.mp4 on disk was changed after it was rendered: its bytes differ from the manifest's,")
 
 
 def test_missing_output_file_still_verifies_against_the_manifest(rendered: Path, tmp_path: Path) -> None:
