@@ -30,18 +30,31 @@ def _yes(value: bool | None) -> str:
 
 
 def summary_line(c: Comparison) -> str:
-    """One line for the terminal: the verdict and what made it."""
-    matched = len(c.cells)
-    ok = matched - len(c.failing)
-    verdict = "reproduced" if c.reproduced else "NOT reproduced"
-    line = f"{verdict}: {ok} of {matched} matched cells within ±{c.tolerance_pct:g} % on decode tok/s"
-    if c.failing:
-        line += "; outside: " + ", ".join(
-            f"{d.arm} / {d.prompt} ({_pct(d.figures[GATE].diff_pct)})" for d in c.failing
-        )
+    """One line for the terminal: the verdict, led by its reason."""
+    matched, tol = len(c.cells), f"±{c.tolerance_pct:g} %"
+    total = matched + sum(u.what == "cell" for u in c.unmatched)
+    parted = [d for d in c.cells if d.answers_diverge_at is not None]
+    answers = ""
+    if parted:
+        answers = "; answers differ in " + ", ".join(f"{d.arm} / {d.prompt} (from token {d.answers_diverge_at})" for d in parted)
+    if c.reproduced:
+        return f"reproduced: all {matched} cells agree within {tol} on decode tok/s{answers}"
+    reasons = []
     if c.unmatched:
-        line += f"; {len(c.unmatched)} not matched"
-    return line
+        cells = [u for u in c.unmatched if u.what == "cell"]
+        others = [u for u in c.unmatched if u.what != "cell"]
+        if cells:
+            shown = "; ".join(f"{u.arm} / {u.prompt}: {u.reason}" for u in cells[:3])
+            more = f"; and {len(cells) - 3} more" if len(cells) > 3 else ""
+            reasons.append(f"{len(cells)} of {total} cells have no usable run on one side ({shown}{more})")
+        reasons += [f"{u.what} {u.arm or u.prompt} {u.reason}" for u in others]
+    if c.failing:
+        outside = ", ".join(f"{d.arm} / {d.prompt} ({_pct(d.figures[GATE].diff_pct)})" for d in c.failing)
+        reasons.append(f"{len(c.failing)} of {matched} matched cells are outside {tol} on decode tok/s: {outside}")
+    agree = matched - len(c.failing)
+    rest = f"; the {agree} other matched cells agree within {tol}" if c.failing and agree else (
+        f"; the {agree} matched agree within {tol}" if agree else "")
+    return "NOT reproduced: " + "; ".join(reasons) + rest + answers
 
 
 def to_markdown(c: Comparison) -> str:
@@ -124,6 +137,7 @@ def to_data(c: Comparison) -> dict:
         "reproduced": c.reproduced,
         "cells_compared": len(c.cells),
         "cells_reproduced": len(c.cells) - len(c.failing),
+        "cells_with_other_answers": sum(cell.answers_diverge_at is not None for cell in c.cells),
         "not_matched": len(c.unmatched),
         "ladder": [asdict(row) for row in c.ladder],
         "cells": [asdict(cell) for cell in c.cells],

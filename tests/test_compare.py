@@ -17,6 +17,8 @@ import pytest
 
 from tests.test_cli import REPO, invoke
 from tokenreel import archive
+from tokenreel.answers import compare as compare_answers
+from tokenreel.comparison import SPREAD_FLOOR_PCT, _diff
 from tokenreel.ladder import usable_runs
 from tokenreel.metrics import run_metrics
 from tokenreel.model import Session
@@ -63,7 +65,10 @@ def test_a_cell_stretched_by_5_percent_fails_and_is_named(tmp_path: Path) -> Non
     result = invoke("compare", SEED, slower)
     assert result.exit_code == 1
     assert "- nvfp4 / prose-1: decode 136.7 → 130.2 tok/s (-4.76 %), outside ±2 %" in result.stdout
-    assert "NOT reproduced: 11 of 12 matched cells within ±2 % on decode tok/s; outside: nvfp4 / prose-1 (-4.76 %)" in result.stderr
+    assert result.stderr.strip() == (
+        "NOT reproduced: 1 of 12 matched cells are outside ±2 % on decode tok/s: nvfp4 / prose-1 (-4.76 %);"
+        " the 11 other matched cells agree within ±2 %"
+    )
     code, data = compare_json(SEED, slower)
     assert code == 1
     failing = [(c["arm"], c["prompt"]) for c in data["cells"] if not c["reproduced"]]
@@ -172,3 +177,42 @@ def test_an_unreadable_session_is_exit_2(tmp_path: Path) -> None:
         result = invoke("compare", *args)
         assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert str(args[0] if args[0] != SEED else args[1]) in result.stderr
+
+
+def test_cells_without_a_run_lead_the_verdict(tmp_path: Path) -> None:
+    """Before: "NOT reproduced: 6 of 6 matched cells within ±2 %; 6 not matched"."""
+    def contend(session: Session) -> None:
+        for run in session.runs:
+            if run.prompt in ("reasoning-1", "prose-1") and not run.warmup:
+                run.contended, run.contention_detail = True, "another request was running"
+
+    result = invoke("compare", SEED, edited(tmp_path, "busy.json", contend))
+    assert result.exit_code == 1
+    line = result.stderr.strip()
+    assert line.startswith("NOT reproduced: 6 of 12 cells have no usable run on one side (bf16 / reasoning-1: no usable run in B: all 2 runs contended")
+    assert "; and 3 more)" in line and line.endswith("; the 6 matched agree within ±2 %")
+
+
+def test_a_spread_of_zero_is_not_a_tolerance_of_zero() -> None:
+    """Identical runs scatter by 0: a +0.01 % difference is within their spread, a +1 % one is not."""
+    assert _diff(100.0, 100.01, 0.0, 0.0).within_spread is True
+    assert _diff(100.0, 100.0 + SPREAD_FLOOR_PCT * 2, 0.0, 0.0).within_spread is False
+    assert _diff(100.0, 103.0, 4.0, 0.0).within_spread is True  # a real spread still counts
+
+
+def test_answers_that_part_are_named_with_their_token(tmp_path: Path) -> None:
+    def reword(session: Session) -> None:
+        for run in session.runs:
+            if (run.arm, run.prompt) == ("nvfp4", "code-1"):
+                run.chunks.content[40] = "banana"
+
+    other = edited(tmp_path, "other.json", reword)
+    a, b = archive.load(SEED), archive.load(other)
+    expected = compare_answers(usable_runs(a, "nvfp4", "code-1")[0], usable_runs(b, "nvfp4", "code-1")[0]).diverges_at_token
+    assert expected and expected > 1
+    code, data = compare_json(SEED, other)
+    cell = next(c for c in data["cells"] if (c["arm"], c["prompt"]) == ("nvfp4", "code-1"))
+    assert cell["answers_compared"] is True and cell["answers_diverge_at"] == expected
+    assert f"answers part at token {expected}" in cell["note"] and data["cells_with_other_answers"] == 1
+    assert all(c["answers_diverge_at"] is None for c in data["cells"] if c is not cell)
+    assert f"answers differ in nvfp4 / code-1 (from token {expected})" in invoke("compare", SEED, other).stderr

@@ -6,7 +6,10 @@ arm (by id) and prompt by prompt (by id). Every matched cell shows both sessions
 (decode tok/s, TTFT, TPOT, end-to-end tok/s), their difference in % of A, and whether the
 difference lies within the runs' spread: |B - A| <= the larger of the two cells' spreads (max -
 min of that figure over the cell's usable runs), i.e. the re-recording moved no further than
-the runs of one recording already scatter.
+the runs of one recording already scatter; never less than SPREAD_FLOOR_PCT of A, since runs
+that agree exactly would otherwise call any difference at all out of spread. When both sessions
+ran at temperature 0, each cell also says whether the answers are the same, and if not, the
+token where B's first usable run parts from A's (`tokenreel.answers`).
 
 The gate is decode tok/s: a cell reproduces when |B - A| / A <= the tolerance. Decode speed is
 the ladder's headline and every speed-up is a ratio of it; TPOT is 1000 / decode, so gating on
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tokenreel.answers import compare as compare_answers
 from tokenreel.model import Session
 from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, missing_cells, usable_runs
 from tokenreel.metrics import run_metrics
@@ -35,7 +39,11 @@ FIGURES = (
     ("tpot_ms", "TPOT ms", 2),
     ("e2e_tok_s", "E2E tok/s", 1),
 )
-SPREAD_RULE = "|B - A| <= the larger of the two cells' spreads (max - min of that figure over the cell's usable runs)"
+SPREAD_FLOOR_PCT = 0.5  # a spread of 0 (identical runs, simulated ones) is not a tolerance of 0
+SPREAD_RULE = (
+    "|B - A| <= the larger of the two cells' spreads (max - min of that figure over the cell's usable runs),"
+    f" or {SPREAD_FLOOR_PCT:g} % of A where the spreads are smaller"
+)
 GATE_RULE = (
     "decode tok/s: a cell reproduces when |B - A| / A <= the tolerance (the ladder's headline; "
     "TPOT is 1000 / decode, TTFT is too short for a relative tolerance, end-to-end mixes both: shown, not gated)"
@@ -64,6 +72,8 @@ class CellDiff:
     figures: dict[str, FigureDiff]
     reproduced: bool
     note: str = ""
+    answers_diverge_at: int | None = None  # 1-based token where B's answer parts from A's; None: the same, or not compared
+    answers_compared: bool = False  # both sessions at temperature 0, a usable run on each side
 
 
 @dataclass(frozen=True)
@@ -110,7 +120,8 @@ class Comparison:
 def _diff(a: float | None, b: float | None, spread_a: float | None = None, spread_b: float | None = None) -> FigureDiff:
     pct = (b - a) / a * 100 if a and b is not None else None
     spreads = [s for s in (spread_a, spread_b) if s is not None]
-    within = abs(b - a) <= max(spreads) if a is not None and b is not None and spreads else None
+    floor = abs(a) * SPREAD_FLOOR_PCT / 100 if a is not None else 0.0
+    within = abs(b - a) <= max(*spreads, floor) if a is not None and b is not None and spreads else None
     return FigureDiff(a, b, pct, spread_a, spread_b, within)
 
 
@@ -136,11 +147,26 @@ def _cell_diff(a: Session, b: Session, ca: Cell, cb: Cell, tolerance: float) -> 
         notes.append(f"no decode tok/s in {' and '.join(sides)} (no token after the first token event): nothing to compare")
     if ca.output_tokens != cb.output_tokens:
         notes.append(f"output tokens differ ({ca.output_tokens} vs {cb.output_tokens})")
+    diverges, compared = _answers(a, b, ca, cb)
+    if diverges is not None:
+        notes.append(f"answers part at token {diverges}")
     return CellDiff(
         arm=ca.arm, prompt=ca.prompt, category=ca.category, runs_a=ca.runs, runs_b=cb.runs,
         tokens_a=ca.output_tokens, tokens_b=cb.output_tokens, figures=figures,
         reproduced=gate is not None and abs(gate) <= tolerance, note="; ".join(notes),
+        answers_diverge_at=diverges, answers_compared=compared,
     )
+
+
+def _answers(a: Session, b: Session, ca: Cell, cb: Cell) -> tuple[int | None, bool]:
+    """(where B's answer parts from A's, whether they were compared): only at temperature 0,
+    where the same weights give the same tokens, so a difference means something changed."""
+    if a.settings.temperature != 0 or b.settings.temperature != 0:
+        return None, False
+    runs_a, runs_b = usable_runs(a, ca.arm, ca.prompt), usable_runs(b, cb.arm, cb.prompt)
+    if not runs_a or not runs_b:
+        return None, False
+    return compare_answers(runs_a[0], runs_b[0]).diverges_at_token, True
 
 
 def _missing_reason(session: Session, arm: str, prompt: str) -> str:
