@@ -133,7 +133,7 @@ def steps(fmt: str, width: int, height: int, fps: int) -> list[list[str]]:
         encode = [
             *source, "-i", PALETTE,
             "-lavfi", "[0:v][1:v]paletteuse=dither=none:diff_mode=rectangle",
-            *_BITEXACT, "-loop", "0", "-f", "gif", OUTPUT,
+            *_BITEXACT, "-loop", "-1", "-f", "gif", OUTPUT,  # played once: it stays on the end card
         ]
         return [palette, encode]
     if fmt == "png":

@@ -291,3 +291,16 @@ def test_manifest_errors_name_the_file_and_field(tmp_path: Path, session_file: P
         manifests.load(result.manifest)
     assert str(caught.value).startswith(f"{result.manifest}: field '{field}': ")
     assert "\n" not in str(caught.value)
+
+
+def test_a_gif_plays_once_and_stays_on_its_end_card(tmp_path: Path) -> None:
+    """Before: it looped from the end card back to the title card."""
+    session_file = write_session(tmp_path / "s.json")
+    result = render(session_file, tmp_path / "out.gif", SMALL)
+    with Image.open(result.output) as gif:
+        assert "loop" not in gif.info  # no NETSCAPE loop extension: viewers play it once
+        gif.seek(gif.n_frames - 1)
+        last = np.asarray(gif.convert("RGB"), dtype=np.int16)
+    plan = build_plan(archive.load(session_file), SMALL)
+    end_card = FrameRenderer(plan).render(plan.frame_count - 1).astype(np.int16)
+    assert np.abs(last - end_card).mean() < 4  # the palette's rounding, not another frame
