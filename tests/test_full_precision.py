@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from tokenreel import archive
 from tokenreel.cli import app
-from tokenreel.metrics import run_metrics
+from tokenreel.ladder import usable_runs
+from tokenreel.metrics import last_token_index, run_metrics
 
 SEED = Path(__file__).resolve().parent.parent / "sessions" / "seed-ladder-demo.json"
 
@@ -40,3 +41,17 @@ def test_json_and_csv_keep_the_archives_precision() -> None:
     markdown = invoke("report", SEED)
     first = report["ladder"][0]
     assert f"{first['decode_tok_s']:.1f} tok/s" in markdown and str(first["decode_tok_s"]) not in markdown
+
+
+def test_cells_give_end_to_end_seconds_the_median_over_their_runs() -> None:
+    """report --format json (and csv): each cell's e2e_s is the median over its usable runs of
+    request send to the last token, at full precision."""
+    session = archive.load(SEED)
+    report = orjson.loads(invoke("report", SEED, "--format", "json"))
+    rows = {(r["arm"], r["prompt"]): r for r in csv.DictReader(io.StringIO(invoke("report", SEED, "--format", "csv")))}
+    for cell in report["cells"]:
+        runs = usable_runs(session, cell["arm"], cell["prompt"])
+        seconds = [r.chunks.t_ns[last_token_index(r.chunks)] / 1e9 for r in runs]
+        assert cell["e2e_s"] == statistics.median(seconds)
+        assert abs(cell["e2e_tok_s"] * cell["e2e_s"] / cell["output_tokens"] - 1) < 0.02
+        assert float(rows[(cell["arm"], cell["prompt"])]["e2e_s"]) == cell["e2e_s"]

@@ -49,6 +49,7 @@ class Cell:
     host_contended: int = 0  # runs whose host (this machine) was under CPU pressure
     host_pressure_pct: float | None = None  # the highest CPU pressure over the cell's runs, in %
     host_note: str = ""  # why the host's pressure is unknown (a remote endpoint, no PSI here)
+    e2e_s: float | None = None  # median seconds from request send to the last token
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,7 @@ def _cell(session: Session, arm_id: str, prompt_id: str, category: str, selectio
         tpot_ms=_median([f.tpot_ms for f in figures]),
         decode_tok_s=_median([f.decode_tok_s for f in figures]),
         e2e_tok_s=_median([f.e2e_tok_s for f in figures]),
+        e2e_s=_median([f.e2e_s for f in figures]),
         spread_tok_s=(max(decodes) - min(decodes)) if decodes else None,
         acceptance_length=_median(list(acceptance)),
         like_for_like=not note,

@@ -40,6 +40,7 @@ class RunMetrics:
     tpot_ms: float | None
     e2e_tok_s: float | None
     decode_tokens: int = 0  # the tokens decode counts (n - first chunk)
+    e2e_s: float | None = None  # request send to the last token: the time an end-to-end speed-up divides
 
 
 def first_token_index(chunks: Chunks) -> int | None:
@@ -103,4 +104,5 @@ def run_metrics(run: Run) -> RunMetrics:
         tpot_ms=1000.0 / decode if decode else None,
         e2e_tok_s=e2e,
         decode_tokens=n - first_tokens,
+        e2e_s=t_last / NS_PER_S,
     )
