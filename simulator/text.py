@@ -10,10 +10,13 @@ by exact prompt text; any other prompt gets a passage of its category's pool, pi
 from __future__ import annotations
 
 import hashlib
+import itertools
+import random
 import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 from tokenreel.simulator.answers import BUILTIN
 
@@ -321,15 +324,14 @@ class Reply:
     answer: str | None = None
 
     def _chain(self) -> Iterator[tuple[str, ...]]:
-        """Passages in the order they are emitted: the reply, then what ignore_eos adds."""
-        if self.answer is not None:
-            while True:  # past its end a built-in answer starts over, on topic
-                yield _BUILTIN_TOKENS[self.answer]
-        passages = _TOKENS[self.category]
-        index = self.passage
-        while True:
-            yield passages[index % len(passages)]
-            index += 1
+        """Passages in the order they are emitted: the reply, then what ignore_eos adds. A
+        forced length never makes the answer repeat itself: after it comes every other passage
+        the simulator holds, once (its own category's first), then text generated from them."""
+        own = _BUILTIN_TOKENS[self.answer] if self.answer is not None else _TOKENS[self.category][self.passage % len(_TOKENS[self.category])]
+        yield own
+        yield from (passage for passage in _continuations(self.category) if passage is not own)
+        for paragraph in itertools.count():
+            yield _generated(self.category, paragraph)
 
     @property
     def natural_len(self) -> int:
@@ -337,7 +339,7 @@ class Reply:
         return len(next(self._chain()))
 
     def tokens(self, n: int, diverges_at: int = 0) -> list[str]:
-        """The first n tokens; past the natural end the passages repeat (like ignore_eos).
+        """The first n tokens; past the natural end other passages follow (like ignore_eos).
 
         diverges_at (1-based, 0: never): weights that pick another token there; the simulated
         pick leaves the original's token out and carries on with the next, so the answers part
@@ -354,6 +356,42 @@ class Reply:
                 out.extend(_SEPARATOR)
             out.extend(passage)
         return out[:n]
+
+
+@lru_cache(maxsize=None)
+def _category_texts(category: str) -> tuple[tuple[str, ...], ...]:
+    """The category's passages, then its built-in answers (tokenized)."""
+    builtin = tuple(_BUILTIN_TOKENS[answer_id] for answer_id, cat, _, _ in BUILTIN if cat == category)
+    return (*_TOKENS[category], *builtin)
+
+
+def _continuations(category: str) -> tuple[tuple[str, ...], ...]:
+    """Every passage and built-in answer, the category's own first, each once."""
+    return tuple(p for c in (category, *(c for c in CATEGORIES if c != category)) for p in _category_texts(c))
+
+
+@lru_cache(maxsize=None)
+def _successors(category: str) -> dict[str, tuple[str, ...]]:
+    """For each token of the category's texts, the tokens that follow it there (in text order)."""
+    follows: dict[str, list[str]] = {}
+    for passage in _category_texts(category):
+        for a, b in zip(passage, passage[1:]):
+            follows.setdefault(a, []).append(b)
+    return {a: tuple(b) for a, b in follows.items()}
+
+
+def _generated(category: str, paragraph: int, length: int = 240) -> tuple[str, ...]:
+    """Paragraph `paragraph` of text generated past the end of every passage: a walk through
+    which token follows which in the category's texts, seeded by the paragraph's number (the
+    same tokens every time; a string seed does not depend on PYTHONHASHSEED)."""
+    follows = _successors(category)
+    pick = random.Random(f"tokenreel-sim-{category}-{paragraph}")
+    starts = sorted(b for a, nexts in follows.items() if a in (".", "\n") for b in nexts if b.strip())
+    out = [pick.choice(starts)]
+    while len(out) < length:
+        nexts = follows.get(out[-1])
+        out.append(pick.choice(nexts) if nexts else pick.choice(starts))
+    return tuple(out)
 
 
 def builtin_answer(prompt_text: str) -> str | None:

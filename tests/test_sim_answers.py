@@ -87,11 +87,13 @@ def test_answer_lengths_and_continuation(prompt: Prompt) -> None:
     assert SHIPPED_MAX_TOKENS < reply.natural_len <= 1500
     answer = reply.tokens(reply.natural_len)
     assert 2.5 <= statistics.mean(map(len, answer)) <= 5.0 and "\n" in answer
-    # ignore_eos: past the natural end the answer starts over, still on topic
+    # ignore_eos: past the natural end other text follows; the answer never starts over
     long = reply.tokens(3 * reply.natural_len)
     assert len(long) == 3 * reply.natural_len
     n = reply.natural_len
-    assert long[:n] == answer and long[n : n + 2] == ["\n", "\n"] and long[n + 2 : 2 * n + 2] == answer
+    assert long[:n] == answer and long[n : n + 2] == ["\n", "\n"]
+    opening = answer[:30]
+    assert not any(long[k : k + 30] == opening for k in range(1, len(long) - 30))
     for k in (0, 1, DEMO_TOKENS, SHIPPED_MAX_TOKENS, n + 1):
         assert reply.tokens(k) == long[:k]
     # determinism: the same prompt always gives the same tokens, whitespace aside
@@ -164,3 +166,14 @@ def test_simulated_endpoint_streams_the_builtin_answer(sim: SimCluster) -> None:
     content = answer["choices"][0]["message"]["content"]
     assert content == "".join(reply_for(user_text(prompt)).tokens(DEMO_TOKENS))
     assert "def merge_intervals(" in content and answer["usage"]["completion_tokens"] == DEMO_TOKENS
+
+
+def test_a_forced_length_past_every_passage_still_never_repeats_the_answer() -> None:
+    """Past all the simulator's text it generates more (seeded: the same tokens every time)."""
+    reply = reply_for(user_text(builtin_prompts()[0]))
+    long = reply.tokens(40_000)
+    assert len(long) == 40_000 and long == reply.tokens(40_000)
+    opening = long[:30]
+    assert not any(long[k : k + 30] == opening for k in range(1, len(long) - 30))
+    tail = long[-5_000:]
+    assert len(set(tail)) > 200 and "".join(tail).count("\n\n") > 5  # words and paragraphs, not one token over and over
