@@ -273,7 +273,7 @@ class ArmColumn:
             return ""
         return f"accept {figure(self.steps(visible), 1)}"
 
-    def figures(self, visible: int, cutoff_ns: int, ref_done: bool) -> tuple[tuple[Span, ...], ...]:
+    def figures(self, visible: int, ref_done: bool) -> tuple[tuple[Span, ...], ...]:
         """The figure lines as spans: (big left, big right, verdict, stats). ref_done: the first
         arm on screen, which speed-ups are relative to, has finished. Each line is the first of
         its variants that fits: words shorten, then step down a size, then the least important
@@ -293,7 +293,7 @@ class ArmColumn:
         finish = clock_seconds(track.finish_ns)
         right = self.fitting(left, (f"{place} · done {finish}", f"{place} · {finish}", place))
         done = "" if finish in shown(right) else f"done {finish}"  # a narrow column says it below
-        return left, right, self.verdict(cutoff_ns, ref_done), self.stats_line((str(track.output_tokens), done), ttft, accept)
+        return left, right, self.verdict(ref_done), self.stats_line((str(track.output_tokens), done), ttft, accept)
 
     def big_line(self, value: Span) -> tuple[Span, ...]:
         """The big tok/s figure and its unit, the unit shortened or stepped down to fit."""
@@ -325,32 +325,26 @@ class ArmColumn:
                 return ((text, "label", "title"),)
         return ()
 
-    def verdict(self, cutoff_ns: int, ref_done: bool) -> tuple[Span, ...]:
-        """The speed-up over the first arm: a live lower bound (the race clock over this arm's
-        finish) while the first arm still runs, the final figure once it is done. What it
-        measures always follows it; whom it is against only where there is room."""
+    def verdict(self, ref_done: bool) -> tuple[Span, ...]:
+        """The speed-up over the first arm, once both are done: never before its evidence (a live
+        lower bound read as a claim the race then contradicted: "≥1.14x" beside an arm visibly
+        4x ahead). What it measures always follows it; whom it is against only where there is room."""
         plan, track = self.plan, self.track
         if self.reference is None:
             name = "baseline" if plan.reference_is_baseline else "reference"  # only the session's first arm is its baseline
             return first_fit(self.painters, self.geo.verdict.w, [((name, "label", "dim"), (tail, role, "dim")) for role in ("small", "tiny") for tail in (" for the speed-ups", "")])
-        if not ref_done:
-            live = cutoff_ns / track.finish_ns if track.finish_ns else None
-            if live is None or live < 1:
-                return ()
-            value: Span = (f"≥{multiplier(live)} {faster(plan.align, 1.0)}", "label", "good")
-        elif track.vs_first is None:
+        if not ref_done or track.vs_first is None:
             return ()
-        else:
-            ratio = track.vs_first if track.vs_first >= 1 else 1 / track.vs_first
-            value = (f"{multiplier(ratio)} {faster(plan.align, track.vs_first)}", "label", "good" if track.vs_first >= 1 else "dim")
+        ratio = track.vs_first if track.vs_first >= 1 else 1 / track.vs_first
+        value: Span = (f"{multiplier(ratio)} {faster(plan.align, track.vs_first)}", "label", "good" if track.vs_first >= 1 else "dim")
         metric = "end to end" if plan.align == "send" else "decode"
         tails = [(f" {metric} vs {self.reference}", "small"), (f" {metric}", "small"), (f" {metric}", "tiny")]
         return first_fit(self.painters, self.geo.verdict.w, [(value, (tail, role, "dim")) for tail, role in tails])
 
-    def answer_badge(self, visible: int) -> tuple[Span, ...]:
-        """Once the arm's stream is done (never before: its answer is not complete), whether it
-        is the first arm's answer (`fitted_badge`)."""
-        if self.track.answer is None or not self.finished(visible):
+    def answer_badge(self, visible: int, ref_done: bool) -> tuple[Span, ...]:
+        """Once the arm's stream and the first arm's are both done (never before: the answers it
+        compares are not both on screen), whether it is the first arm's answer (`fitted_badge`)."""
+        if self.track.answer is None or not self.finished(visible) or not ref_done:
             return ()
         return self.fitted_badge
 
@@ -509,12 +503,12 @@ class FrameRenderer:
             if keys.get(("progress", n)) != progress_key:
                 redrawn.append(column.draw_progress(canvas, progress_key))
                 keys[("progress", n)] = progress_key
-            figures_key = column.figures(visible[n], cutoff, ref_done)
+            figures_key = column.figures(visible[n], ref_done)
             if keys.get(("figures", n)) != figures_key:
                 redrawn.extend(column.draw_figures(canvas, self._base, figures_key, keys.get(("figures", n))))
                 keys[("figures", n)] = figures_key
             if column.geo.answer is not None:
-                answer_key = column.answer_badge(visible[n])
+                answer_key = column.answer_badge(visible[n], ref_done)
                 if keys.get(("answer", n)) != answer_key:
                     redrawn.append(column.draw_answer(canvas, self._base, answer_key))
                     keys[("answer", n)] = answer_key
