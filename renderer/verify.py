@@ -185,7 +185,11 @@ def _compare(
     if unsealed:
         message = f"frames and bytes re-render identically{note}, but {unsealed}"
         return VerifyResult(path, UNSEALED, message)
-    message = f"identical: {record.frame_count} frames, sha256 {record.output_sha256[:16]}{note}"
+    what = (
+        f"the image (frame {record.poster_frame} of the {record.frame_count}-frame video)" if record.poster_frame is not None
+        else f"{record.frame_count} frames"
+    )
+    message = f"identical: {what}, sha256 {record.output_sha256[:16]}{note}"
     return VerifyResult(path, IDENTICAL, message)
 
 

@@ -63,7 +63,11 @@ def test_untouched_render_is_identical(rendered: Path) -> None:
 def test_png_and_gif_verify_too(tmp_path: Path) -> None:
     session_file = write_session(tmp_path / "session.json")
     paths = [render(session_file, tmp_path / f"out.{ext}", SMALL).manifest for ext in ("png", "gif")]
-    assert [r.status for r in verify.verify(paths)] == [verify.IDENTICAL] * 2
+    results = verify.verify(paths)
+    assert [r.status for r in results] == [verify.IDENTICAL] * 2
+    png, gif = (manifests.load(p) for p in paths)
+    assert results[0].message.startswith(f"identical: the image (frame {png.poster_frame} of the {png.frame_count}-frame video), sha256 ")
+    assert results[1].message.startswith(f"identical: {gif.frame_count} frames, sha256 ")
 
 
 def test_changed_session_names_the_first_differing_frame(rendered: Path, tmp_path: Path) -> None:
