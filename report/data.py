@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from tokenreel.answers import build_answers
+from tokenreel.claims import DEFINITIONS, all_speedups, claim_text, headline, scope_text
 from tokenreel.model import Arm, Session
 from tokenreel.ladder import build_cells, build_ladder, category_table, common_prompts, missing_cells
 from tokenreel.latency import PERCENTILE_METHOD, Latency, LatencyRow, build_latency
@@ -41,7 +42,9 @@ def build_report(session: Session, baseline: str | None = None, selection: RunSe
             1 for p in shared if all(c.like_for_like for c in cells if c.prompt == p)
         ),
         "selection": {"exclude_host_contended": selection.exclude_host_contended, "rule": selection.describe()},
+        "headline": headline_entry(session, cells),
         "ladder": [asdict(row) for row in ladder],
+        "speedups": [asdict(s) for s in all_speedups(session, cells, selection)],
         "categories": category_table(session, cells),
         "cells": [_with_counts(session, asdict(cell)) for cell in cells],
         "arms": [_arm_entry(session, arm) for arm in session.arms],
@@ -50,6 +53,23 @@ def build_report(session: Session, baseline: str | None = None, selection: RunSe
         "host": host_summary(session),
         "latency": _latency_entry(build_latency(session, cells, selection)),
         "answers": asdict(build_answers(session, baseline, selection)),
+    }
+
+
+def headline_entry(session: Session, cells: list) -> dict | None:
+    """The session's headline claim (its last arm against its first, decode, over the suite) with
+    the words every view prints it with, so the report and the video's end card say the same."""
+    claim = headline(session, cells)
+    if claim is None:
+        return None
+    labels = {a.id: a.label for a in session.arms}
+    return {
+        **asdict(claim),
+        "text": claim_text(claim.value, claim.metric),
+        "scope_text": scope_text(claim),
+        "arm_label": labels[claim.arm],
+        "vs_label": labels[claim.vs],
+        "definition": f"{DEFINITIONS[claim.metric]}, the mean over the prompts every arm has of each cell's median run",
     }
 
 

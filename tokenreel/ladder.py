@@ -88,7 +88,7 @@ def _median(values: list[float | None]) -> float | None:
     return statistics.median(present) if present else None
 
 
-def _mean(values: list[float | None]) -> float | None:
+def mean_of(values: list[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return statistics.fmean(present) if present else None
 
@@ -284,7 +284,7 @@ def build_ladder(session: Session, cells: list[Cell], baseline: str | None = Non
     means: dict[str, float | None] = {}
     for arm in session.arms:
         mine = [c for c in cells if c.arm == arm.id and c.prompt in shared]
-        means[arm.id] = _mean([c.decode_tok_s for c in mine])
+        means[arm.id] = mean_of([c.decode_tok_s for c in mine])
         rows.append(
             LadderRow(
                 arm=arm.id,
@@ -292,10 +292,10 @@ def build_ladder(session: Session, cells: list[Cell], baseline: str | None = Non
                 decode_tok_s=means[arm.id],
                 vs_prior=None,
                 vs_first=None,
-                ttft_s=_mean([c.ttft_s for c in mine]),
-                acceptance_length=_mean([c.acceptance_length for c in mine]),
+                ttft_s=mean_of([c.ttft_s for c in mine]),
+                acceptance_length=mean_of([c.acceptance_length for c in mine]),
                 prompts=len(mine),
-                acceptance_rate=_mean([c.acceptance_rate for c in mine]),
+                acceptance_rate=mean_of([c.acceptance_rate for c in mine]),
                 acceptance_approximate=any(c.acceptance_approximate for c in mine),
                 acceptance_note=_row_acceptance_note(mine),
             )
@@ -334,7 +334,7 @@ def category_table(session: Session, cells: list[Cell]) -> dict[str, dict[str, f
     table: dict[str, dict[str, float | None]] = {}
     for category in categories:
         table[category] = {
-            arm.id: _mean(
+            arm.id: mean_of(
                 [c.decode_tok_s for c in cells if c.arm == arm.id and c.category == category and c.prompt in shared]
             )
             for arm in session.arms
