@@ -17,6 +17,9 @@ from tokenreel.safe_text import file_component
 if TYPE_CHECKING:
     from tokenreel.renderer.plan import RenderOptions
 
+# A GIF is for a README: about as wide as GitHub shows it, at a frame rate that keeps it small.
+GIF_SIZE, GIF_FPS = "960x540", 15
+
 
 def render_to(session_path: Path, out_file: Path, options: RenderOptions, workers: int, force: bool) -> None:
     """Render with a progress bar, then say where the file and its manifest are."""
@@ -76,10 +79,17 @@ def render(
     arms: Annotated[
         str | None, typer.Option(metavar="IDS", help="Arm ids side by side, comma-separated, at most 4 (default: all).")
     ] = None,
-    fps: Annotated[int, typer.Option(metavar="N", help="Frames per second (1 to 240).")] = 30,
+    fps: Annotated[
+        int | None, typer.Option(metavar="N", help="Frames per second (1 to 240).  [default: 30; a .gif 15]")
+    ] = None,
     size: Annotated[
-        str, typer.Option(metavar="WxH", help="1920x1080, 3840x2160, or 1080x1920 (vertical, arms stacked); 16:9 or 9:16, up to 4K.")
-    ] = "1920x1080",
+        str | None,
+        typer.Option(
+            metavar="WxH",
+            help="1920x1080 or 3840x2160 (16:9), 1080x1920 (9:16, arms stacked) or 1080x1080 (1:1, the feed format); "
+            "up to 4K.  [default: 1920x1080; a .gif 960x540, for a README]",
+        ),
+    ] = None,
     speed: Annotated[
         str, typer.Option(metavar="FACTOR", help="Playback speed; 1 is real time (fractions like 1/2 work).")
     ] = "1",
@@ -110,10 +120,18 @@ def render(
         str,
         typer.Option(
             metavar="send|first-token",
-            help="send: every clock starts at request send and speed-ups are end to end (time to done); "
-            "first-token: each arm starts at its first token and speed-ups are decode tok/s ratios.",
+            help="send: every clock starts at request send (time to first token shows); "
+            "first-token: each arm's clock starts at its first token.",
         ),
     ] = "send",
+    metric: Annotated[
+        str,
+        typer.Option(
+            metavar="decode|e2e",
+            help="The one metric of every speed-up the video shows: decode (decode tok/s, the report's headline) "
+            "or e2e (end to end: time from request send to the last token; needs --align send).",
+        ),
+    ] = "decode",
     at: Annotated[str | None, typer.Option(metavar="SECONDS", help="Poster time in seconds, for .png output.")] = None,
     workers: Annotated[
         int | None, typer.Option(min=1, metavar="N", help="Worker processes (the output is the same for any number).")
@@ -138,9 +156,11 @@ def render(
 ) -> None:
     """Replay a session side by side at real speed into a video, deterministically.
 
-    One prompt, one run per arm: 2 to 4 arms, side by side at 1920x1080 or 3840x2160, or
-    stacked at 1080x1920 for a vertical video (any even 16:9 or 9:16 size up to 4K, as long
-    as every figure fits; other sizes are refused). The --out extension picks the format; without --out the video is
+    One prompt, one run per arm: 2 to 4 arms, side by side at 1920x1080 or 3840x2160 (or
+    1080x1080, square), or stacked at 1080x1920 for a vertical video (any even 16:9, 9:16 or
+    1:1 size up to 4K, as long as every figure fits; other sizes are refused). Every speed-up
+    is in one metric (--metric) and appears once both arms it compares are done; the end card
+    gives this answer's figure and the suite's. The --out extension picks the format; without --out the video is
 
     \b
       out/<session-stem>-<prompt>.mp4   (e.g. out/ladder-code-1.mp4)
@@ -156,7 +176,8 @@ def render(
       tokenreel render sessions/ladder.json --prompt
       tokenreel render sessions/ladder.json --prompt code-1 --arms bf16,nvfp4
       tokenreel render sessions/ladder.json --size 1080x1920 -o out/vertical.mp4
-      tokenreel render sessions/ladder.json --align first-token   # decode speed-ups
+      tokenreel render sessions/ladder.json --metric e2e   # end-to-end speed-ups
+      tokenreel render sessions/ladder.json -o out/readme.gif   # 960x540, 15 fps
       tokenreel render sessions/ladder.json --at 5 -o poster.png
       tokenreel render sessions/ladder.json --answer-badge   # same answer as the first arm?
       tokenreel render sessions/ladder.json --title "bf16 vs NVFP4" --logo logo.png --theme my.json
@@ -171,13 +192,16 @@ def render(
         unknown = f"no prompt {prompt!r} in the session; " if prompt else ""
         fail(f"--prompt: {unknown}choose one of {', '.join(prompt_ids)} (session {session_path})")
     arm_ids = split_ids(arms)
+    target = out_file or _default_output(session_path, prompt or prompt_ids[0])
+    gif = target.suffix.lower() == ".gif"
     options = RenderOptions(
-        prompt=prompt, run=run, arms=tuple(arm_ids or ()), fps=fps, size=size, speed=speed,
-        theme=theme, title_s=title_s, hold_s=hold, at=at, align=align,
+        prompt=prompt, run=run, arms=tuple(arm_ids or ()), speed=speed,
+        fps=fps if fps is not None else (GIF_FPS if gif else 30),
+        size=size if size is not None else (GIF_SIZE if gif else "1920x1080"),
+        theme=theme, title_s=title_s, hold_s=hold, at=at, align=align, metric=metric,
         title=title, subtitle=subtitle, logo=None if logo is None else str(logo), max_duration_s=max_duration,
         answer_badge=answer_badge, exclude_host_contended=exclude_host_contended,
     )
     with user_errors():
         options = pin_files(options)
-    target = out_file or _default_output(session_path, prompt or prompt_ids[0])
     render_to(session_path, target, options, workers or default_workers(), force)

@@ -23,11 +23,11 @@ from tokenreel.renderer.plan import ArmTrack, Logo, RenderPlan
 from tokenreel.renderer.paragraph import ShapedLine
 from tokenreel.renderer.text import Cell, GlyphPainter, clusters, fit, layout_stream, wrap
 from tokenreel.renderer.timeline import END, REPLAY, TITLE, ArmTimeline
+from tokenreel.claims import DEFINITIONS, METRIC_WORDS, claim_text, scope_text
 from tokenreel.figures import clock_seconds, figure, multiplier
 from tokenreel.theme import RGB, Theme
 
-BOLD_ROLES = ("label", "big", "title", "headline")
-SHOW_THROUGH = 56  # of 256: how much of the last replay frame shows behind the end card
+BOLD_ROLES = ("label", "big", "title", "headline", "hero")
 CURSOR_PHASES_PER_S = 2  # the cursor blinks (on, off) once a second while an arm waits
 SUPERSAMPLE = 4  # per axis, for the anti-aliased edges of panels and badges
 ORDINALS = {1: "1st", 2: "2nd", 3: "3rd"}
@@ -282,7 +282,7 @@ class ArmColumn:
         ttft = f"TTFT {clock_seconds(track.ttft_ns)}"
         accept = self.live_accept(visible)
         if visible <= track.first_index:
-            return self.big_line(("—", "big", "faint")), (), (), self.fitted(geo.stats.w, ("waiting for the first token",))
+            return self.big_line(("—", "big", "faint")), (), (), self.fitted(geo.stats.w, ("waiting for the first token", "waiting for token 1", "waiting"))
         tokens = self.timeline.tokens(visible)
         if not self.finished(visible):
             count = f"{tokens}/{plan.max_tokens}" if plan.max_tokens >= tokens else str(tokens)
@@ -328,18 +328,19 @@ class ArmColumn:
     def verdict(self, ref_done: bool) -> tuple[Span, ...]:
         """The speed-up over the first arm, once both are done: never before its evidence (a live
         lower bound read as a claim the race then contradicted: "≥1.14x" beside an arm visibly
-        4x ahead). What it measures always follows it; whom it is against only where there is room."""
+        4x ahead). Its text is the claim's (plan.claims); whom it is against only where there is
+        room, and the metric's word drops last (the footer says it too)."""
         plan, track = self.plan, self.track
         if self.reference is None:
             name = "baseline" if plan.reference_is_baseline else "reference"  # only the session's first arm is its baseline
             return first_fit(self.painters, self.geo.verdict.w, [((name, "label", "dim"), (tail, role, "dim")) for role in ("small", "tiny") for tail in (" for the speed-ups", "")])
         if not ref_done or track.vs_first is None:
             return ()
-        ratio = track.vs_first if track.vs_first >= 1 else 1 / track.vs_first
-        value: Span = (f"{multiplier(ratio)} {faster(plan.align, track.vs_first)}", "label", "good" if track.vs_first >= 1 else "dim")
-        metric = "end to end" if plan.align == "send" else "decode"
-        tails = [(f" {metric} vs {self.reference}", "small"), (f" {metric}", "small"), (f" {metric}", "tiny")]
-        return first_fit(self.painters, self.geo.verdict.w, [(value, (tail, role, "dim")) for tail, role in tails])
+        style = "good" if track.vs_first >= 1 else "dim"
+        text = claim_text(track.vs_first, plan.metric)
+        short = text.removesuffix(" " + METRIC_WORDS[plan.metric])
+        candidates = [((text, "label", style), (f" vs {self.reference}", "small", "dim")), ((text, "label", style),), ((short, "label", style),)]
+        return first_fit(self.painters, self.geo.verdict.w, candidates)
 
     def answer_badge(self, visible: int, ref_done: bool) -> tuple[Span, ...]:
         """Once the arm's stream and the first arm's are both done (never before: the answers it
@@ -363,10 +364,11 @@ class ArmColumn:
             n = f"{'≈' if mark.estimated else ''}{mark.diverges_at_token}"
             texts = [f"≠ diverges from {self.reference} at token {n}", f"≠ diverges at token {n}", f"≠ at token {n}", f"≠ tok {n}"]
             style = "tool"  # the theme's warning colour (as the footer's SIMULATED ENDPOINTS)
-        # Title size first: it must read at 640 px wide. The last form, " ≠ tok ≈99999 " in tiny, is
-        # narrower than the stats line's worst case, which layout.compute checks every size against.
+        # The most words first, each in the largest size it fits (every size reads at 640 px wide).
+        # The last form, " ≠ tok ≈99999 " in tiny, is narrower than the stats line's worst case,
+        # which layout.compute checks every size against.
         roles = ("title", "label", "small", "tiny")
-        return first_fit(self.painters, self.geo.answer.w, [((f" {text} ", role, style),) for role in roles for text in texts])
+        return first_fit(self.painters, self.geo.answer.w, [((f" {text} ", role, style),) for text in texts for role in roles])
 
     def draw_answer(self, canvas: Canvas, base: np.ndarray, spans: tuple[Span, ...]) -> Rect:
         """The badge: its text on a tag of the text's colour mixed into the panel's."""
@@ -397,14 +399,6 @@ class ArmColumn:
                 canvas.spans(rect, role, canvas.theme.panel, spans)
                 redrawn.append(rect)
         return redrawn
-
-
-def faster(align: str, ratio: float | None) -> str:
-    """The word after a speed-up: what the video's one metric says about it."""
-    ahead = ratio is None or ratio >= 1
-    if align == "send":
-        return "sooner" if ahead else "later"
-    return "faster" if ahead else "slower"
 
 
 def shown(spans: Sequence[Span]) -> str:
@@ -460,10 +454,12 @@ class FrameRenderer:
         the renderer's own canvas, valid until the next call: the encoder hashes it and
         converts only the regions that changed, instead of copying 6 MB a frame."""
         phase = self.clock.phase(index)
-        if phase in (TITLE, END):
-            if phase not in self._cards:
-                self._cards[phase] = self._title_card() if phase == TITLE else self._end_card()
-            pixels, changed = self._cards[phase], () if self._shown == phase else None
+        if phase == TITLE:
+            pixels, changed = self._title_frame(index), (self.countdown_rect,) if self._shown == TITLE else None
+        elif phase == END:
+            if END not in self._cards:
+                self._cards[END] = self._end_card()
+            pixels, changed = self._cards[END], () if self._shown == END else None
         else:
             redrawn = self._compose(self._canvas, self._keys, index)
             pixels, changed = self._canvas.pixels, tuple(redrawn) if self._shown == REPLAY else None
@@ -528,9 +524,10 @@ class FrameRenderer:
 
     def metric_notes(self) -> tuple[str, str]:
         """What every speed-up on screen is, said once for the whole video (long, short)."""
-        if self.plan.align == "send":
-            return "Speed-ups: end to end (time to done, from request send), this prompt", "Speed-ups: end to end, this prompt"
-        return "Speed-ups: decode tok/s, this prompt; each arm's clock starts at its first token", "Speed-ups: decode tok/s, this prompt"
+        plan = self.plan
+        which = "this answer" if plan.scope == "prompt" else "the runs shown"
+        clocks = "" if plan.align == "send" else "; each arm's clock starts at its first token"
+        return f"Speed-ups: {DEFINITIONS[plan.metric]}, {which}{clocks}", f"Speed-ups: {METRIC_WORDS[plan.metric]}, {which}"
 
     def _footer(self, canvas: Canvas) -> None:
         """What the speed-ups are and how the race was made, shortened (then smaller) to fit."""
@@ -544,8 +541,10 @@ class FrameRenderer:
             f"{long}. Each arm was recorded on its own, then replayed side by side {pace}.{about}",
             f"{short}. Each arm recorded on its own, replayed side by side {pace}.{about}",
             f"{short}. Arms recorded one at a time, replayed {pace}.{about}",
+            f"{short}; arms recorded one at a time.{about}",
+            f"{short}.{about}",
         )
-        right: list[Span] = [("SIMULATED ENDPOINTS · ", "small", "tool")] if plan.simulated else []
+        right: list[Span] = [("SIMULATED · ", "small", "tool")] if plan.simulated else []
         right.append(("tokenreel", "small", "dim"))
         room = plan.layout.footer.w - sum(_text_w(self.painters, text, role) for text, role, _ in right)
         left = first_fit(self.painters, room, [((text, role, "dim"),) for role in ("small", "tiny") for text in wordings])
@@ -578,9 +577,9 @@ class FrameRenderer:
         plan, layout, theme = self.plan, self.plan.layout, self.plan.theme
         canvas = self._blank()
         canvas.spans(layout.title, "title", theme.background, ((plan.session_name, "title", "title"),))
-        small = self.painters["small"]
-        for i, line in enumerate(self._prompt_lines(layout.prompt.w, "small", 2)):
-            canvas.cells(line, "small", layout.prompt.x, layout.prompt.y + i * small.line_h, theme.background, layout.prompt)
+        prompt = self.painters["prompt"]
+        for i, line in enumerate(self._prompt_lines(layout.prompt.w, "prompt", 2)):
+            canvas.cells(line, "prompt", layout.prompt.x, layout.prompt.y + i * prompt.line_h, theme.background, layout.prompt)
         speed = plan.clock.speed
         pace = "real time" if speed == 1 else f"{float(speed):g}x speed"
         since = "since request send" if plan.align == "send" else "since first token"
@@ -605,14 +604,18 @@ class FrameRenderer:
         plan, layout, theme = self.plan, self.plan.layout, self.plan.theme
         canvas = self._blank()
         stage = layout.stage
-        title, label, small = self.painters["title"], self.painters["label"], self.painters["small"]
-        prompt = self._prompt_lines(min(stage.w, round(1100 * layout.scale)), "small", 4, plan.subtitle)
+        # The title in the largest type it fits in whole (the headline's, on every canvas).
+        role = next((r for r in ("headline", "big") if _text_w(self.painters, plan.title, r) <= stage.w), "title")
+        title, label, small = self.painters[role], self.painters["label"], self.painters["small"]
+        lines = 4
+        prompt = self._prompt_lines(min(stage.w, round(1100 * layout.scale)), "small", lines, plan.subtitle)
         row_h = label.line_h * 3 // 2
-        block_h = title.line_h * 2 + small.line_h * (len(prompt) + 1) + row_h * len(plan.arms)
+        # centred as if the subtitle had all its lines: another subtitle never moves the title
+        block_h = title.line_h * 3 // 2 + small.line_h * (lines + 1) + row_h * len(plan.arms)
         y = stage.y + max(0, (stage.h - block_h) // 2)
         name = fit(plan.title, stage.w // title.cell_w, "title", fonts.BOLD)
-        canvas.cells(name, "title", stage.x + (stage.w - _width(name) * title.cell_w) // 2, y, theme.background, stage)
-        y += title.line_h * 2
+        canvas.cells(name, role, stage.x + (stage.w - _width(name) * title.cell_w) // 2, y, theme.background, stage)
+        y += title.line_h * 3 // 2
         for line in prompt:
             canvas.cells(line, "small", stage.x + (stage.w - _width(line) * small.cell_w) // 2, y, theme.background, stage)
             y += small.line_h
@@ -631,6 +634,25 @@ class FrameRenderer:
             _composite(canvas.pixels, plan.logo)
         return canvas.pixels
 
+    @cached_property
+    def countdown_rect(self) -> Rect:
+        """The title card's countdown: a line along the bottom of the stage that fills until the
+        race starts, so the video moves from its first frames."""
+        stage, scale = self.plan.layout.stage, self.plan.layout.scale
+        height = max(2, round(6 * scale))
+        return Rect(stage.x, stage.bottom - height, stage.w, height)
+
+    def _title_frame(self, index: int) -> np.ndarray:
+        """Title frame `index`: the card, its countdown filled to (index + 1) / title frames."""
+        if TITLE not in self._cards:
+            self._cards[TITLE] = self._title_card()
+            self._title = self._cards[TITLE].copy()
+        rect = self.countdown_rect
+        self._title[rect.slices] = self._cards[TITLE][rect.slices]
+        filled = rect.w * (index + 1) // self.clock.title_frames
+        self._title[rect.y : rect.bottom, rect.x : rect.x + filled] = _color(self.plan.theme, f"accent{self.plan.arms[0].color}")
+        return self._title
+
     def logo_box(self) -> Rect | None:
         """Where the logo is drawn on the title card (None: no logo)."""
         logo = self.plan.logo
@@ -639,85 +661,111 @@ class FrameRenderer:
     # -- end card ----------------------------------------------------------------------------
 
     def headline(self) -> tuple[str, str]:
-        """The end card's big line (the last arm on screen against the first) and what it is."""
+        """The end card's big line (the last arm on screen against the first, the claim's text)
+        and what it is: which arms, on which answer."""
         plan = self.plan
         first, last = plan.arms[0], plan.arms[-1]
-        if last.vs_first is None:
-            return f"done in {clock_seconds(last.finish_ns)}", f"{last.label} · this prompt"
-        value = last.vs_first if last.vs_first >= 1 else 1 / last.vs_first
-        word = faster(plan.align, last.vs_first)
-        if plan.align == "send":
-            return f"{multiplier(value)} {word}", f"{last.label} vs {first.label} · end to end, this prompt"
-        return f"{multiplier(value)} {word} decode", f"{last.label} vs {first.label} · decode tok/s, this prompt"
+        which = "on this answer" if plan.scope == "prompt" else f"run {last.run_index} vs run {first.run_index}"
+        return claim_text(last.vs_first, plan.metric), f"{last.label} vs {first.label} · {which}"
 
-    def what_spans(self, what: str, width: int) -> tuple[Span, ...]:
-        """The line under the headline: a size smaller when it does not fit, then with what is
-        measured first, so that only the arm labels at its end are cut."""
-        labels, _, measure = what.rpartition(" · ")
-        candidates = [((what, "label", "dim"),), ((what, "small", "dim"),), ((f"{measure} · {labels}", "small", "dim"),)]
-        return first_fit(self.painters, width, candidates)
+    def suite_line(self) -> str:
+        """The suite's figure for the same two arms, saying it is the suite's ("4.42x faster
+        decode over 4 prompts"); empty when the session cannot give one."""
+        suite = self.plan.suite
+        if suite is None or suite.value is None:
+            return ""
+        return f"{claim_text(suite.value, suite.metric)} {scope_text(suite)}"
+
+    def end_headings(self) -> tuple[str, ...]:
+        return ("done in", "decode", "vs prior", "vs first") if self.plan.metric == "decode" else ("TTFT", "done in", "vs prior", "vs first")
 
     def end_rows(self) -> list[tuple[str, ...]]:
-        """Per arm on screen: done in, (decode tok/s,) vs prior, vs first, in the video's metric."""
-        plan = self.plan
+        """Per arm on screen, under end_headings: its times and figures, and its speed-ups over
+        the arm before it and the first arm, in the video's one metric."""
         rows = []
-        for n, track in enumerate(plan.arms):
-            prior = plan.arms[n - 1] if n else track
-            if plan.align == "send":
-                vs_prior = prior.finish_ns / track.finish_ns if track.finish_ns and prior.finish_ns else None
-                rows.append((clock_seconds(track.finish_ns), multiplier(vs_prior), multiplier(track.vs_first)))
-            else:
-                ok = track.decode_tok_s and prior.decode_tok_s
-                vs_prior = track.decode_tok_s / prior.decode_tok_s if ok else None
+        for track in self.plan.arms:
+            done = clock_seconds(track.finish_ns)
+            if self.plan.metric == "decode":
                 decode = f"{'≈' if track.tokens_estimated else ''}{figure(track.decode_tok_s)} tok/s"
-                rows.append((clock_seconds(track.finish_ns), decode, multiplier(vs_prior), multiplier(track.vs_first)))
+                rows.append((done, decode, multiplier(track.vs_prior), multiplier(track.vs_first)))
+            else:
+                rows.append((clock_seconds(track.ttft_ns), done, multiplier(track.vs_prior), multiplier(track.vs_first)))
         return rows
 
-    def _card_boxes(self) -> tuple[Rect, Rect]:
-        """The end card's panel, centred on the stage and as tall as its rows, and its inside."""
+    def facts_lines(self) -> tuple[str, str]:
+        """The small print under the rows (which name each arm's model): what the arms ran on;
+        the engine and the recording date."""
+        facts = self.plan.facts
+        assert facts is not None
+        return facts.hardware, f"{facts.engine} · {facts.recorded}"
+
+    def _end_blocks(self) -> tuple[int, int, int]:
+        """(top of the card's block, row height, block height): centred between the title line
+        and the footer."""
         layout = self.plan.layout
         head, label, small = self.painters["headline"], self.painters["label"], self.painters["small"]
-        stage, pad = layout.stage, round(36 * layout.scale)
-        row_h = label.line_h * 3 // 2
-        height = min(stage.h, 2 * pad + head.line_h + label.line_h + small.line_h * 2 + row_h * (len(self.plan.arms) + 1))
-        width = min(stage.w, round(1400 * layout.scale))
-        card = Rect(stage.x + (stage.w - width) // 2, stage.y + (stage.h - height) // 2, width, height)
-        return card, Rect(card.x + pad, card.y + pad, card.w - 2 * pad, card.h - 2 * pad)
+        row_h = label.line_h + small.line_h + label.line_h // 3
+        gap = label.line_h // 2
+        block = self._headline_h() + 2 * label.line_h + gap + small.line_h + row_h * len(self.plan.arms) + gap + 2 * small.line_h
+        top, bottom = layout.title.y, layout.footer.y
+        return top + max(0, (bottom - top - block) // 2), row_h, block
+
+    @property
+    def hero(self) -> bool:
+        """A tall or square frame has the room to give the headline's multiplier a line of its
+        own, in the largest type (the words follow on the next line)."""
+        return self.plan.layout.height >= self.plan.layout.width
+
+    def _headline_h(self) -> int:
+        return self.painters["headline"].line_h + (self.painters["hero"].line_h if self.hero else 0)
 
     def headline_box(self) -> Rect:
-        """Where the end card's big line is drawn (tests read it back from the pixels)."""
-        _, inner = self._card_boxes()
-        return Rect(inner.x, inner.y, inner.w, self.painters["headline"].line_h)
+        """Where the end card's big line (both lines, on a tall frame) is drawn (tests read it
+        back from the pixels)."""
+        layout = self.plan.layout
+        y, _, _ = self._end_blocks()
+        return Rect(layout.footer.x, y, layout.footer.w, self._headline_h())
 
     def _end_card(self) -> np.ndarray:
-        """The final replay frame, dimmed, under the headline: the last arm against the first in
-        the video's one metric, then a row per arm on screen with its bar and done-in time."""
+        """A full frame of its own (never over the race, whose text it would cut): the headline
+        in the video's one metric with what it compares, the suite's figure, a row per arm, what
+        the arms ran on and when, and the footer that defines every figure."""
         plan, layout, theme = self.plan, self.plan.layout, self.plan.theme
-        canvas = self._canvas_on(self._base.copy())
-        self._compose(canvas, {}, self.clock.title_frames + self.clock.replay_frames - 1)
-        stage = layout.stage
-        region = canvas.pixels[stage.slices].astype(np.uint16)
-        back = np.array(theme.background, dtype=np.uint16)
-        canvas.pixels[stage.slices] = (region * SHOW_THROUGH + back * (256 - SHOW_THROUGH)) >> 8
+        canvas = self._blank()
         head, label, small = self.painters["headline"], self.painters["label"], self.painters["small"]
-        row_h = label.line_h * 3 // 2
-        rows = self.end_rows()
-        card, inner = self._card_boxes()
-        canvas.panel(card, layout.radius, theme.panel, theme.panel_edge, max(1, round(layout.scale)))
+        y, row_h, _ = self._end_blocks()
+        x, w, bg = layout.footer.x, layout.footer.w, theme.background
         big, what = self.headline()
-        style = f"accent{plan.arms[-1].color}"
-        canvas.spans(self.headline_box(), "headline", theme.panel, ((big, "headline", style),))
-        y = inner.y + head.line_h
-        canvas.spans(Rect(inner.x, y, inner.w, label.line_h), "label", theme.panel, self.what_spans(what, inner.w))
-        y += label.line_h + small.line_h
-        self._rows(canvas, Rect(inner.x, y, inner.w, inner.bottom - y), row_h, rows)
+        accent = f"accent{plan.arms[-1].color}"
+        if self.hero:
+            value, _, words = big.partition(" ")
+            canvas.spans(Rect(x, y, w, self.painters["hero"].line_h), "hero", bg, ((value, "hero", accent),))
+            y += self.painters["hero"].line_h
+            canvas.spans(Rect(x, y, w, head.line_h), "headline", bg, ((words, "headline", accent),))
+        else:
+            canvas.spans(Rect(x, y, w, head.line_h), "headline", bg, ((big, "headline", accent),))
+        y += head.line_h
+        canvas.spans(Rect(x, y, w, label.line_h), "label", bg, self.label_spans(what, w, "label", "dim"))
+        y += label.line_h
+        suite = self.suite_line()
+        if suite:
+            canvas.spans(Rect(x, y, w, label.line_h), "label", bg, ((suite, "label", "title"),))
+        y += label.line_h + label.line_h // 2
+        self._rows(canvas, Rect(x, y, w, small.line_h + row_h * len(plan.arms)), row_h, self.end_rows())
+        y += small.line_h + row_h * len(plan.arms) + label.line_h // 2
+        for line in self.facts_lines():
+            canvas.spans(Rect(x, y, w, small.line_h), "small", bg, ((line, "small", "dim"),))
+            y += small.line_h
+        self._footer(canvas)
         return canvas.pixels
 
     def _rows(self, canvas: Canvas, rect: Rect, row_h: int, rows: list[tuple[str, ...]]) -> None:
-        """A row per arm on screen: badge, label, a bar from request send (or first token) to
-        done, then the figures right-aligned under their headings."""
-        plan, theme, label = self.plan, self.plan.theme, self.painters["label"]
-        headings = ("done in", "vs prior", "vs first") if plan.align == "send" else ("done in", "decode", "vs prior", "vs first")
+        """Headings, then a row per arm on screen: badge, label, a bar from request send (or
+        first token) to done, the figures right-aligned under their headings; the arm's model
+        on the line below its label."""
+        plan, theme, label, small = self.plan, self.plan.theme, self.painters["label"], self.painters["small"]
+        bg = theme.background
+        headings = self.end_headings()
         gap = label.cell_w * 2
         widths = [max(_text_w(self.painters, h, "small"), *(_text_w(self.painters, r[k], "label") for r in rows)) for k, h in enumerate(headings)]
         rights, right = [], rect.right
@@ -729,19 +777,16 @@ class FrameRenderer:
         name_w = min(names_w, (figures_x - rect.x) * 3 // 5)
         bar_x, bar_w = rect.x + name_w + gap, max(0, figures_x - rect.x - name_w - 2 * gap)
         for heading, right in zip(headings, rights):
-            canvas.spans(Rect(rect.x, rect.y, right - rect.x, row_h), "small", theme.panel, (), ((heading, "small", "dim"),))
+            canvas.spans(Rect(rect.x, rect.y, right - rect.x, small.line_h), "small", bg, (), ((heading, "small", "dim"),))
         longest = max(t.finish_ns for t in plan.arms) or 1
         for n, (track, figures) in enumerate(zip(plan.arms, rows)):
-            y = rect.y + row_h * (n + 1)
-            if y + row_h > rect.bottom:
-                break
-            middle = y + (row_h - label.line_h) // 2
-            x = canvas.badge(rect.x, middle, label.line_h, track.color, theme.panel, n + 1)
-            name = Rect(x, middle, rect.x + name_w - x, label.line_h)
-            canvas.spans(name, "label", theme.panel, self.label_spans(track.label, name.w))
+            y = rect.y + small.line_h + row_h * n
+            x = canvas.badge(rect.x, y, label.line_h, track.color, bg, n + 1)
+            canvas.spans(Rect(x, y, rect.x + name_w - x, label.line_h), "label", bg, self.label_spans(track.label, rect.x + name_w - x))
+            canvas.spans(Rect(x, y + label.line_h, rect.right - x, small.line_h), "small", bg, ((track.model, "small", "dim"),))
             if bar_w >= label.cell_w * 4:
                 bar_h = max(2, label.line_h // 2)
-                top = middle + (label.line_h - bar_h) // 2
+                top = y + (label.line_h - bar_h) // 2
                 done = max(bar_h, bar_w * track.finish_ns // longest)
                 canvas.blend(Rect(bar_x, top, done, bar_h), canvas.color(f"accent{track.color}"), bar_h // 2)
                 if plan.align == "send":  # the wait for the first token, in the bar's faint start
@@ -750,7 +795,7 @@ class FrameRenderer:
                         canvas.fill(Rect(bar_x + bar_h // 2, top, wait, bar_h), theme.faint)
                         canvas.blend(Rect(bar_x, top, bar_h, bar_h), theme.faint, bar_h // 2)
             for text, right in zip(figures, rights):
-                canvas.spans(Rect(rect.x, middle, right - rect.x, label.line_h), "label", theme.panel, (), ((text, "label", "text"),))
+                canvas.spans(Rect(rect.x, y, right - rect.x, label.line_h), "label", bg, (), ((text, "label", "text"),))
 
 
 def _composite(pixels: np.ndarray, logo: Logo) -> None:

@@ -2,12 +2,16 @@
 
 Sizes scale with the shorter side (1080 is the design size), so 4K is 1080p doubled and the
 vertical 1080x1920 format keeps 1080p type sizes with arms stacked instead of side by side.
+Every text that says a number or what it measures is then raised to what reads at 640 px wide,
+the width a feed shows a video at (`legible_px`): a 16:9 frame shrinks three times there, a
+9:16 or 1:1 frame 1.7 times, so each layout gets type sized to its own canvas.
 The text grid of a column is an exact number of cells, so nothing drawn into it can cross
 the column's edge.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -15,14 +19,22 @@ from tokenreel.renderer.text import cell_metrics
 
 DESIGN_SIZE = 1080
 # px at the design size; "tiny" is where small labels step down to when they do not fit
-FONT_SIZES = {"body": 18, "small": 15, "tiny": 12, "label": 22, "big": 40, "title": 30, "headline": 64}
+FONT_SIZES = {"body": 18, "prompt": 15, "small": 15, "tiny": 12, "label": 22, "big": 40, "title": 30, "headline": 64, "hero": 180}
 MIN_FONT = 6
+MIN_TEXT_PX = 12  # the stream and the prompt are never smaller than this, on any canvas
+TEXT_ROLES = ("body", "prompt")
+FEED_WIDTH = 640  # px: how wide a feed shows a video
+FEED_MIN_PX = 12  # the smallest type that reads there
+# Roles that say a number or what one measures, with how many times the legible size each needs
+# at least (the hierarchy: big figures above labels). The stream ("body") and the prompt in the
+# race's header are context, not figures: they keep their design sizes.
+FIGURE_ROLES = {"small": 1.0, "tiny": 1.0, "label": 1.15, "title": 1.3, "big": 1.6, "headline": 2.5}
 MIN_GRID = (4, 2)  # (cols, rows): below this a column cannot show a stream
 # The shortest forms the figure lines fall back to (frames.py), with the widest figures a
 # session can give: (role, text) runs per line. A size that cannot fit these is refused.
 WORST_CASE = {
     "big": (("big", "≈99999.9"), ("tiny", " tok/s")),
-    "verdict": (("label", "≥99.99x slower"), ("tiny", " end to end")),
+    "verdict": (("label", "99.99x slower"),),
     "stats": (("tiny", "≈99999/99999 tok"),),
 }
 
@@ -84,9 +96,20 @@ class FrameLayout:
     columns: tuple[ColumnLayout, ...]
 
 
+def legible_px(width: int) -> int:
+    """The smallest type on a frame `width` px wide that is FEED_MIN_PX tall at FEED_WIDTH wide."""
+    return math.ceil(FEED_MIN_PX * width / FEED_WIDTH)
+
+
 def font_sizes(width: int, height: int) -> dict[str, int]:
     scale = min(width, height) / DESIGN_SIZE
-    return {role: max(MIN_FONT, round(px * scale)) for role, px in FONT_SIZES.items()}
+    sizes = {role: max(MIN_FONT, round(px * scale)) for role, px in FONT_SIZES.items()}
+    for role in TEXT_ROLES:  # a small canvas (a README's GIF) keeps its text readable at full size
+        sizes[role] = max(sizes[role], MIN_TEXT_PX)
+    floor = legible_px(width)
+    for role, times in FIGURE_ROLES.items():
+        sizes[role] = max(sizes[role], math.ceil(floor * times))
+    return sizes
 
 
 def _column(panel: Rect, pad: int, gap: int, metrics: Mapping[str, tuple[int, int]], answer_line: bool) -> ColumnLayout:
@@ -127,10 +150,11 @@ def compute(width: int, height: int, arms: int, answer_line: bool = False) -> Fr
     metrics = {role: cell_metrics(px)[:2] for role, px in sizes.items()}
     margin, gap, pad = round(32 * scale), round(20 * scale), round(18 * scale)
     title_h, small_h = metrics["title"][1], metrics["small"][1]
+    prompt_h = metrics["prompt"][1]
     clock_w = max(metrics["title"][0] * 10, metrics["small"][0] * 32)  # the clock, and what it counts from
     title = Rect(margin, round(22 * scale), width - 2 * margin - clock_w, title_h)
     clock = Rect(width - margin - clock_w, title.y, clock_w, title_h)
-    prompt = Rect(margin, title.bottom, title.w, 2 * small_h)
+    prompt = Rect(margin, title.bottom, title.w, max(2 * prompt_h, small_h))
     speed = Rect(clock.x, title.bottom, clock_w, small_h)
     footer = Rect(margin, height - round(12 * scale) - small_h, width - 2 * margin, small_h)
     stage = Rect(margin, prompt.bottom + gap, width - 2 * margin, footer.y - gap - prompt.bottom - gap)
@@ -138,6 +162,9 @@ def compute(width: int, height: int, arms: int, answer_line: bool = False) -> Fr
     if height > width:  # vertical video: arms stacked
         each = (stage.h - gap * (arms - 1)) // arms
         panels = [Rect(stage.x, stage.y + i * (each + gap), stage.w, each) for i in range(arms)]
+    elif width == height and arms == 4:  # square: two by two, as four columns would be too narrow
+        each_w, each_h = (stage.w - gap) // 2, (stage.h - gap) // 2
+        panels = [Rect(stage.x + (i % 2) * (each_w + gap), stage.y + (i // 2) * (each_h + gap), each_w, each_h) for i in range(arms)]
     else:
         each = (stage.w - gap * (arms - 1)) // arms
         panels = [Rect(stage.x + i * (each + gap), stage.y, each, stage.h) for i in range(arms)]

@@ -17,6 +17,8 @@ from PIL import Image
 from tokenreel.renderer.layout import FrameLayout, compute
 from tokenreel.renderer.timeline import Clock, first_frame_showing
 from tokenreel.answers import compare
+from tokenreel.figures import multiplier
+from tokenreel.claims import METRICS, Speedup, claim_text, run_speedup, scope_text, suite_speedup
 from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, median_run, missing_cells
 from tokenreel.model import Prompt, Run, Session
 from tokenreel.selection import RunSelection
@@ -50,8 +52,9 @@ class RenderOptions:
     title_s: str = "1.5"  # title card length (whole frames: round(title_s*fps)); "0": none
     hold_s: str = "4"  # end card (the headline) shown this long, after a short pause on the final state
     at: str | None = None  # poster frame time in seconds (for .png output)
-    align: str = "send"  # "send": clocks start at request send, speed-ups end to end;
-    # "first-token": each arm's clock starts at its first token, speed-ups are decode tok/s ratios
+    align: str = "send"  # "send": clocks start at request send (TTFT differences show);
+    # "first-token": each arm's clock starts at its first token
+    metric: str = "decode"  # the video's one metric for speed-ups: "decode" (tok/s) or "e2e" (time to done)
     title: str | None = None  # title card's big line; None -> the session name
     subtitle: str | None = None  # title card's line under it; None -> the prompt text, "" -> none
     logo: str | None = None  # PNG drawn in the title card's top-right corner
@@ -99,12 +102,14 @@ class ArmTrack:
     output_tokens: int
     ttft_ns: int
     decode_tok_s: float | None
-    vs_first: float | None  # the video's speed-up over the first arm on screen (see RenderPlan.metric)
+    vs_first: float | None  # the video's speed-up over the first arm on screen, in RenderPlan.metric
     acceptance_length: float | None
     tokens_estimated: bool = False  # per-event counts are a guess (the server sent none): shown with ≈
     acceptance_approximate: bool = False  # from counters printed in rounded steps: shown with ≈
     place: int = 1  # finishing place among the arms on screen (ties share a place)
     answer: AnswerMark | None = None  # only with RenderOptions.answer_badge
+    vs_prior: float | None = None  # the speed-up over the arm before it on screen, in RenderPlan.metric
+    e2e_s: float | None = None  # seconds from request send to the last token
 
     @property
     def finish_ns(self) -> int:
@@ -139,6 +144,38 @@ class RenderPlan:
     subtitle: str = ""  # the title card's line(s) under it (may be empty)
     logo: Logo | None = None  # scaled to the layout, for the title card's corner
     reference_is_baseline: bool = True  # the first arm raced is the session's first arm (only it is called baseline)
+    metric: str = "decode"  # every speed-up the video shows is in this metric (tokenreel.claims)
+    scope: str = "prompt"  # "prompt": the median runs, as the report's answer figures; "run": runs the user chose
+    suite: Speedup | None = None  # the last arm on screen against the first over the session's suite
+    claims: tuple[Claim, ...] = ()  # every speed-up drawn, where and from which frame
+    facts: EndFacts | None = None  # what the end card says the race ran on
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A speed-up drawn on screen: what it says, its figure (the report's, at full precision), the
+    first frame showing it and the first frame at which both arms it compares were done."""
+
+    text: str
+    metric: str
+    scope: str
+    prompt: str | None
+    arm: str
+    vs: str
+    value: float | None
+    first_frame: int
+    evidence_frame: int
+    where: str  # "verdict" (a column's line under its figures) or "end card"
+
+
+@dataclass(frozen=True)
+class EndFacts:
+    """The end card's small print: what the arms ran on and when (missing facts are said missing)."""
+
+    model: str
+    hardware: str
+    engine: str
+    recorded: str
 
 
 LOGO_HEIGHT = 72  # px at the design size (1080): the logo is scaled to this height
@@ -217,8 +254,8 @@ def _size(value: str) -> tuple[int, int]:
     width, height = int(match.group(1)), int(match.group(2))
     if width % 2 or height % 2 or not (16 <= width <= MAX_SIDE and 16 <= height <= MAX_SIDE):
         raise ValueError(f"size: width and height must be even and 16..{MAX_SIDE} px, got {value}")
-    if width * 9 != height * 16 and width * 16 != height * 9:
-        raise ValueError(f"size: the layouts are 16:9 (e.g. 1920x1080, 3840x2160) or 9:16 (1080x1920), got {value}")
+    if width * 9 != height * 16 and width * 16 != height * 9 and width != height:
+        raise ValueError(f"size: the layouts are 16:9 (e.g. 1920x1080, 3840x2160), 9:16 (1080x1920) or 1:1 (1080x1080), got {value}")
     return width, height
 
 
@@ -276,6 +313,29 @@ def _pick_runs(session: Session, prompt_id: str, options: RenderOptions) -> list
     )
 
 
+def end_facts(session: Session, arm_ids: list[str]) -> EndFacts:
+    """Model, hardware, engine and recording date of the arms raced: from the endpoint's own
+    fingerprint where it said them, else from the config's declared settings ("hardware" in
+    [arms.settings] or [session]); a fact neither gave is said to be missing."""
+    arms = [session.arm(a) for a in arm_ids]
+    models = list(dict.fromkeys(a.model for a in arms))
+    summaries = [a.fingerprint.get("summary") if isinstance(a.fingerprint.get("summary"), dict) else {} for a in arms]
+    hardware = list(dict.fromkeys(a.settings.get("hardware") or s.get("hardware", "") for a, s in zip(arms, summaries)))
+    engines = list(dict.fromkeys(" ".join(p for p in (str(s.get("engine", "")), str(s.get("version", ""))) if p and p != "b0-unknown") or a.settings.get("engine", "") for a, s in zip(arms, summaries)))
+    dates = sorted({r["started_at"][:10] for a in arms for r in a.recorded if r.get("started_at")}) or ([session.created_at[:10]] if session.created_at else [])
+    if session.simulated:
+        hardware_text, engine_text = "simulated endpoints, no GPU", "tokenreel simulate (behaves like vLLM)"
+    else:
+        hardware_text = " / ".join(h for h in hardware if h) or "hardware not stated (set hardware in the config's [session])"
+        engine_text = " / ".join(e for e in engines if e) or "engine not stated by the endpoints"
+    return EndFacts(
+        model=" / ".join(models),
+        hardware=hardware_text,
+        engine=engine_text,
+        recorded=("recorded " + (dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}")) if dates else "recording date not archived",
+    )
+
+
 def _track(session: Session, run: Run, align: str) -> ArmTrack:
     chunks = run.chunks
     first = first_token_index(chunks)
@@ -303,6 +363,7 @@ def _track(session: Session, run: Run, align: str) -> ArmTrack:
         output_tokens=output_tokens(run),
         ttft_ns=chunks.t_ns[first],
         decode_tok_s=figures.decode_tok_s,
+        e2e_s=figures.e2e_s,
         vs_first=None,
         acceptance_length=run.acceptance.mean_length if run.acceptance else None,
         tokens_estimated=run.tokens_estimated,
@@ -370,20 +431,46 @@ def _poster_index(at: str, clock: Clock) -> int:
     return index
 
 
-def speed_ups(tracks: list[ArmTrack], align: str) -> list[ArmTrack]:
-    """Each arm's speed-up over the first arm on screen, in the video's one metric, and its
-    finishing place. "send": completion time ratio (the first arm's finish over this arm's, both
-    from request send), what the race shows; "first-token": decode tok/s ratio."""
-    ref = tracks[0]
+def speed_ups(runs: list[Run], tracks: list[ArmTrack], metric: str, scope: str) -> list[ArmTrack]:
+    """Each arm's speed-ups over the first arm on screen and over the arm before it, in the
+    video's one metric, from `tokenreel.claims` (so the report's figure for the same runs), and its
+    finishing place."""
     out = []
-    for t in tracks:
-        if align == "send":
-            ratio = ref.finish_ns / t.finish_ns if t.finish_ns > 0 and ref.finish_ns > 0 else None
-        else:
-            ratio = t.decode_tok_s / ref.decode_tok_s if t.decode_tok_s and ref.decode_tok_s else None
-        place = 1 + sum(other.finish_ns < t.finish_ns for other in tracks)
-        out.append(replace(t, vs_first=ratio, place=place))
+    for n, (run, track) in enumerate(zip(runs, tracks)):
+        vs_first = run_speedup(metric, run, runs[0], scope).value
+        vs_prior = run_speedup(metric, run, runs[n - 1], scope).value if n else vs_first
+        place = 1 + sum(other.finish_ns < track.finish_ns for other in tracks)
+        out.append(replace(track, vs_first=vs_first, vs_prior=vs_prior, place=place))
     return out
+
+
+def evidence_frame(clock: Clock, *tracks: ArmTrack) -> int:
+    """The first frame at which every one of the tracks is done: a speed-up's evidence."""
+    return clock.title_frames + max(first_frame_showing(t.finish_ns, clock.fps, clock.speed) for t in tracks)
+
+
+def drawn_claims(clock: Clock, tracks: list[ArmTrack], metric: str, scope: str, suite: Speedup | None, prompt: str) -> list[Claim]:
+    """Every speed-up the frames draw, with the text frames.py draws it with: each column's
+    verdict (from the frame both it and the first arm are done), then the end card's headline
+    (the last arm against the first), each row's vs prior and vs first, and the suite's figure."""
+    first, last, end = tracks[0], tracks[-1], clock.title_frames + clock.replay_frames
+
+    def claim(text: str, track: ArmTrack, vs: ArmTrack, value: float | None, frame: int | None, where: str) -> Claim:
+        evidence = evidence_frame(clock, vs, track)
+        return Claim(text, metric, scope, prompt, track.id, vs.id, value, evidence if frame is None else frame, evidence, where)
+
+    claims = [claim(claim_text(t.vs_first, metric), t, first, t.vs_first, None, "verdict") for t in tracks[1:]]
+    if not clock.hold_frames:
+        return claims
+    claims.append(claim(claim_text(last.vs_first, metric), last, first, last.vs_first, end, "end card"))
+    for n, track in enumerate(tracks[1:], start=1):
+        claims.append(claim(multiplier(track.vs_prior), track, tracks[n - 1], track.vs_prior, end, "end card"))
+        if n > 1:
+            claims.append(claim(multiplier(track.vs_first), track, first, track.vs_first, end, "end card"))
+    if suite is not None:
+        text = f"{claim_text(suite.value, metric)} {scope_text(suite)}"
+        claims.append(Claim(text, metric, "suite", None, suite.arm, suite.vs, suite.value, end, evidence_frame(clock, first, last), "end card"))
+    return claims
 
 
 def _minutes(seconds: Fraction) -> str:
@@ -415,6 +502,11 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
     align = options.align.strip().lower()
     if align not in ALIGNS:
         raise ValueError(f"align: expected send or first-token, got {options.align!r}")
+    metric = options.metric.strip().lower()
+    if metric not in METRICS:
+        raise ValueError(f"metric: expected decode or e2e, got {options.metric!r}")
+    if metric == "e2e" and align != "send":
+        raise ValueError("metric: e2e is the time from request send to the last token; race it with --align send")
     if not session.prompts:
         raise ValueError("prompt: the session has no prompts")
     prompt_id = options.prompt if options.prompt is not None else session.prompts[0].id
@@ -422,7 +514,8 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
     if prompt_id not in known_prompts:
         raise ValueError(f"prompt: no prompt {prompt_id!r} in this session (prompts: {', '.join(known_prompts)})")
     runs = _pick_runs(session, prompt_id, options)
-    tracks = speed_ups([_track(session, run, align) for run in runs], align)
+    scope = "prompt" if options.run.strip() == "median" else "run"
+    tracks = speed_ups(runs, [_track(session, run, align) for run in runs], metric, scope)
     if options.answer_badge:
         tracks = answer_marks(runs, tracks)
     hold_frames = round(hold_s * options.fps)
@@ -433,6 +526,7 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
     prompt = session.prompt(prompt_id)
     cells = build_cells(session, options.selection)
     layout = compute(width, height, len(tracks), options.answer_badge)
+    suite = suite_speedup(session, cells, metric, tracks[-1].id, tracks[0].id)
     return RenderPlan(
         width=width,
         height=height,
@@ -459,4 +553,9 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
         subtitle=prompt_text(prompt) if options.subtitle is None else options.subtitle,
         logo=_logo(options.logo, options.logo_sha256, layout) if options.logo else None,
         reference_is_baseline=runs[0].arm == session.arms[0].id,
+        metric=metric,
+        scope=scope,
+        suite=suite,
+        claims=tuple(drawn_claims(clock, tracks, metric, scope, suite, prompt_id)),
+        facts=end_facts(session, [run.arm for run in runs]),
     )

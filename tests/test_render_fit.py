@@ -1,4 +1,4 @@
-"""Nothing that matters is truncated: in every supported layout (16:9, 9:16, 4K; 2 to 4 arms;
+"""Nothing that matters is truncated: in every supported layout (16:9, 9:16, 1:1, 4K; 2 to 4 arms;
 long labels; 5-digit tok/s) each text run the renderer draws lies inside its box, and the only
 runs ever cut are the user's own labels; figures keep their size and every digit. Sizes and arm
 counts that the layouts do not support are refused with one line."""
@@ -49,7 +49,7 @@ def boxes_of(size: str, arms: int, long_labels: bool, align: str) -> tuple[list[
     return boxes, labels, f"{fastest.decode_tok_s:.1f}"
 
 
-LAYOUTS = [(size, arms) for size in ("1920x1080", "1080x1920", "3840x2160", "1280x720") for arms in (2, 3, 4)]
+LAYOUTS = [(size, arms) for size in ("1920x1080", "1080x1920", "1080x1080", "3840x2160", "1280x720", "960x540") for arms in (2, 3, 4)]
 
 
 @pytest.mark.parametrize(("size", "arms"), LAYOUTS)
@@ -67,7 +67,7 @@ def test_no_figure_is_cut_or_outside_its_box(size: str, arms: int, long_labels: 
         assert not [box for box in boxes if box.cut]
 
 
-@pytest.mark.parametrize("size", ["1920x1080", "1080x1920"])
+@pytest.mark.parametrize("size", ["1920x1080", "1080x1920", "1080x1080"])
 def test_labels_step_down_a_size_before_they_are_cut(size: str) -> None:
     """A label a little too long for its header is drawn whole in the smaller size."""
     s = ladder(4, False)
@@ -75,7 +75,7 @@ def test_labels_step_down_a_size_before_they_are_cut(size: str) -> None:
     renderer = FrameRenderer(plan)
     room = plan.layout.columns[0].label.w - renderer._canvas.badge_width  # right of the arm's badge
     cells = room // renderer.painters["label"].cell_w
-    s.arms[0].label = ("Quantized weights " * 10)[: cells + 3].rstrip() + "s"  # 3 cells too long
+    s.arms[0].label = ("Quantized weights " * 10)[: cells + 1].rstrip() + "s"  # a cell or two too long
     boxes: list[TextBox] = []
     FrameRenderer(build_plan(s, RenderOptions(size=size)), boxes)
     header = [box for box in boxes if box.text == s.arms[0].label and box.rect.y == plan.layout.columns[0].label.y]
@@ -85,7 +85,7 @@ def test_labels_step_down_a_size_before_they_are_cut(size: str) -> None:
 @pytest.mark.parametrize(
     ("size", "arms", "problem"),
     [
-        ("1080x1080", 3, r"^size: the layouts are 16:9 .* or 9:16 .*got 1080x1080$"),
+        ("1080x1000", 3, r"^size: the layouts are 16:9 .*, 9:16 .* or 1:1 .*got 1080x1000$"),
         ("1920x1200", 2, r"^size: the layouts are 16:9"),
         ("7680x4320", 2, r"^size: width and height must be even and 16\.\.3840 px"),
         ("1920x1080", 1, r"^arms: a video races 2 to 4 arms, got 1; `tokenreel report`"),

@@ -132,7 +132,8 @@ def test_frame_names_every_region_that_changed(ttft_plan: RenderPlan) -> None:
         previous = pixels.copy()
     assert partial > count // 2  # most frames name only part of the frame
     title = ttft_plan.clock.title_frames
-    assert renderer.frame(1)[1] is None and renderer.frame(2)[1] == ()  # a card after a replay frame; the same card
+    # a card after a replay frame; the title card again: only its countdown moves
+    assert renderer.frame(1)[1] is None and renderer.frame(2)[1] == (renderer.countdown_rect,)
     assert renderer.frame(title)[1] is None and renderer.frame(title)[1] == ()  # back to the replay; the same frame
 
 
@@ -148,10 +149,12 @@ def test_frames_are_fresh_contiguous_rgb_arrays(ttft_plan: RenderPlan, ttft_rend
         ttft_renderer.render(-1)
 
 
-def test_title_and_end_cards_hold_still(ttft_plan: RenderPlan, ttft_renderer: FrameRenderer) -> None:
+def test_title_card_counts_down_and_end_card_holds_still(ttft_plan: RenderPlan, ttft_renderer: FrameRenderer) -> None:
     clock = ttft_plan.clock
     title = [ttft_renderer.render(i) for i in range(clock.title_frames)]
-    assert all(np.array_equal(frame, title[0]) for frame in title)
+    still = np.ones(title[0].shape[:2], dtype=bool)
+    still[ttft_renderer.countdown_rect.slices] = False  # the countdown is all that moves
+    assert all(np.array_equal(frame[still], title[0][still]) for frame in title)
     assert not np.array_equal(title[-1], ttft_renderer.render(clock.title_frames))
     end_start = clock.title_frames + clock.replay_frames
     end = [ttft_renderer.render(i) for i in range(end_start, clock.frame_count)]
@@ -163,7 +166,7 @@ def test_unicode_text_renders_inside_its_column_without_boxes() -> None:
     s = session(
         [("u", "unicode", [stream(UNICODE * 3, 100 * MS, 10 * MS)]), ("w", "words", [stream(words(20), 100 * MS, 10 * MS)])]
     )
-    plan = build_plan(s, RenderOptions(size=SMALL, title_s="0", hold_s="0"))
+    plan = build_plan(s, RenderOptions(size="1280x720", title_s="0", hold_s="0"))
     renderer = FrameRenderer(plan)
     for line in renderer.columns[0].layout.lines:
         for cell in line:
@@ -200,7 +203,7 @@ def test_frame_sizes(size: str, stacked: bool) -> None:
 def test_themes_and_four_arms() -> None:
     s = session([(f"a{i}", f"arm {i}", [stream(words(12), 100 * MS, 20 * MS)]) for i in range(4)])
     for theme in ("dark", "light"):
-        plan = build_plan(s, RenderOptions(size=SMALL, theme=theme, speed=str(Fraction(3, 2))))
+        plan = build_plan(s, RenderOptions(size="960x540", theme=theme, speed=str(Fraction(3, 2))))
         frame = FrameRenderer(plan).render(10)
         assert tuple(frame[0, 0]) == load_theme(theme).background
         assert len(plan.layout.columns) == 4

@@ -32,13 +32,14 @@ def tesseract() -> str:
 def read_back(plan: RenderPlan, frame: np.ndarray, box: Rect, tmp_path: Path) -> str:
     """Scale the whole frame to the feed's width, cut out the box, and OCR that one line.
 
-    The crop is enlarged and binarised only for the OCR engine (it wants ~30 px letters, dark
+    The crop is enlarged and binarised only for the OCR engine (it wants ~30-40 px letters, dark
     on light); what it can read is what survived the scaling to 640 px.
     """
     scale = FEED_WIDTH / plan.width
     feed = Image.fromarray(frame).resize((FEED_WIDTH, round(plan.height * scale)), Image.Resampling.LANCZOS)
     crop = feed.crop((int(box.x * scale), int(box.y * scale), int(box.right * scale) + 1, int(box.bottom * scale) + 1))
-    crop = crop.resize((crop.width * 4, crop.height * 4), Image.Resampling.LANCZOS).convert("L")
+    enlarge = max(1, round(60 / crop.height))  # a line about 60 px tall, whatever its size at 640 px
+    crop = crop.resize((crop.width * enlarge, crop.height * enlarge), Image.Resampling.LANCZOS).convert("L")
     crop.point(lambda v: 0 if v > 90 else 255).save(tmp_path / "line.png")
     result = subprocess.run([tesseract(), str(tmp_path / "line.png"), "-", "--psm", "7"],
                             capture_output=True, text=True, timeout=60)

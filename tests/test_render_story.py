@@ -1,5 +1,5 @@
-"""One speed story per video: every multiplier on screen is the one the race shows (end to end
-with --align send, decode with --align first-token), the end card lists only the arms on screen,
+"""One speed story per video: every multiplier on screen is in the video's one metric and is the
+race's own (end to end: the finish times; decode: the columns' tok/s), the end card lists only the arms on screen,
 and the race elements (progress, finish, live speed-up, running acceptance) never show a figure
 before the frames earn it."""
 
@@ -65,10 +65,21 @@ def demo() -> Session:
     return archive.load(DEMO)
 
 
-@pytest.mark.parametrize("align", ["send", "first-token"])
+def check_decode(plan: RenderPlan, multiplier_shown: float, arm: int, reference: int = 0) -> None:
+    """A decode speed-up shown is the ratio of the two runs' decode tok/s (each arm's big final
+    figure), to its two decimals."""
+    ratio = plan.arms[arm].decode_tok_s / plan.arms[reference].decode_tok_s
+    assert multiplier_shown == pytest.approx(ratio, abs=0.005), (arm, reference, multiplier_shown, ratio)
+
+
+@pytest.mark.parametrize("metric,align", [("e2e", "send"), ("decode", "send"), ("decode", "first-token")])
 @pytest.mark.parametrize("arms", [(), ("bf16", "nvfp4-dflash2"), ("nvfp4", "bf16")])
-def test_every_multiplier_shown_is_the_ratio_of_the_finish_frames(demo: Session, align: str, arms: tuple) -> None:
-    plan = build_plan(demo, RenderOptions(prompt="code-1", size=SMALL, align=align, arms=arms))
+def test_every_multiplier_shown_is_the_race_s_own(demo: Session, metric: str, align: str, arms: tuple) -> None:
+    """End to end: the ratio of the finish frames the viewer sees; decode: the ratio of the
+    decode tok/s the columns show. One metric per video: its word on every verdict."""
+    plan = build_plan(demo, RenderOptions(prompt="code-1", size=SMALL, align=align, arms=arms, metric=metric))
+    check = check_within_one_frame if metric == "e2e" else check_decode
+    word = "end to end" if metric == "e2e" else "decode"
     renderer = FrameRenderer(plan)
     columns = final_figures(renderer, last_replay(plan))
     for n, (_, _, verdict, _) in enumerate(columns):
@@ -76,36 +87,43 @@ def test_every_multiplier_shown_is_the_ratio_of_the_finish_frames(demo: Session,
             assert shown(verdict).startswith("baseline" if plan.arms[0].id == demo.arms[0].id else "reference")
             continue
         text = shown(verdict)
-        assert ("end to end" if align == "send" else "decode") in text
-        check_within_one_frame(plan, shown_multiplier(text), n)
+        assert text.split(" vs ")[0].endswith(word) or text.endswith(("faster", "slower")), text
+        check(plan, shown_multiplier(text), n)
     big, what = renderer.headline()
-    assert "this prompt" in what and ("end to end" if align == "send" else "decode") in what
-    check_within_one_frame(plan, shown_multiplier(big), len(plan.arms) - 1)
+    assert "on this answer" in what and big.endswith(word)
+    check(plan, shown_multiplier(big), len(plan.arms) - 1)
     rows = renderer.end_rows()
     assert len(rows) == len(plan.arms)  # only the arms on screen
+    done = renderer.end_headings().index("done in")
     for n, row in enumerate(rows):
-        check_within_one_frame(plan, float(row[-1].rstrip("x")), n)  # vs first
+        check(plan, float(row[-1].rstrip("x")), n)  # vs first
         if n:  # vs prior: the arm before it on screen
-            check_within_one_frame(plan, float(row[-2].rstrip("x")), n, reference=n - 1)
-        assert row[0] == f"{plan.arms[n].finish_ns / 1e9:.2f} s" or abs(float(row[0][:-2]) - plan.arms[n].finish_ns / 1e9) <= 0.01
+            check(plan, float(row[-2].rstrip("x")), n, reference=n - 1)
+        assert abs(float(row[done][:-2]) - plan.arms[n].finish_ns / 1e9) <= 0.01
 
 
-def test_send_shows_end_to_end_and_first_token_shows_decode(demo: Session) -> None:
+def test_metric_sets_every_speed_up_and_align_only_the_clocks(demo: Session) -> None:
     send = build_plan(demo, RenderOptions(prompt="code-1", size=SMALL))
     decode = build_plan(demo, RenderOptions(prompt="code-1", size=SMALL, align="first-token"))
-    assert send.align == "send" and send.options.hold_s == "4"
-    last_send, last_decode = send.arms[-1], decode.arms[-1]
-    assert last_send.vs_first == pytest.approx(send.arms[0].finish_ns / last_send.finish_ns)
-    assert last_decode.vs_first == pytest.approx(last_decode.decode_tok_s / decode.arms[0].decode_tok_s)
-    assert FrameRenderer(send).headline()[0] == f"{multiplier(last_send.vs_first)} sooner"
-    assert FrameRenderer(decode).headline()[0] == f"{multiplier(last_decode.vs_first)} faster decode"
-    assert last_send.vs_first < last_decode.vs_first  # TTFT counts end to end, so the race gains less
+    e2e = build_plan(demo, RenderOptions(prompt="code-1", size=SMALL, metric="e2e"))
+    assert send.align == "send" and send.metric == "decode" and send.options.hold_s == "4"
+    assert send.arms[-1].vs_first == decode.arms[-1].vs_first  # the metric, not the clocks, defines it
+    last = e2e.arms[-1]
+    assert last.vs_first == pytest.approx(e2e.arms[0].finish_ns / last.finish_ns)
+    assert send.arms[-1].vs_first == pytest.approx(send.arms[-1].decode_tok_s / send.arms[0].decode_tok_s)
+    assert FrameRenderer(e2e).headline()[0] == f"{multiplier(last.vs_first)} faster end to end"
+    assert FrameRenderer(send).headline()[0] == f"{multiplier(send.arms[-1].vs_first)} faster decode"
+    assert last.vs_first < send.arms[-1].vs_first  # TTFT counts end to end, so the race gains less
     for plan in (send, decode):  # TTFT is always from request send; replay times start at 0 or the first token
         for track in plan.arms:
             assert track.ttft_ns > 0
             assert track.t_ns[track.first_index] == (track.ttft_ns if plan.align == "send" else 0)
     with pytest.raises(ValueError, match="align: expected send or first-token"):
         build_plan(demo, RenderOptions(prompt="code-1", size=SMALL, align="last-token"))
+    with pytest.raises(ValueError, match="metric: expected decode or e2e"):
+        build_plan(demo, RenderOptions(prompt="code-1", size=SMALL, metric="tpot"))
+    with pytest.raises(ValueError, match="metric: e2e .* --align send"):
+        build_plan(demo, RenderOptions(prompt="code-1", size=SMALL, metric="e2e", align="first-token"))
 
 
 def test_end_card_lists_only_the_arms_on_screen_numbered_as_on_screen(demo: Session) -> None:
@@ -113,7 +131,7 @@ def test_end_card_lists_only_the_arms_on_screen_numbered_as_on_screen(demo: Sess
     renderer = FrameRenderer(plan)
     assert [t.id for t in plan.arms] == ["bf16", "nvfp4-dflash2"] and [t.color for t in plan.arms] == [0, 2]
     rows = renderer.end_rows()
-    assert len(rows) == 2 and rows[1][1] == rows[1][2]  # vs prior is vs bf16, the arm before it on screen
+    assert len(rows) == 2 and rows[1][-2] == rows[1][-1]  # vs prior is vs bf16, the arm before it on screen
     assert "NVFP4 + DFlash2 vs Original · bf16" in renderer.headline()[1]
     assert [t.place for t in plan.arms] == [2, 1]
 

@@ -62,8 +62,14 @@ def test_title_card_is_on_by_default_for_1_5_s(two_arms: Session) -> None:
     assert off.clock.title_frames == 0
     assert on.frame_count == off.frame_count + 45
     renderer, bare = FrameRenderer(on), FrameRenderer(off)
-    # the title card's frames are all the same card; then the race starts where it did without it
-    assert np.array_equal(renderer.render(0), renderer.render(44))
+    # the title card's frames are one card whose countdown fills (it moves from its second frame,
+    # 33 ms in); then the race starts where it did without it
+    first, second, last = renderer.render(0), renderer.render(1), renderer.render(44)
+    bar = renderer.countdown_rect
+    outside = np.ones(first.shape[:2], dtype=bool)
+    outside[bar.slices] = False
+    assert np.array_equal(first[outside], last[outside]) and not np.array_equal(first, second)
+    assert (last[bar.slices] != first[bar.slices]).any(axis=2).sum() > (second[bar.slices] != first[bar.slices]).any(axis=2).sum()
     assert not np.array_equal(renderer.render(0), bare.render(0))
     for index in (0, 10, off.frame_count - 1):
         assert np.array_equal(renderer.render(45 + index), bare.render(index))
@@ -81,7 +87,7 @@ def test_custom_title_changes_only_the_title_line(two_arms: Session) -> None:
     one, two = plan_of(two_arms, title="First title"), plan_of(two_arms, title="Another, longer title")
     a, b = FrameRenderer(one).render(0), FrameRenderer(two).render(0)
     top, bottom, _, _ = changed_box(a, b)
-    painter_h = FrameRenderer(one).painters["title"].line_h
+    painter_h = FrameRenderer(one).painters["headline"].line_h  # a title that fits is drawn in the headline's type
     assert bottom - top <= painter_h  # one line of title text, nothing else moved
     # the replay frames do not show the title card's title
     last = one.frame_count - 1
