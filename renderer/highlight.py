@@ -101,7 +101,8 @@ def answer_styles(text: str, code: bool) -> tuple[markdown.Markdown, list[str]]:
     with its fenced code lexed in the fence's language; a code prompt's unfenced answer is all
     code and shown as written."""
     if code and not _fenced(text):
-        return markdown.Markdown(text, [], list(range(len(text)))), content_styles(text, code)
+        styles = content_styles(text, code)
+        return markdown.Markdown(text, styles, list(range(len(text)))), styles
     shown = markdown.render(text)
     styles = list(shown.styles)
     for start, end, language in shown.code:
