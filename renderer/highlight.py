@@ -1,4 +1,5 @@
-"""Syntax colours for the streamed answer: fenced ``` blocks, or all of it for code prompts.
+"""Syntax colours for the streamed answer: fenced ``` blocks, or all of it for code prompts;
+the answer itself is shown as markdown renders it (markdown.py).
 
 The whole final text is lexed once and frames show a prefix of it, so a string literal is
 already coloured while it streams in; nothing re-lexes per frame. Lexers come by exact name
@@ -17,6 +18,8 @@ from pygments.lexers import get_lexer_by_name
 from pygments.lexers.special import TextLexer
 from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation, String, _TokenType
 from pygments.util import ClassNotFound
+
+from tokenreel.renderer import markdown
 
 DEFAULT_LANGUAGE = "python"  # the most common language in model answers
 TEXT = "text"  # style of prose outside code
@@ -89,25 +92,48 @@ def content_styles(text: str, code: bool) -> list[str]:
     return styles
 
 
+def _fenced(text: str) -> bool:
+    return any(_FENCE.fullmatch(line.group()) for line in _LINE.finditer(text) if line.group())
+
+
+def answer_styles(text: str, code: bool) -> tuple[markdown.Markdown, list[str]]:
+    """The answer as shown and one style per shown character: markdown rendered (markdown.py)
+    with its fenced code lexed in the fence's language; a code prompt's unfenced answer is all
+    code and shown as written."""
+    if code and not _fenced(text):
+        styles = content_styles(text, code)
+        return markdown.Markdown(text, styles, list(range(len(text)))), styles
+    shown = markdown.render(text)
+    styles = list(shown.styles)
+    for start, end, language in shown.code:
+        _paint_code(styles, shown.text, start, end, language)
+    return shown, styles
+
+
 def styled_stream(
     content: Sequence[str], reasoning: Sequence[str], tool: Sequence[str], code: bool
 ) -> tuple[str, list[str], list[int]]:
     """A run as one string in arrival order (per chunk: reasoning, answer, tool call).
 
     Returns the text, one style per character, and where each chunk's text ends. The answer is
-    highlighted as a whole, so a token split across chunks is still coloured as one.
+    rendered and highlighted as a whole (answer_styles), so a token split across chunks is
+    still coloured as one; each chunk shows the part of the rendered answer its source reaches
+    (markdown.Markdown.offset), so markers never show and nothing shown changes later.
+    Reasoning and tool calls are not markdown: they show as written.
     """
-    answer_styles = content_styles("".join(content), code)
+    shown, shown_styles = answer_styles("".join(content), code)
     parts: list[str] = []
     styles: list[str] = []
     ends: list[int] = []
-    used = total = 0
+    used = at = total = 0
     for thought, answer, call in zip(reasoning, content, tool):
-        parts += (thought, answer, call)
-        styles += ["reasoning"] * len(thought)
-        styles += answer_styles[used : used + len(answer)]
-        styles += ["tool"] * len(call)
         used += len(answer)
-        total += len(thought) + len(answer) + len(call)
+        upto = shown.offset(used)
+        parts += (thought, shown.text[at:upto], call)
+        styles += ["reasoning"] * len(thought)
+        styles += shown_styles[at:upto]
+        styles += ["tool"] * len(call)
+        total += len(thought) + (upto - at) + len(call)
+        at = upto
         ends.append(total)
     return "".join(parts), styles, ends

@@ -37,6 +37,7 @@ from PIL import Image, ImageDraw
 from tokenreel.renderer import fonts, paragraph, raster, shaping
 from tokenreel.renderer.cells import BREAK, GLYPH, NEWLINE, SHAPED, SPACE, TAB, Cell, Cluster, cell_metrics, glyph_size64
 from tokenreel.renderer.highlight import CODE_STYLES
+from tokenreel.renderer.markdown import BOLD_STYLES, BULLET, PAD, RULE
 from tokenreel.renderer.paragraph import SHAPED_FONT, ShapedLine
 from tokenreel.theme import RGB
 
@@ -197,7 +198,8 @@ def _raw_clusters(text: str, styles: Sequence[str]) -> Iterator[list]:
 
 
 def iter_clusters(text: str, styles: Sequence[str], primary: str = fonts.REGULAR) -> Iterator[Cluster]:
-    """clusters() one at a time, so a long stream is never held as one object per character."""
+    """clusters() one at a time, so a long stream is never held as one object per character.
+    Markdown's strong styles (markdown.BOLD_STYLES) take the bold face instead of primary."""
     cells: dict[tuple[int, str, str, bool], Cell] = {}  # equal clusters share one Cell
     for start, kind, chars, style, prefer_emoji in _raw_clusters(text, styles):
         key = (kind, chars, style, prefer_emoji)
@@ -206,7 +208,7 @@ def iter_clusters(text: str, styles: Sequence[str], primary: str = fonts.REGULAR
             if kind != GLYPH:
                 cell = Cell(chars, fonts.REGULAR, 1, style)
             else:
-                shown, font = _resolve(chars, primary, prefer_emoji)
+                shown, font = _resolve(chars, fonts.BOLD if style in BOLD_STYLES else primary, prefer_emoji)
                 if font in fonts.MEASURED:
                     width = measured_width(shown, font)
                 else:
@@ -411,16 +413,19 @@ def _wrap(
     new_line(), and caret(line, col) once per cluster, in order, with the caret after it.
 
     A source line whose first glyph is code (highlight.CODE_STYLES) continues its wrapped rows
-    behind a blank cell at its own indentation plus HANGING_INDENT (see continuation_indent).
-    That depends only on the line's own leading whitespace and first glyph, so the layout stays
-    a function of the text and cols, and cells already placed never move."""
-    line = col = 0
+    behind a blank cell at its own indentation plus HANGING_INDENT (see continuation_indent); a
+    list item's (its first glyph a markdown.BULLET marker) behind a blank cell as wide as its
+    indentation and marker, so they start under the item's text (at most half the column).
+    That depends only on the line's own start, so the layout stays a function of the text and
+    cols, and cells already placed never move."""
+    line = col = line_start = 0
     start = 0  # where the current row's text starts: 0, or a continuation row's indent
     pending = False  # a space overflowed: the next word starts a new line
     word: list[Cell] = []
     leading = True  # still in the source line's leading whitespace
     lead = 0  # width of that whitespace, in cells
     hang: Cell | None = None  # the blank cell continuation rows of this source line start with
+    marker = False  # in a list item's marker (markdown.BULLET): its text, and its rows, start after it
 
     def break_line(continued: bool = True) -> None:
         """End the row; a continued source line carries on behind its hanging indent."""
@@ -433,8 +438,8 @@ def _wrap(
             col = start = hang.width
 
     def new_source_line() -> None:
-        nonlocal leading, lead, hang
-        leading, lead, hang = True, 0, None
+        nonlocal leading, lead, hang, marker
+        leading, lead, hang, marker = True, 0, None, False
 
     def place_word() -> None:
         nonlocal col, pending
@@ -469,10 +474,17 @@ def _wrap(
                 caret(first + number, shown)
             col = cols  # the paragraph's last line counts as full: a stream break after it starts a new one
             continue
+        if marker and cell.style != BULLET:
+            marker = False
+            place_word()
+            indent = min(col, cols // 2, max(0, cols - 2)) if line_start == line else 0
+            hang = Cell(" ", fonts.REGULAR, indent, "text") if indent else None
         if leading and kind in (SPACE, TAB):
             lead += TAB_STOP - lead % TAB_STOP if kind == TAB else 1
         elif leading and kind == GLYPH:
             leading = False
+            marker = cell.style == BULLET
+            line_start = line
             indent = continuation_indent(lead, cols) if cell.style in CODE_STYLES else 0
             hang = Cell(" ", fonts.REGULAR, indent, "code") if indent else None  # blank: one tile per width
         if kind == GLYPH:
@@ -520,6 +532,45 @@ def wrap(items: Iterable[Cluster], cols: int) -> tuple[list[tuple[Cell, ...]], l
     return [tuple(line) for line in lines], carets
 
 
+def fit_tables(items: Iterable[Cluster], cols: int) -> Iterator[Cluster]:
+    """The clusters as they are, but a markdown table row wider than the column (markdown.py
+    pads every row to the table's width) loses its alignment padding (markdown.PAD), and its
+    header rule (markdown.RULE) is cut to the column: rows without the pipes, wrapped as prose.
+    Only those styles are ever dropped, so a line is held back from its first one to its end."""
+    held: list[Cluster] = []
+    width = 0
+    for item in items:
+        if item.kind in (NEWLINE, BREAK):
+            yield from _fit_row(held, width > cols, cols - (width - sum(i.cell.width for i in held)))
+            yield item
+            held.clear()
+            width = 0
+            continue
+        width += item.cell.width if item.kind != SHAPED else 0
+        if held or item.cell.style in (PAD, RULE):
+            held.append(item)
+        else:
+            yield item
+    yield from _fit_row(held, width > cols, cols - (width - sum(i.cell.width for i in held)))
+
+
+def _fit_row(items: list[Cluster], wide: bool, room: int) -> list[Cluster]:
+    """A row's clusters from its first PAD or RULE on: as they are when the row fits, else
+    without the padding and with the rule cut to the room left on the line."""
+    if not wide:
+        return items
+    out = []
+    for item in items:
+        if item.cell.style == PAD:
+            continue
+        if item.cell.style == RULE:
+            room -= item.cell.width
+            if room < 0:
+                continue
+        out.append(item)
+    return out
+
+
 def shape_paragraphs(items: Iterable[Cluster], cols: int, size: int) -> Iterator[Cluster]:
     """The clusters as they are, but each prose paragraph that holds right-to-left text as one
     SHAPED cluster laid out on shaped widths at the font size (paragraph.py). A paragraph ends
@@ -562,7 +613,8 @@ def layout_stream(text: str, styles: Sequence[str], chunk_ends: Sequence[int], c
             yield item
 
     runs = RtlRuns(lines.place, lines.new_line)
-    _wrap(tap(shape_paragraphs(iter_clusters(text, styles), cols, size)), cols, runs.place, runs.new_line, after.append)
+    items = shape_paragraphs(fit_tables(iter_clusters(text, styles), cols), cols, size)
+    _wrap(tap(items), cols, runs.place, runs.new_line, after.append)
     runs.flush()
     caret = Carets()
     caret.append(0, 0)

@@ -16,6 +16,18 @@ from tokenreel import assets
 
 RGB = tuple[int, int, int]
 SYNTAX_STYLES = ("code", "keyword", "name", "builtin", "string", "number", "comment", "operator", "punctuation", "fence")
+# The video's markdown styles (renderer/markdown.py), drawn in these colours of the theme; the
+# bold face of strong text and headings is the renderer's, not a colour.
+STYLE_ALIASES = {
+    "strong": "text",
+    "emphasis": "keyword",
+    "strong_emphasis": "keyword",
+    "inline_code": "string",
+    "heading": "name",
+    "bullet": "dim",
+    "rule": "dim",
+    "pad": "text",
+}
 _HEX = re.compile(r"#[0-9a-fA-F]{6}")
 
 
@@ -39,7 +51,9 @@ class Theme:
     syntax: tuple[tuple[str, RGB], ...]
 
     def color(self, style: str) -> RGB:
-        """The colour of a text style: a syntax style or a plain field such as 'dim'."""
+        """The colour of a text style: a syntax style, a plain field such as 'dim', or a
+        markdown style (STYLE_ALIASES)."""
+        style = STYLE_ALIASES.get(style, style)
         for name, rgb in self.syntax:
             if name == style:
                 return rgb
