@@ -27,5 +27,5 @@ def render_report(session: Session, fmt: str, baseline: str | None = None, selec
     if fmt == "csv":
         return to_csv(report)
     if fmt == "html":
-        return to_html(report, session, selection)
+        return to_html(report, session)
     raise ValueError(f"--format: unknown format {fmt!r}; use md, json, csv or html")

@@ -33,7 +33,8 @@ from tokenreel.report.wording import (
     ESTIMATED_NOTE, LATENCY_FIGURES, STEP_MARKS, acceptance_text, acceptance_notes, contended_text, fingerprint_text, rate_text,
     answers_legend, host_notes, host_text, ladder_note, latency_gaps, latency_legend, repeats_summary,
 )
-from tokenreel.selection import DEFAULT_SELECTION, RunSelection, first_token_late
+from tokenreel.report.data import report_selection
+from tokenreel.selection import RunSelection, first_token_late
 from tokenreel.theme import RGB, Theme, load_theme
 
 THEME = "dark"
@@ -55,13 +56,16 @@ def _step(i: int) -> str:
     return STEP_MARKS[i] if i < len(STEP_MARKS) else str(i + 1)
 
 
-def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], numeric: Sequence[int] = ()) -> str:
-    """A table of already-escaped cells; columns in `numeric` are right-aligned figures."""
+def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], numeric: Sequence[int] = (), labelled: bool = False) -> str:
+    """A table of already-escaped cells; columns in `numeric` are right-aligned figures. A
+    `labelled` table's cells carry their column's (plain) header, for a narrow screen's cards."""
+
+    def cell(i: int, text: str) -> str:
+        label = f' data-label="{headers[i]}"' if labelled else ""
+        return f'<td{" class=num" if i in numeric else ""}{label}>{text}</td>'
+
     head = "".join(f'<th{" class=num" if i in numeric else ""}>{h}</th>' for i, h in enumerate(headers))
-    body = "".join(
-        "<tr>" + "".join(f'<td{" class=num" if i in numeric else ""}>{c}</td>' for i, c in enumerate(row)) + "</tr>"
-        for row in rows
-    )
+    body = "".join("<tr>" + "".join(cell(i, c) for i, c in enumerate(row)) + "</tr>" for row in rows)
     return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
@@ -91,7 +95,18 @@ def _header(report: dict, session: Session) -> str:
         '<p class="banner">Recorded against simulated endpoints (<code>tokenreel simulate</code>), not real GPUs.</p>'
         if report["simulated"] else ""
     )
-    return f"<header><h1>{_e(report['session'])}</h1><p class=facts>{_e(' · '.join(facts))}</p>{banner}</header>"
+    return f"<header><h1>{_e(report['session'])}</h1>{_headline(report['headline'])}<p class=facts>{_e(' · '.join(facts))}</p>{banner}</header>"
+
+
+def _headline(claim: dict | None) -> str:
+    """The story first: the report's headline claim in its own words (no figure computed here)."""
+    if claim is None:
+        return '<p class="claim none">One arm: no comparison to claim.</p>'
+    return (
+        f'<p class="claim"><span class="claim-text">{_e(claim["text"])}</span>'
+        f'<span class="claim-scope">{_e(claim["arm_label"])} vs {_e(claim["vs_label"])}, {_e(claim["scope_text"])}</span>'
+        f'<span class="claim-definition">{_e(claim["definition"])}</span></p>'
+    )
 
 
 def _ladder(report: dict, colors: dict[str, str]) -> str:
@@ -116,7 +131,7 @@ def _ladder(report: dict, colors: dict[str, str]) -> str:
         notes.append(f"<p class=note>Acceptance length and rate, where not measured exactly:</p><ul class=note>{items}</ul>")
     table = _table(
         ["Step", "Arm", "Decode speed", "vs. prior step", "vs. original", "TTFT", "Acceptance length", "Acceptance rate"],
-        rows, numeric=(3, 4, 5, 6, 7),
+        rows, numeric=(3, 4, 5, 6, 7), labelled=True,
     )
     return f'<section id="ladder"><h2>The ladder</h2>{table}{"".join(notes)}</section>'
 
@@ -310,6 +325,12 @@ def _run_clock(run: Run, selection: RunSelection) -> str:
     return text + late
 
 
+def _counted(run: Run, selection: RunSelection) -> str:
+    """Whether the run is in the figures (and the replay) under the report's selection, else why not."""
+    why = selection.left_out_because(run)
+    return "yes" if why is None else _yes(True, f"no: {why}")
+
+
 def _run_host(run: Run) -> str:
     """The engine host's CPU pressure over the run, flagged when over the threshold."""
     if run.host is None:
@@ -333,18 +354,20 @@ def _runs(session: Session, replayed: set[tuple[str, str, int]], selection: RunS
         status = _e(run.status) if run.status == "ok" else f'<span class="flag">{_e(run.status)}</span> {_e(run.error)}'
         rows.append([
             _e(run.arm), _e(run.prompt), str(run.index) + (" ▶" if run.key in replayed else ""), "yes" if run.warmup else "no", status,
+            _counted(run, selection),
             _run_contended(run), str(n), short, _yes(run.tokens_estimated, f"yes ({run.token_source})") if run.tokens_estimated else _e(run.token_source),
             figure(m.ttft_s, 3), figure(m.decode_tok_s), _run_clock(run, selection), _run_host(run),
             f"<span class=nowrap>{_e(run.started_at or MISSING)}</span>",
         ])
     table = _table(
-        ["Arm", "Prompt", "Run", "Warmup", "Status", "Contended", "Tokens", "Short", "Token counts", "TTFT s", "Decode tok/s",
-         "Clock", "Host CPU pressure", "Started"],
-        rows, numeric=(2, 6, 9, 10),
+        ["Arm", "Prompt", "Run", "Warmup", "Status", "In the figures", "Contended", "Tokens", "Short", "Token counts", "TTFT s",
+         "Decode tok/s", "Clock", "Host CPU pressure", "Started"],
+        rows, numeric=(2, 7, 10, 11),
     )
     return (
-        '<section id="runs"><h2>Every run</h2><p class=note>Warmup runs are discarded, contended runs are left out of the '
-        "medians, a short run (fewer tokens than the forced max_tokens) is not like-for-like; the clock is the kernel's receive "
+        '<section id="runs"><h2>Every run</h2><p class=note>In the figures: whether the run counts in the medians and the '
+        "replay under this report's run selection (the rule under Every cell), else why not; a short run (fewer tokens "
+        "than the forced max_tokens) is not like-for-like; the clock is the kernel's receive "
         "time of each read where the platform gives it (exact however late the recorder woke); host CPU pressure is the share "
         "of time some task waited for a CPU on the machine that runs the engine; ▶ marks the run the replay "
         f"plays.</p><details><summary>{len(session.runs)} runs</summary>{table}</details></section>"
@@ -389,8 +412,9 @@ def _places(tracks: list[dict]) -> None:
             t["place"] = 1 + sum(1 for f in finishes if f < t["t"][t["last"]])
 
 
-def replay_data(session: Session, report: dict, selection: RunSelection = DEFAULT_SELECTION) -> dict:
-    """What replay.js plays: per prompt, each arm's median run (or why it has none)."""
+def replay_data(session: Session, report: dict) -> dict:
+    """What replay.js plays: per prompt, each arm's median run under the report's selection (or why it has none)."""
+    selection = report_selection(report)
     missing = {(m["arm"], m["prompt"]): m["reason"] for m in report["missing_cells"]}
     prompts = []
     for prompt in session.prompts:
@@ -464,12 +488,14 @@ def _theme_css(theme: Theme) -> str:
     return ":root{" + "".join(f"--{f.replace('_', '-')}:{_hex(getattr(theme, f))};" for f in fields) + "}"
 
 
-def to_html(report: dict, session: Session, selection: RunSelection = DEFAULT_SELECTION) -> str:
-    """The report (build_report's data, made with `selection`) as one self-contained HTML page."""
+def to_html(report: dict, session: Session) -> str:
+    """The report (build_report's data) as one self-contained HTML page; its notes, tables and
+    replay all follow the run selection the report was built with, so they cannot disagree."""
+    selection = report_selection(report)
     theme = load_theme(THEME)
     colors = {arm.id: _hex(theme.accent(i)) for i, arm in enumerate(session.arms)}
     labels = {arm.id: arm.label for arm in session.arms}
-    data = replay_data(session, report, selection)
+    data = replay_data(session, report)
     replay, replayed = _replay(session, data, colors)
     sections = [
         _header(report, session), _ladder(report, colors), replay, _categories(report, labels),

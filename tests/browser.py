@@ -77,6 +77,10 @@ class Page:
         """Keep reading events for a while (the page may still log or fetch after load)."""
         self.browser.pump(seconds)
 
+    def set_viewport(self, width: int, height: int) -> None:
+        """Lay the page out at width x height CSS pixels (a phone's, a desktop's)."""
+        self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
+
     def screenshot(self, path: Path, full_page: bool = False) -> None:
         params: dict[str, Any] = {"format": "png"}
         if full_page:
@@ -217,7 +221,7 @@ class Chromium:
         self._pages[session_id] = page
         for domain in ("Runtime", "Log", "Network", "Page"):
             page.call(f"{domain}.enable")
-        page.call("Emulation.setDeviceMetricsOverride", width=self.width, height=self.height, deviceScaleFactor=1, mobile=False)
+        page.set_viewport(self.width, self.height)
         return page
 
     def close(self) -> None:

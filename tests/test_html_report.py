@@ -24,9 +24,10 @@ from tests.test_recorder_support import arm_for, chat_prompt, fast_settings
 from tokenreel.archive import load
 from tokenreel.cli import app
 from tokenreel.ladder import median_run
-from tokenreel.model import Chunks, Clock, Run, Session
+from tokenreel.model import Chunks, Clock, HostPressure, Run, Session
 from tokenreel.recorder.runner import new_session, record
-from tokenreel.report import render_report
+from tokenreel.selection import RunSelection
+from tokenreel.report import build_report, render_report, to_html
 from tokenreel.simulator.server import SimCluster
 
 REPO = Path(__file__).resolve().parents[1]
@@ -330,3 +331,133 @@ def test_report_writes_the_same_html_page_every_time(tmp_path: Path) -> None:
     first = (tmp_path / "one.html").read_bytes()
     assert first.startswith(b"<!DOCTYPE html>") and first == (tmp_path / "two.html").read_bytes()
     assert b"Content-Security-Policy" in first and b"default-src 'none'" in first
+
+
+# --- the story on every screen (issue 24) ------------------------------------------------------
+
+SCREENS = {"phone": (390, 844), "desktop": (1400, 900)}
+
+
+def layout(page: Page) -> dict:
+    """The page's overflow, the headline's box, and the ladder's last row's decode and vs. original cells."""
+    return page.evaluate(
+        "(() => { const box = el => { const r = el.getBoundingClientRect(); return {left: r.left, right: r.right, bottom: r.bottom}; };"
+        " const last = Array.from(document.querySelectorAll('#ladder tbody tr')).pop();"
+        " return {scrollWidth: document.documentElement.scrollWidth, width: window.innerWidth, height: window.innerHeight,"
+        " claim: document.querySelector('.claim-text').textContent, claimBox: box(document.querySelector('.claim-text')),"
+        " decode: box(last.cells[2]), vsFirst: box(last.cells[4])}; })()"
+    )
+
+
+@pytest.mark.parametrize("screen", SCREENS)
+def test_the_page_opens_on_the_headline_and_fits_the_screen(browser: Chromium, demo_html: Path, screen: str) -> None:
+    """No sideways scrolling of the page; the headline claim (the report's own words) on the
+    first screen; on a phone the ladder's decode and vs. original cells of the last arm in view."""
+    width, height = SCREENS[screen]
+    page = browser.new_page()
+    try:
+        page.set_viewport(width, height)
+        page.navigate(demo_html.as_uri())
+        seen = layout(page)
+    finally:
+        page.close()
+    headline = build_report(load(DEMO))["headline"]
+    assert seen["scrollWidth"] <= seen["width"] == width, f"{screen}: the page is {seen['scrollWidth']} px wide in {width}"
+    assert seen["claim"] == headline["text"], seen["claim"]
+    assert seen["claimBox"]["bottom"] <= seen["height"], f"{screen}: the headline ends at {seen['claimBox']['bottom']} px"
+    for cell in ("decode", "vsFirst"):
+        assert 0 <= seen[cell]["left"] and seen[cell]["right"] <= width, f"{screen}: the last arm's {cell} cell at {seen[cell]}"
+
+
+def test_a_one_arm_page_says_there_is_no_comparison() -> None:
+    session = sf.session([("a", "Arm A", [sf.stream(sf.words(8), 50 * sf.MS, 20 * sf.MS)])])
+    page = render_report(session, "html")
+    assert '<p class="claim none">One arm: no comparison to claim.</p>' in page
+    assert 'class="claim-text"' not in page
+
+
+MARKDOWN = [
+    "Intro with **bo", "ld** and `x = 1`.\n", "## Steps\n", "- first *step*\n", "```python\n",
+    "print('<b>hi</b>')  # a comment long enough to wrap in a narrow panel, indented or not\n", "```\n",
+    "| a | b |\n", "|---|---|\n", "| 1 | 2 |\n",
+]
+
+
+def rendered(page: Page) -> dict:
+    """What the eye sees of arm a's answer (innerText) and which elements the markdown made."""
+    return page.evaluate(
+        "(() => { const s = document.querySelector('.arm-panel[data-arm=\"a\"] .stream');"
+        " return {visible: s.innerText, strong: Array.from(s.querySelectorAll('strong')).map(e => e.innerText),"
+        " em: s.querySelectorAll('em').length, code: Array.from(s.querySelectorAll('.md-code code')).map(e => e.innerText),"
+        " inline: Array.from(s.querySelectorAll(':not(pre) > code')).map(e => e.innerText), headings: s.querySelectorAll('.md-h').length,"
+        " items: s.querySelectorAll('ul > li').length, cells: s.querySelectorAll('table tr:not(.md) > *').length,"
+        " markup: s.querySelectorAll('b, img, script').length}; })()"
+    )
+
+
+def test_the_replay_renders_markdown_as_it_streams(browser: Chromium, tmp_path: Path) -> None:
+    """Emphasis, code, a heading, a list, a fenced block and a pipe table become elements (no
+    marker left on screen, answer markup still text); an unclosed ** shows as text; the text
+    itself stays exactly the archive's."""
+    session = sf.session([("a", "Arm A", [sf.stream(MARKDOWN, 50 * sf.MS, 20 * sf.MS)]),
+                          ("b", "Arm B", [sf.stream(sf.words(8), 30 * sf.MS, 40 * sf.MS)])])
+    path = tmp_path / "markdown.html"
+    path.write_text(render_report(session, "html"), encoding="utf-8")
+    page = open_page(browser, path)
+    try:
+        seek(page, 50)  # "Intro with **bo" only
+        early = rendered(page)
+        assert_shows_archive(page, session, "p1", 50)
+        seek(page, 10**6)
+        done = rendered(page)
+        assert_shows_archive(page, session, "p1", 10**6)
+        assert offline_problems(page, path) == []
+    finally:
+        page.close()
+    assert early["strong"] == [] and "**bo" in early["visible"], early
+    assert done["strong"] == ["bold"] and done["em"] == 1 and done["inline"] == ["x = 1"], done
+    assert done["headings"] == 1 and done["items"] == 1 and done["cells"] == 4, done
+    assert done["code"] == [MARKDOWN[5].rstrip("\n")], done["code"]
+    assert done["markup"] == 0, "answer text became markup"
+    for marker in ("**", "```", "`", "## ", "|", "- first"):
+        assert marker not in done["visible"], f"{marker!r} left on screen: {done['visible']!r}"
+
+
+def busy_host_session() -> Session:
+    """Arm b's one run: on the kernel clock with a busy client (exact: it counts) and a contended host."""
+    session = sf.session([("a", "Arm A", [sf.stream(sf.words(8), 50 * sf.MS, 20 * sf.MS)]),
+                          ("b", "Arm B", [sf.stream(sf.words(8), 30 * sf.MS, 10 * sf.MS)])])
+    run = session.runs[1]
+    run.clock = Clock(source="kernel", delay_p50_ms=30.0, delay_p99_ms=80.0, delay_max_ms=90.0, first_shared=False)
+    run.client_busy = True
+    run.host = HostPressure(source="/proc/pressure/cpu", some_pct=40.0, before_pct=35.0, contended=True)
+    return session
+
+
+def runs_row(html_page: str, arm: str) -> str:
+    runs = html_page[html_page.index('<section id="runs">'):]
+    return next(row.split("</tr>")[0] for row in runs.split("<tr>") if row.startswith(f"<td>{arm}</td>"))
+
+
+@pytest.mark.parametrize("exclude", [False, True])
+def test_notes_tables_and_replay_follow_the_reports_selection(browser: Chromium, tmp_path: Path, exclude: bool) -> None:
+    """A run the report counts (a busy client on the kernel clock) is replayed and never called
+    left out; with --exclude-host-contended the same run is left out everywhere, saying why. The
+    page takes its selection from the report it is given, not from a default."""
+    session = busy_host_session()
+    html_page = to_html(build_report(session, selection=RunSelection(exclude_host_contended=exclude)), session)
+    path = tmp_path / "busy.html"
+    path.write_text(html_page, encoding="utf-8")
+    page = open_page(browser, path)
+    try:
+        seek(page, 10**6)
+        b = shown(page)["b"]
+    finally:
+        page.close()
+    row = runs_row(html_page, "b")
+    if exclude:
+        assert b["run"] is None and "host contended" in b["count"], b
+        assert "no: host contended" in row, row
+    else:
+        assert b["run"] == 0 and b["tokens"] == 8, b
+        assert "<td class=num>0 ▶</td>" in row and "<td>yes</td>" in row and "left out" not in row, row

@@ -5,6 +5,12 @@
 // slider sets it exactly (a seek), and playback advances it with requestAnimationFrame and
 // performance.now, scaled by the speed. An arm shows exactly the events with t <= clock.
 // Answer text is untrusted: it only ever reaches the page through text nodes.
+//
+// An answer is shown as rendered markdown (emphasis, code, headings, lists, pipe tables, fenced
+// code), re-rendered from the text shown so far at every change, so a marker shows as text until
+// its closing marker arrives. The rendering is lossless: every character of the text lands in one
+// text node, in order, and the markers (**, ```, "# ", pipes, newlines) sit in hidden .md spans,
+// so a panel's textContent is exactly the archived text up to the clock.
 "use strict";
 (() => {
   if (!document.getElementById("scrub")) return; // a session with nothing to replay has no player
@@ -31,7 +37,7 @@
     track: null,
     cumulative: null,
     shown: 0, // events on screen
-    tail: null, // {kind, node}: the text node the next piece of the same kind is appended to
+    segments: [], // [{kind, text}]: the shown text, one entry per run of events of one kind
   }));
   const state = { ms: 0, endMs: 0, speed: 1, playing: false, anchorMs: 0, anchorNow: 0 };
 
@@ -81,35 +87,207 @@
         delete panel.el.dataset.run;
       }
       clearStream(panel);
+      panel.stream.style.minHeight = "";
     }
-    seek(0);
+    showPoster();
+  }
+
+  // Before play, each box shows its arm's final answer (the video's last frame) and keeps that
+  // height while the race replays, so the page does not jump as the text grows.
+  function showPoster() {
+    seek(state.endMs);
+    for (const panel of panels) panel.stream.style.minHeight = `${panel.stream.offsetHeight}px`;
   }
 
   function clearStream(panel) {
     panel.stream.replaceChildren();
     panel.shown = 0;
-    panel.tail = null;
+    panel.segments = [];
   }
 
   function appendEvents(panel, from, to) {
-    const track = panel.track;
+    const { track, segments } = panel;
     for (let i = from; i < to; i++) {
       for (const kind of KINDS) {
         const text = track[kind] ? track[kind][i] : "";
         if (!text) continue;
-        if (panel.tail && panel.tail.kind === kind) {
-          panel.tail.node.appendData(text);
-        } else {
-          const span = document.createElement("span");
-          span.className = `k-${kind}`;
-          const node = document.createTextNode(text);
-          span.append(node);
-          panel.stream.append(span);
-          panel.tail = { kind, node };
-        }
+        const last = segments[segments.length - 1];
+        if (last && last.kind === kind) last.text += text;
+        else segments.push({ kind, text });
       }
     }
     panel.shown = to;
+  }
+
+  // The shown text drawn again: the answer as markdown, reasoning and tool calls as plain lines.
+  function renderStream(panel) {
+    const blocks = panel.segments.map(({ kind, text }) => {
+      const block = document.createElement("div");
+      block.className = `k-${kind}`;
+      if (kind === "content") renderMarkdown(block, text);
+      else for (const line of splitLines(text)) block.append(lineElement("div", line, false));
+      return block;
+    });
+    panel.stream.replaceChildren(...blocks);
+    const lines = panel.stream.querySelectorAll(".line");
+    if (lines.length) lines[lines.length - 1].classList.add("tail"); // where the cursor blinks
+  }
+
+  // --- markdown, rendered losslessly (see the top of this file) --------------------------------
+
+  const INLINE = /`([^`\n]+)`|\*\*([^\s*](?:[^\n]*?[^\s*])?)\*\*|\*([^\s*](?:[^*\n]*?[^\s*])?)\*/g;
+  const FENCE = /^ {0,3}(`{3,}|~{3,})[ \t]*([^\s`]*)[^\n`]*\n?$/;
+  const HEADING = /^(#{1,6})[ \t]+/;
+  const ITEM = /^([ \t]*)([-*+]|\d{1,9}[.)])([ \t]+)/;
+  const TABLE_ROW = /^[ \t]*\|/;
+  const TABLE_RULE = /^[ \t]*\|?[ \t]*:?-+:?[ \t]*(\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*\n?$/;
+
+  function splitLines(text) {
+    return text.match(/[^\n]*\n?/g).filter((line) => line !== "");
+  }
+
+  function hidden(text) {
+    const span = document.createElement("span");
+    span.className = "md";
+    span.textContent = text;
+    return span;
+  }
+
+  // Columns of leading whitespace (a tab as 4): the line's hanging indent.
+  function indentOf(text) {
+    const lead = text.match(/^[ \t]*/)[0];
+    return lead.length + 3 * (lead.split("\t").length - 1);
+  }
+
+  // **bold**, *italic* and `code` within one line, only once closed.
+  function inline(parent, text) {
+    let last = 0;
+    for (const m of text.matchAll(INLINE)) {
+      if (m.index > last) parent.append(text.slice(last, m.index));
+      const [tag, marker, inner] =
+        m[1] !== undefined ? ["code", "`", m[1]] : m[2] !== undefined ? ["strong", "**", m[2]] : ["em", "*", m[3]];
+      const el = document.createElement(tag);
+      el.append(hidden(marker));
+      if (tag === "code") el.append(inner);
+      else inline(el, inner);
+      el.append(hidden(marker));
+      parent.append(el);
+      last = m.index + m[0].length;
+    }
+    if (last < text.length) parent.append(text.slice(last));
+  }
+
+  // One source line as a block whose wrapped rows hang under its first character.
+  function lineElement(tag, line, markdown, prefix = "", indent = null) {
+    const body = line.endsWith("\n") ? line.slice(0, -1) : line;
+    const el = document.createElement(tag);
+    el.className = body.trim() === "" && !prefix ? "line blank" : "line";
+    el.style.setProperty("--indent", String(indent === null ? indentOf(body) : indent));
+    const rest = body.slice(prefix.length);
+    if (markdown) inline(el, rest);
+    else if (rest) el.append(rest);
+    if (body !== line) el.append(hidden("\n"));
+    return el;
+  }
+
+  function renderMarkdown(parent, text) {
+    const lines = splitLines(text);
+    let list = null;
+    for (let i = 0; i < lines.length; ) {
+      const line = lines[i];
+      const fence = line.match(FENCE);
+      const item = line.match(ITEM);
+      if (fence) {
+        i = codeBlock(parent, lines, i, fence[1]);
+      } else if (TABLE_ROW.test(line) && i + 1 < lines.length && TABLE_RULE.test(lines[i + 1])) {
+        i = pipeTable(parent, lines, i);
+      } else if (item) {
+        list = listItem(parent, list, line, item);
+        i += 1;
+        continue;
+      } else {
+        const heading = line.match(HEADING);
+        parent.append(heading ? headingElement(line, heading[0]) : lineElement("div", line, true));
+        i += 1;
+      }
+      list = null;
+    }
+  }
+
+  function headingElement(line, marker) {
+    const level = marker.trim().length;
+    const el = lineElement(`h${Math.min(level + 2, 6)}`, line, true, marker);
+    el.classList.add("md-h");
+    el.prepend(hidden(marker));
+    return el;
+  }
+
+  // A bullet's marker is hidden behind a drawn bullet; a number stays as written.
+  function listItem(parent, list, line, [prefix, lead, marker, gap]) {
+    const ordered = /\d/.test(marker);
+    if (!list || list.ordered !== ordered) {
+      list = { ordered, el: document.createElement(ordered ? "ol" : "ul") };
+      list.el.className = "md-list";
+      parent.append(list.el);
+    }
+    const li = lineElement("li", line, true, prefix, indentOf(lead) + marker.length + gap.length);
+    const mark = ordered ? [marker] : [Object.assign(document.createElement("span"), { className: "bullet" }), hidden(marker)];
+    li.prepend(lead, ...mark, gap);
+    list.el.append(li);
+    return list;
+  }
+
+  // A fenced block: code from its first line (the fence hidden), until the closing fence.
+  function codeBlock(parent, lines, start, marker) {
+    const pre = document.createElement("pre");
+    const code = document.createElement("code");
+    pre.className = "md-code";
+    pre.append(hidden(lines[start]), code);
+    parent.append(pre);
+    for (let i = start + 1; i < lines.length; i++) {
+      const close = lines[i].match(FENCE);
+      if (close && !close[2] && close[1].startsWith(marker)) {
+        pre.append(hidden(lines[i]));
+        return i + 1;
+      }
+      code.append(lineElement("span", lines[i], false));
+    }
+    return lines.length;
+  }
+
+  // A pipe table (header, rule, rows); the rule row is kept, hidden.
+  function pipeTable(parent, lines, start) {
+    const wrap = document.createElement("div");
+    const table = document.createElement("table");
+    wrap.className = "md-table";
+    wrap.append(table);
+    parent.append(wrap);
+    let i = start;
+    for (; i < lines.length && TABLE_ROW.test(lines[i]); i++) {
+      const row = document.createElement("tr");
+      if (i === start + 1) {
+        row.className = "md";
+        row.append(Object.assign(document.createElement("td"), { textContent: lines[i] }));
+      } else {
+        tableCells(row, lines[i], i === start ? "th" : "td");
+      }
+      table.append(row);
+    }
+    return i;
+  }
+
+  function tableCells(row, line, tag) {
+    const newline = line.endsWith("\n") ? "\n" : "";
+    const parts = line.slice(0, line.length - newline.length).split("|");
+    const closed = parts.length > 2 && parts[parts.length - 1].trim() === "";
+    const cells = parts.slice(1, closed ? -1 : undefined);
+    cells.forEach((text, k) => {
+      const cell = document.createElement(tag);
+      cell.append(hidden((k === 0 ? parts[0] : "") + "|"));
+      inline(cell, text);
+      if (k === cells.length - 1) cell.append(hidden((closed ? "|" + parts[parts.length - 1] : "") + newline));
+      row.append(cell);
+    });
   }
 
   // Decode tok/s over the visible events after the first token, as tokenreel.metrics defines it.
@@ -138,6 +316,7 @@
     if (visible < panel.shown) clearStream(panel);
     if (visible > panel.shown) {
       appendEvents(panel, panel.shown, visible);
+      renderStream(panel);
       panel.stream.scrollTop = panel.stream.scrollHeight; // follow the newest text, as the video does
     }
     panel.stream.classList.toggle("scrolled", panel.stream.scrollTop > 0); // fade the cut-off top line
