@@ -71,6 +71,10 @@ class Manifest:
     encoder_args: tuple[tuple[str, ...], ...]  # encoder steps in order (see encode.steps)
     frame_sha256: tuple[str, ...]  # SHA-256 of each frame's raw RGB bytes; png: the poster only
     poster_frame: int | None  # png: the frame index saved, else None
+    # Every speed-up drawn (renderer.plan.Claim, as a JSON object): what it says, its metric,
+    # scope and arms, its value at full precision (the report's), the first frame showing it
+    # and the first frame at which its evidence was complete. Absent in older manifests.
+    claims: tuple[dict[str, Any], ...] = ()
 
 
 def path_for(output: str | os.PathLike[str]) -> Path:
@@ -269,7 +273,29 @@ def from_dict(data: Any, path: str | os.PathLike[str]) -> Manifest:
         encoder_args=tuple(c.strings(step, f"encoder_args[{i}]") for i, step in enumerate(steps)),
         frame_sha256=tuple(c.sha256(h, f"frame_sha256[{i}]") for i, h in enumerate(hashes)),
         poster_frame=poster,
+        claims=_claims(c, data.get("claims", [])),
     )
+
+
+CLAIM_KEYS = {"text": str, "metric": str, "scope": str, "arm": str, "vs": str, "first_frame": int, "evidence_frame": int, "where": str}
+
+
+def _claims(c: _Checker, value: Any) -> tuple[dict[str, Any], ...]:
+    """The claims list: objects with CLAIM_KEYS of their kinds, prompt a string or null and value
+    a number or null."""
+    if not isinstance(value, list):
+        raise c.fail("claims", "expected a list")
+    for i, claim in enumerate(value):
+        if not isinstance(claim, dict):
+            raise c.fail(f"claims[{i}]", "expected an object")
+        for key, kind in CLAIM_KEYS.items():
+            if not isinstance(claim.get(key), kind) or isinstance(claim.get(key), bool):
+                raise c.fail(f"claims[{i}].{key}", f"expected a {kind.__name__}")
+        if claim.get("prompt") is not None and not isinstance(claim["prompt"], str):
+            raise c.fail(f"claims[{i}].prompt", "expected a string or null")
+        if claim.get("value") is not None and not isinstance(claim["value"], (int, float)):
+            raise c.fail(f"claims[{i}].value", "expected a number or null")
+    return tuple(value)
 
 
 def read(path: str | os.PathLike[str]) -> tuple[Manifest, str | None]:

@@ -26,7 +26,7 @@ import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
 
@@ -357,6 +357,7 @@ def render(
             encoder_args=tuple(tuple(step) for step in steps(fmt, plan.width, plan.height, plan.fps)),
             frame_sha256=tuple(hashes),
             poster_frame=poster,
+            claims=tuple(asdict(claim) for claim in plan.claims),
         )
         staged_manifest = work / manifest_path.name
         staged_manifest.write_bytes(manifests.dumps(record))

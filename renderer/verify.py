@@ -116,6 +116,8 @@ def _differs(record: manifests.Manifest, now: manifests.Manifest) -> str | None:
         if then_value != now_value:
             shown = (lambda v: "other arguments") if name == "encoder_args" else repr
             return f"the manifest says {name} {shown(then_value)}, its re-render {shown(now_value)}"
+    if record.claims and record.claims != now.claims:  # a manifest from before claims were listed has none
+        return "the speed-ups it lists (claims) are not the ones its re-render draws"
     return None
 
 

@@ -29,7 +29,7 @@ def tesseract() -> str:
     return found
 
 
-def read_back(plan: RenderPlan, frame: np.ndarray, box: Rect, tmp_path: Path) -> str:
+def read_back(plan: RenderPlan, frame: np.ndarray, box: Rect, tmp_path: Path, lines: int = 1) -> str:
     """Scale the whole frame to the feed's width, cut out the box, and OCR that one line.
 
     The crop is enlarged and binarised only for the OCR engine (it wants ~30-40 px letters, dark
@@ -38,12 +38,12 @@ def read_back(plan: RenderPlan, frame: np.ndarray, box: Rect, tmp_path: Path) ->
     scale = FEED_WIDTH / plan.width
     feed = Image.fromarray(frame).resize((FEED_WIDTH, round(plan.height * scale)), Image.Resampling.LANCZOS)
     crop = feed.crop((int(box.x * scale), int(box.y * scale), int(box.right * scale) + 1, int(box.bottom * scale) + 1))
-    enlarge = max(1, round(60 / crop.height))  # a line about 60 px tall, whatever its size at 640 px
+    enlarge = max(1, round(60 * lines / crop.height))  # lines about 60 px tall, whatever their size at 640 px
     crop = crop.resize((crop.width * enlarge, crop.height * enlarge), Image.Resampling.LANCZOS).convert("L")
     crop.point(lambda v: 0 if v > 90 else 255).save(tmp_path / "line.png")
-    result = subprocess.run([tesseract(), str(tmp_path / "line.png"), "-", "--psm", "7"],
+    result = subprocess.run([tesseract(), str(tmp_path / "line.png"), "-", "--psm", "7" if lines == 1 else "6"],
                             capture_output=True, text=True, timeout=60)
-    return result.stdout.strip()
+    return " ".join(result.stdout.split())
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +62,18 @@ def test_every_arms_tok_s_reads_back_mid_race_at_640_px(demo_plan: RenderPlan, t
         assert text.split()[0].rstrip(".") == shown, (demo_plan.arms[n].id, text)
 
 
-def test_the_headline_reads_back_on_the_end_card_at_640_px(demo_plan: RenderPlan, tmp_path: Path) -> None:
-    renderer = FrameRenderer(demo_plan)
-    frame = renderer.render(demo_plan.frame_count - 1)
+@pytest.mark.parametrize("size", ["1920x1080", "1080x1920", "1080x1080"])
+def test_the_end_card_reads_back_at_640_px(size: str, tmp_path: Path) -> None:
+    """The headline (its number and "faster"), what it compares and the suite's figure read back
+    from the end card scaled to 640 px wide, in every layout."""
+    plan = build_plan(archive.load(DEMO), RenderOptions(prompt="code-1", size=size))
+    renderer = FrameRenderer(plan)
+    frame = renderer.render(plan.frame_count - 1)
     big, _ = renderer.headline()
-    assert read_back(demo_plan, frame, renderer.headline_box(), tmp_path) == big
+    assert re.fullmatch(r"\d+\.\d\dx faster decode", big), big
+    box = renderer.headline_box()
+    assert read_back(plan, frame, box, tmp_path, lines=2 if renderer.hero else 1) == big
+    label_h = renderer.painters["label"].line_h
+    suite = Rect(box.x, box.bottom + label_h, box.w, label_h)
+    assert read_back(plan, frame, suite, tmp_path) == renderer.suite_line()
+    assert renderer.suite_line().endswith("faster decode over 4 prompts")
