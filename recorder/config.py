@@ -21,7 +21,7 @@ from tokenreel.model import Arm, Prompt, Settings
 TIMEOUT_KEYS = ("connect", "first_token", "between_chunks", "total")
 SESSION_KEYS = (
     "name", "prompts", "max_tokens", "ignore_eos", "temperature", "warmup", "repeats", "idle_wait_s", "timeouts",
-    "tokenizer", "client_busy_p99_ms", "host_pressure_pct", "host_wait_s",
+    "tokenizer", "client_busy_p99_ms", "host_pressure_pct", "host_wait_s", "hardware",
 )
 ARM_KEYS = (
     "id", "label", "base_url", "model", "api", "api_key_env", "metrics_url", "extra_body", "timeouts", "settings",
@@ -141,6 +141,10 @@ def load_config(path: str | Path) -> Config:
     if "tokenizer" in session:
         default_tokenizer = check.tokenizer(session["tokenizer"], "session.tokenizer", path.parent)
     arms = _arms(check, data.get("arms"), default_tokenizer, path.parent)
+    if "hardware" in session:  # what every arm ran on (no endpoint says it), kept with each arm's settings
+        hardware = check.text(session["hardware"], "session.hardware")
+        for arm in arms:
+            arm.settings.setdefault("hardware", hardware)
     prompts = load_prompts(settings.prompts, path.parent)
     return Config(path=path, name=name, settings=settings, prompts=prompts, arms=arms)
 

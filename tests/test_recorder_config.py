@@ -204,3 +204,13 @@ def test_credentials_in_a_url_are_refused_without_echoing_them(tmp_path: Path, f
     message = str(caught.value)
     assert f"arms[0].{field}: holds credentials" in message and "api_key_env" in message
     assert "sk-userinfo" not in message and "SECRET-91a" not in message
+
+
+def test_session_hardware_goes_to_every_arm_unless_it_says_its_own(tmp_path: Path) -> None:
+    """The end card names the hardware; an engine never says it, so the config may, once."""
+    text = EXAMPLE.replace("[session]\n", '[session]\nhardware = "1x NVIDIA H200"\n', 1)
+    text = text.replace('enable_thinking = false } }\n', 'enable_thinking = false } }\nsettings = { hardware = "2x NVIDIA B200" }\n', 1)
+    bf16, nvfp4 = load_config(write(tmp_path, text)).arms
+    assert (bf16.settings["hardware"], nvfp4.settings["hardware"]) == ("2x NVIDIA B200", "1x NVIDIA H200")
+    with pytest.raises(ConfigError, match="session.hardware"):
+        load_config(write(tmp_path, EXAMPLE.replace("[session]\n", "[session]\nhardware = 3\n", 1)))
