@@ -69,7 +69,8 @@ def headline_entry(session: Session, cells: list) -> dict | None:
         "scope_text": scope_text(claim),
         "arm_label": labels[claim.arm],
         "vs_label": labels[claim.vs],
-        "definition": f"{DEFINITIONS[claim.metric]}, the mean over the prompts every arm has of each cell's median run",
+        "definition": f"{DEFINITIONS[claim.metric]}; each arm's figure is its median over runs per prompt,"
+        f" averaged over the {claim.prompts} prompts every arm has",
     }
 
 

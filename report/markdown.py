@@ -98,9 +98,16 @@ def _clock_notes(report: dict, session: Session) -> list[str]:
     return [*lines, "", *host_notes(report)]
 
 
+def _headline(claim: dict | None) -> list[str]:
+    """The story first, in the report's own words (the video's end card says the same)."""
+    if claim is None:
+        return ["One arm: no comparison to claim.", ""]
+    return [f"**{claim['text']}**: {claim['arm_label']} vs {claim['vs_label']}, {claim['scope_text']}. Speed-up in {claim['definition']}.", ""]
+
+
 def to_markdown(report: dict, session: Session) -> str:
     labels = {arm.id: arm.label for arm in session.arms}
-    lines: list[str] = [f"# {report['session']}", ""]
+    lines: list[str] = [f"# {report['session']}", "", *_headline(report["headline"])]
     if report["simulated"]:
         lines += ["Recorded against simulated endpoints (`tokenreel simulate`), not real GPUs.", ""]
     lines += [

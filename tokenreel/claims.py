@@ -28,8 +28,8 @@ SCOPES = ("prompt", "suite")
 # What each metric measures, said once wherever a speed-up is shown (long, short).
 METRIC_WORDS = {"decode": "decode", "e2e": "end to end"}
 DEFINITIONS = {
-    "decode": "decode tok/s (tokens after the first over the time from first to last token)",
-    "e2e": "end to end (time from request send to the last token)",
+    "decode": "decode tok/s: tokens after the first over the time from the first token to the last",
+    "e2e": "end to end: the time from request send to the last token",
 }
 
 
