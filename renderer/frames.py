@@ -27,6 +27,10 @@ from tokenreel.claims import DEFINITIONS, METRIC_WORDS, claim_text, scope_text
 from tokenreel.figures import clock_seconds, figure, multiplier
 from tokenreel.theme import RGB, Theme
 
+# What a frame shows, as designed: bumped with every deliberate change to it, so that `verify`
+# can say a re-render differs because the design did (2: issue 24's claims, full-frame end card,
+# type legible at 640 px, markdown answers, title countdown). Manifests before it record none.
+DESIGN = "2"
 BOLD_ROLES = ("label", "big", "title", "headline", "hero")
 CURSOR_PHASES_PER_S = 2  # the cursor blinks (on, off) once a second while an arm waits
 SUPERSAMPLE = 4  # per axis, for the anti-aliased edges of panels and badges

@@ -21,7 +21,7 @@ import orjson
 import PIL
 
 import tokenreel
-from tokenreel.renderer import fonts
+from tokenreel.renderer import fonts, frames
 from tokenreel.renderer.encode import Ffmpeg
 from tokenreel.renderer.plan import RenderOptions
 from tokenreel.theme import is_path as is_theme_path
@@ -115,6 +115,7 @@ def current_versions(ffmpeg: Ffmpeg | None) -> dict[str, str]:
         "ffmpeg": ffmpeg.version if ffmpeg else "not used",
         "ffmpeg_binary": ffmpeg.origin if ffmpeg else "not used",
         **fonts.layout_versions(),
+        "frame_design": frames.DESIGN,
     }
 
 

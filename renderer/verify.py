@@ -104,6 +104,9 @@ def _renderer_versions(record: manifests.Manifest, now: manifests.Manifest) -> s
         changed.append(f"text layout not recorded then, now: {now_layout}")
     elif layout:
         changed.insert(0, "text engine changed: " + ", ".join(layout))
+    design = record.versions.get("frame_design", "1"), now.versions.get("frame_design", "1")
+    if design[0] != design[1]:  # named first: the frames were redesigned on purpose
+        changed.insert(0, f"frame design {design[0]} -> {design[1]}: tokenreel draws frames differently now, re-render to adopt it")
     if changed:
         return "; ".join(changed)
     return "same tokenreel, pillow, numpy and python versions, same text engine and libraries"

@@ -138,7 +138,7 @@ def markdown_plan() -> RenderPlan:
             ("b", "plain", [stream(chunked(SAMPLE, 9), 150 * MS, 10 * MS)]),
         ]
     )
-    return build_plan(s, RenderOptions(size="960x540", title_s="0.2", hold_s="0.3"))
+    return build_plan(s, RenderOptions(size="1080x1920", title_s="0.2", hold_s="0.3"))
 
 
 def test_a_rendered_frame_shows_rendered_markdown(markdown_plan: RenderPlan) -> None:
@@ -155,7 +155,8 @@ def test_a_rendered_frame_shows_rendered_markdown(markdown_plan: RenderPlan) -> 
     row = frame[geo.text.y + (item + 1) * lh : geo.text.y + (item + 2) * lh, geo.text.x : geo.text.right]
     ink = (row != np.array(markdown_plan.theme.panel, dtype=np.uint8)).any(axis=(0, 2))
     assert not ink[: 2 * cw].any() and ink[2 * cw : 3 * cw].any()  # the continuation's text starts at the hang, in pixels
-    heading = frame[geo.text.y : geo.text.y + lh, geo.text.x : geo.text.right]
+    head = next(k for k, row in enumerate(shown) if row.startswith("Speculative decoding"))
+    heading = frame[geo.text.y + head * lh : geo.text.y + (head + 1) * lh, geo.text.x : geo.text.right]
     assert (np.abs(heading.astype(int) - load_theme("dark").color("heading")).sum(axis=2) < 60).any()
 
 
