@@ -696,21 +696,35 @@ class FrameRenderer:
                 rows.append((clock_seconds(track.ttft_ns), done, multiplier(track.vs_prior), multiplier(track.vs_first)))
         return rows
 
-    def facts_lines(self) -> tuple[str, str]:
-        """The small print under the rows (which name each arm's model): what the arms ran on;
-        the engine and the recording date."""
+    def facts_lines(self, compact: bool) -> tuple[str, ...]:
+        """The small print under the rows: what the arms ran on, the models when the rows had no
+        room to name them, then the engine and the recording date."""
         facts = self.plan.facts
         assert facts is not None
-        return facts.hardware, f"{facts.engine} · {facts.recorded}"
+        return facts.hardware, *([facts.model] if compact else []), f"{facts.engine} · {facts.recorded}"
+
+    def _block_h(self, row_h: int, compact: bool) -> int:
+        label, small = self.painters["label"], self.painters["small"]
+        gap, facts = label.line_h // 2, len(self.facts_lines(compact))
+        return self._headline_h() + 2 * label.line_h + gap + small.line_h + row_h * len(self.plan.arms) + gap + facts * small.line_h
+
+    def _row_h(self, with_model: bool) -> int:
+        label, small = self.painters["label"], self.painters["small"]
+        return label.line_h + (small.line_h if with_model else 0) + self._bar_h() + label.line_h // 2
+
+    @cached_property
+    def compact(self) -> bool:
+        """Rows without their model line (the models go to the small print): four arms on a
+        wide frame have no room for it."""
+        layout = self.plan.layout
+        return self._block_h(self._row_h(True), False) > layout.footer.y - layout.title.y
 
     def _end_blocks(self) -> tuple[int, int, int]:
         """(top of the card's block, row height, block height): centred between the title line
         and the footer."""
         layout = self.plan.layout
-        head, label, small = self.painters["headline"], self.painters["label"], self.painters["small"]
-        row_h = label.line_h + small.line_h + label.line_h // 3
-        gap = label.line_h // 2
-        block = self._headline_h() + 2 * label.line_h + gap + small.line_h + row_h * len(self.plan.arms) + gap + 2 * small.line_h
+        row_h = self._row_h(not self.compact)
+        block = self._block_h(row_h, self.compact)
         top, bottom = layout.title.y, layout.footer.y
         return top + max(0, (bottom - top - block) // 2), row_h, block
 
@@ -757,16 +771,19 @@ class FrameRenderer:
         y += label.line_h + label.line_h // 2
         self._rows(canvas, Rect(x, y, w, small.line_h + row_h * len(plan.arms)), row_h, self.end_rows())
         y += small.line_h + row_h * len(plan.arms) + label.line_h // 2
-        for line in self.facts_lines():
+        for line in self.facts_lines(self.compact):
             canvas.spans(Rect(x, y, w, small.line_h), "small", bg, ((line, "small", "dim"),))
             y += small.line_h
         self._footer(canvas)
         return canvas.pixels
 
+    def _bar_h(self) -> int:
+        return max(2, self.painters["label"].line_h // 3)
+
     def _rows(self, canvas: Canvas, rect: Rect, row_h: int, rows: list[tuple[str, ...]]) -> None:
-        """Headings, then a row per arm on screen: badge, label, a bar from request send (or
-        first token) to done, the figures right-aligned under their headings; the arm's model
-        on the line below its label."""
+        """Headings, then a row per arm on screen: badge and label, the figures right-aligned
+        under their headings; the arm's model below its label; then a bar from request send (or
+        first token) to done, every arm's on the same scale."""
         plan, theme, label, small = self.plan, self.plan.theme, self.painters["label"], self.painters["small"]
         bg = theme.background
         headings = self.end_headings()
@@ -777,29 +794,27 @@ class FrameRenderer:
             rights.insert(0, right)
             right -= w + gap
         figures_x = right + gap
-        names_w = max(_text_w(self.painters, t.label, "label") for t in plan.arms) + canvas.badge_width
-        name_w = min(names_w, (figures_x - rect.x) * 3 // 5)
-        bar_x, bar_w = rect.x + name_w + gap, max(0, figures_x - rect.x - name_w - 2 * gap)
         for heading, right in zip(headings, rights):
             canvas.spans(Rect(rect.x, rect.y, right - rect.x, small.line_h), "small", bg, (), ((heading, "small", "dim"),))
         longest = max(t.finish_ns for t in plan.arms) or 1
+        bar_h = self._bar_h()
         for n, (track, figures) in enumerate(zip(plan.arms, rows)):
             y = rect.y + small.line_h + row_h * n
             x = canvas.badge(rect.x, y, label.line_h, track.color, bg, n + 1)
-            canvas.spans(Rect(x, y, rect.x + name_w - x, label.line_h), "label", bg, self.label_spans(track.label, rect.x + name_w - x))
-            canvas.spans(Rect(x, y + label.line_h, rect.right - x, small.line_h), "small", bg, ((track.model, "small", "dim"),))
-            if bar_w >= label.cell_w * 4:
-                bar_h = max(2, label.line_h // 2)
-                top = y + (label.line_h - bar_h) // 2
-                done = max(bar_h, bar_w * track.finish_ns // longest)
-                canvas.blend(Rect(bar_x, top, done, bar_h), canvas.color(f"accent{track.color}"), bar_h // 2)
-                if plan.align == "send":  # the wait for the first token, in the bar's faint start
-                    wait = min(done - bar_h // 2, bar_w * track.ttft_ns // longest)
-                    if wait > 0:
-                        canvas.fill(Rect(bar_x + bar_h // 2, top, wait, bar_h), theme.faint)
-                        canvas.blend(Rect(bar_x, top, bar_h, bar_h), theme.faint, bar_h // 2)
+            canvas.spans(Rect(x, y, figures_x - gap - x, label.line_h), "label", bg, self.label_spans(track.label, figures_x - gap - x))
+            model_h = 0 if self.compact else small.line_h
+            if model_h:
+                canvas.spans(Rect(x, y + label.line_h, rect.right - x, small.line_h), "small", bg, ((track.model, "small", "dim"),))
             for text, right in zip(figures, rights):
                 canvas.spans(Rect(rect.x, y, right - rect.x, label.line_h), "label", bg, (), ((text, "label", "text"),))
+            top, bar_w = y + label.line_h + model_h + bar_h // 2, rect.right - x
+            done = max(bar_h, bar_w * track.finish_ns // longest)
+            canvas.blend(Rect(x, top, done, bar_h), canvas.color(f"accent{track.color}"), bar_h // 2)
+            if plan.align == "send":  # the wait for the first token, in the bar's faint start
+                wait = min(done - bar_h // 2, bar_w * track.ttft_ns // longest)
+                if wait > 0:
+                    canvas.fill(Rect(x + bar_h // 2, top, wait, bar_h), theme.faint)
+                    canvas.blend(Rect(x, top, bar_h, bar_h), theme.faint, bar_h // 2)
 
 
 def _composite(pixels: np.ndarray, logo: Logo) -> None:

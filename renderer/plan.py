@@ -326,7 +326,7 @@ def end_facts(session: Session, arm_ids: list[str]) -> EndFacts:
     if session.simulated:
         hardware_text, engine_text = "simulated endpoints, no GPU", "tokenreel simulate (behaves like vLLM)"
     else:
-        hardware_text = " / ".join(h for h in hardware if h) or "hardware not stated (set hardware in the config's [session])"
+        hardware_text = " / ".join(h for h in hardware if h) or "hardware not stated (config: [session] hardware)"
         engine_text = " / ".join(e for e in engines if e) or "engine not stated by the endpoints"
     return EndFacts(
         model=" / ".join(models),

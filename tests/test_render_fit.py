@@ -98,3 +98,16 @@ def test_unsupported_sizes_and_arm_counts_are_refused_in_one_line(size: str, arm
     with pytest.raises(ValueError, match=problem) as error:
         build_plan(s, RenderOptions(size=size, arms=chosen))
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(("size", "arms"), LAYOUTS)
+def test_the_end_card_stays_above_its_footer(size: str, arms: int) -> None:
+    """The full-frame end card (headline, suite line, rows, small print) fits between the top
+    margin and the footer that defines its figures, for every layout and arm count."""
+    plan = build_plan(ladder(arms, True), RenderOptions(size=size, hold_s="0.5", title_s="0"))
+    boxes: list[TextBox] = []
+    FrameRenderer(plan, boxes).frame(plan.frame_count - 1)
+    footer = plan.layout.footer
+    card = [box for box in boxes if box.rect.y != footer.y]
+    assert len(card) > 4 * arms
+    assert all(plan.layout.title.y <= box.rect.y and box.rect.bottom <= footer.y for box in card), size
