@@ -38,7 +38,7 @@ golden: $(STAMP)
 test: $(STAMP) tools engine
 	$(BIN)/python .ci/check_lock.py
 	$(BIN)/python -m pytest -q
-	$(BIN)/tokenreel verify sessions/
+	$(BIN)/tokenreel verify sessions/ docs/
 
 # Everything but the real-engine tests (pytest -m engine), and no engine build.
 test-fast: $(STAMP) tools

@@ -485,7 +485,9 @@ def _replay(session: Session, data: dict, colors: dict[str, str]) -> tuple[str, 
 
 def _theme_css(theme: Theme) -> str:
     fields = ("background", "panel", "panel_edge", "title", "text", "dim", "faint", "reasoning", "tool", "good")
-    return ":root{" + "".join(f"--{f.replace('_', '-')}:{_hex(getattr(theme, f))};" for f in fields) + "}"
+    plain = "".join(f"--{f.replace('_', '-')}:{_hex(getattr(theme, f))};" for f in fields)
+    syntax = "".join(f"--syntax-{name}:{_hex(rgb)};" for name, rgb in theme.syntax)  # the video's code colours
+    return ":root{" + plain + syntax + "}"
 
 
 def to_html(report: dict, session: Session) -> str:

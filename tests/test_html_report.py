@@ -391,6 +391,7 @@ def rendered(page: Page) -> dict:
         " em: s.querySelectorAll('em').length, code: Array.from(s.querySelectorAll('.md-code code')).map(e => e.innerText),"
         " inline: Array.from(s.querySelectorAll(':not(pre) > code')).map(e => e.innerText), headings: s.querySelectorAll('.md-h').length,"
         " items: s.querySelectorAll('ul > li').length, cells: s.querySelectorAll('table tr:not(.md) > *').length,"
+        " syntax: Array.from(s.querySelectorAll('.md-code [class^=syn-]')).map(e => [e.className, e.innerText]),"
         " markup: s.querySelectorAll('b, img, script').length}; })()"
     )
 
@@ -418,6 +419,7 @@ def test_the_replay_renders_markdown_as_it_streams(browser: Chromium, tmp_path: 
     assert done["strong"] == ["bold"] and done["em"] == 1 and done["inline"] == ["x = 1"], done
     assert done["headings"] == 1 and done["items"] == 1 and done["cells"] == 4, done
     assert done["code"] == [MARKDOWN[5].rstrip("\n")], done["code"]
+    assert ["syn-string", "'<b>hi</b>'"] in done["syntax"] and done["syntax"][-1][0] == "syn-comment", done["syntax"]
     assert done["markup"] == 0, "answer text became markup"
     for marker in ("**", "```", "`", "## ", "|", "- first"):
         assert marker not in done["visible"], f"{marker!r} left on screen: {done['visible']!r}"

@@ -7,6 +7,7 @@ import hashlib
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -261,7 +262,7 @@ def test_manifest_round_trips_and_holds_no_host_details(tmp_path: Path) -> None:
     assert record.session_sha256 == hashlib.sha256(session_file.read_bytes()).hexdigest()
     assert record.output_sha256 == hashlib.sha256(result.output.read_bytes()).hexdigest()
     assert record.options == SMALL and record.size == "320x180" and record.fps == 10
-    assert set(record.versions) == {*manifests.VERSION_KEYS, *manifests.LAYOUT_KEYS}
+    assert set(record.versions) == {*manifests.VERSION_KEYS, *manifests.LAYOUT_KEYS, "frame_design"}
     assert str(tmp_path).encode() not in payload and b'"/' not in payload
     assert any("palettegen" in arg for arg in record.encoder_args[0])
 
@@ -304,3 +305,22 @@ def test_a_gif_plays_once_and_stays_on_its_end_card(tmp_path: Path) -> None:
     plan = build_plan(archive.load(session_file), SMALL)
     end_card = FrameRenderer(plan).render(plan.frame_count - 1).astype(np.int16)
     assert np.abs(last - end_card).mean() < 4  # the palette's rounding, not another frame
+
+
+def test_a_gif_defaults_to_a_readme_size_and_frame_rate(tmp_path: Path) -> None:
+    """`tokenreel render -o x.gif` without --size or --fps: 960x540 at 15 fps (it was 1920x1080 at
+    30 fps, 6 MB for 14 s); an mp4 keeps 1920x1080 at 30, and --size/--fps still win."""
+    session_file = write_session(tmp_path / "s.json")
+
+    def rendered(name: str, *extra: str) -> dict:
+        command = [sys.executable, "-m", "tokenreel", "render", str(session_file), "-o", str(tmp_path / name), *extra]
+        subprocess.run(command, capture_output=True, text=True, check=True, timeout=300)
+        return orjson.loads((tmp_path / f"{name}.render.json").read_bytes())
+
+    gif = rendered("readme.gif")
+    assert (gif["size"], gif["fps"]) == ("960x540", 15)
+    assert probe(tmp_path / "readme.gif", "width", "height") == {"width": "960", "height": "540"}
+    chosen = rendered("chosen.gif", "--size", "640x360", "--fps", "10")
+    assert (chosen["size"], chosen["fps"]) == ("640x360", 10)
+    poster = rendered("poster.png")
+    assert (poster["size"], poster["fps"]) == ("1920x1080", 30)

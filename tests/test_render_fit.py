@@ -111,3 +111,16 @@ def test_the_end_card_stays_above_its_footer(size: str, arms: int) -> None:
     card = [box for box in boxes if box.rect.y != footer.y]
     assert len(card) > 4 * arms
     assert all(plan.layout.title.y <= box.rect.y and box.rect.bottom <= footer.y for box in card), size
+
+
+@pytest.mark.parametrize(("size", "arms"), [(size, 3) for size, _ in LAYOUTS[::3]])
+def test_every_text_drawn_beside_the_stream_is_12_px_at_640_px_wide(size: str, arms: int) -> None:
+    """Figures, verdicts, the clock, labels, headings, model ids, the small print and the footer
+    (every text run logged: all but the streamed answer and the prompt line) on the title card,
+    through the race and on the end card, scaled to a feed's 640 px wide, are at least 12 px."""
+    boxes, _, _ = boxes_of(size, arms, False, "send")
+    plan = build_plan(ladder(arms, False), RenderOptions(size=size))
+    width = plan.width
+    sizes = {box.role: plan.layout.sizes[box.role] for box in boxes}
+    assert {"big", "label", "small", "headline", "title"} <= set(sizes)
+    assert all(px * 640 / width >= 12 for px in sizes.values()), (size, sizes)

@@ -250,9 +250,33 @@
         pre.append(hidden(lines[i]));
         return i + 1;
       }
-      code.append(lineElement("span", lines[i], false));
+      code.append(highlighted(lineElement("span", lines[i], false)));
     }
     return lines.length;
+  }
+
+  // Code colours as the video's theme has them (keywords, strings, numbers, comments), from one
+  // small tokenizer for the common languages: the line's text is kept exactly, split into spans.
+  const KEYWORDS = new Set(("and as assert async await break case catch class const continue def del elif else enum except " +
+    "export extends false False finally fn for from func function go if impl import in interface is lambda let loop match " +
+    "mod mut new nil None not null or package pass pub raise return self static struct switch this throw true True try " +
+    "type typeof use var void while with yield").split(" "));
+  const TOKEN = /(#.*|\/\/.*)|("(?:[^"\\]|\\.)*"?|'(?:[^'\\]|\\.)*'?)|(\b\d[\d_]*(?:\.\d+)?\b)|([A-Za-z_][A-Za-z0-9_]*)/g;
+  function highlighted(el) {
+    for (const node of [...el.childNodes]) {
+      if (node.nodeType !== Node.TEXT_NODE) continue;
+      const text = node.textContent, parts = [];
+      let last = 0;
+      for (const m of text.matchAll(TOKEN)) {
+        const kind = m[1] ? "comment" : m[2] ? "string" : m[3] ? "number" : KEYWORDS.has(m[4]) ? "keyword" : null;
+        if (!kind) continue;
+        if (m.index > last) parts.push(text.slice(last, m.index));
+        parts.push(Object.assign(document.createElement("span"), { className: `syn-${kind}`, textContent: m[0] }));
+        last = m.index + m[0].length;
+      }
+      if (parts.length) node.replaceWith(...parts, text.slice(last));
+    }
+    return el;
   }
 
   // A pipe table (header, rule, rows); the rule row is kept, hidden.
