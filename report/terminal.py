@@ -14,6 +14,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from tokenreel.claims import claim_text, headline, scope_text
 from tokenreel.model import Session
 from tokenreel.figures import figure, multiplier
 from tokenreel.ladder import build_cells, build_ladder, category_table
@@ -94,7 +95,12 @@ def summary_tables(session: Session) -> list[Table]:
     cells = build_cells(session)
     ladder = build_ladder(session, cells)
     title = session.name + (" (simulated endpoints)" if session.simulated else "")
-    table = FitTable(title=Text(title, style="table.title"), title_justify="left")
+    claim = headline(session, cells)
+    caption = None
+    if claim is not None:  # the story in the words the report and the video's end card use
+        labels = {a.id: a.label for a in session.arms}
+        caption = Text(f"{claim_text(claim.value, claim.metric)}: {labels[claim.arm]} vs {labels[claim.vs]}, {scope_text(claim)}")
+    table = FitTable(title=Text(title, style="table.title"), title_justify="left", caption=caption, caption_justify="left")
     table.number_column("Step", justify="left")
     table.label_column("Arm")
     # The acceptance rate gets a column only in a ladder that has one (a speculative arm).

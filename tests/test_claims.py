@@ -59,3 +59,11 @@ def test_a_one_arm_session_has_no_headline_and_a_slow_pair_says_so() -> None:
     assert claim is not None and claim.value == build_ladder(two, cells)[-1].vs_first < 1
     assert claim_text(claim.value, claim.metric).endswith("slower decode") and scope_text(claim) == "over 1 prompt"
     assert {(s.metric, s.scope) for s in all_speedups(two, cells)} == {("decode", "suite"), ("decode", "prompt"), ("e2e", "suite"), ("e2e", "prompt")}
+
+
+def test_record_s_closing_table_says_the_headline_the_report_says(demo_report: dict) -> None:
+    from tokenreel.report.terminal import summary_tables
+
+    ladder = summary_tables(archive.load(DEMO))[0]
+    claim = demo_report["headline"]
+    assert str(ladder.caption) == f"{claim['text']}: {claim['arm_label']} vs {claim['vs_label']}, {claim['scope_text']}"
