@@ -12,6 +12,7 @@ from tokenreel.claims import all_speedups, claim_text, headline, scope_text
 from tokenreel.ladder import build_cells, build_ladder, median_run
 from tokenreel.metrics import run_metrics
 from tokenreel.report.data import build_report
+from tokenreel.report.terminal import summary_tables
 from tests.session_factory import MS, session, stream, words
 
 DEMO = Path(__file__).resolve().parents[1] / "sessions" / "seed-ladder-demo.json"
@@ -62,8 +63,6 @@ def test_a_one_arm_session_has_no_headline_and_a_slow_pair_says_so() -> None:
 
 
 def test_record_s_closing_table_says_the_headline_the_report_says(demo_report: dict) -> None:
-    from tokenreel.report.terminal import summary_tables
-
     ladder = summary_tables(archive.load(DEMO))[0]
     claim = demo_report["headline"]
     assert str(ladder.caption) == f"{claim['text']}: {claim['arm_label']} vs {claim['vs_label']}, {claim['scope_text']}"
