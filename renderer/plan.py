@@ -20,7 +20,7 @@ from tokenreel.answers import compare
 from tokenreel.figures import multiplier
 from tokenreel.claims import METRICS, Speedup, claim_text, run_speedup, scope_text, suite_speedup
 from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, median_run, missing_cells
-from tokenreel.model import Prompt, Run, Session
+from tokenreel.model import Arm, Prompt, Run, Session, fingerprint_summary
 from tokenreel.selection import RunSelection
 from tokenreel.metrics import first_token_index, last_token_index, output_tokens, run_metrics
 from tokenreel.theme import Theme, load_theme
@@ -313,26 +313,42 @@ def _pick_runs(session: Session, prompt_id: str, options: RenderOptions) -> list
     )
 
 
+UNKNOWN_BUILD = "b0-unknown"  # what a llama.cpp server built without its git metadata says its version is
+
+
+def _engine(arm: Arm) -> str:
+    """"vllm 0.11.2": the engine and version the endpoint's fingerprint said; without a version,
+    the config's declared engine (it says more), else the engine's bare name."""
+    summary = fingerprint_summary(arm)
+    name, version = summary.get("engine", ""), summary.get("version", "")
+    if version and version != UNKNOWN_BUILD:
+        return f"{name} {version}".strip()
+    return arm.settings.get("engine") or name
+
+
+def _joined(values: list[str], missing: str) -> str:
+    """Each arm's value once, in arm order; `missing` when no arm has one."""
+    return " / ".join(dict.fromkeys(v for v in values if v)) or missing
+
+
 def end_facts(session: Session, arm_ids: list[str]) -> EndFacts:
     """Model, hardware, engine and recording date of the arms raced: from the endpoint's own
     fingerprint where it said them, else from the config's declared settings ("hardware" in
     [arms.settings] or [session]); a fact neither gave is said to be missing."""
     arms = [session.arm(a) for a in arm_ids]
-    models = list(dict.fromkeys(a.model for a in arms))
-    summaries = [a.fingerprint.get("summary") if isinstance(a.fingerprint.get("summary"), dict) else {} for a in arms]
-    hardware = list(dict.fromkeys(a.settings.get("hardware") or s.get("hardware", "") for a, s in zip(arms, summaries)))
-    engines = list(dict.fromkeys(" ".join(p for p in (str(s.get("engine", "")), str(s.get("version", ""))) if p and p != "b0-unknown") or a.settings.get("engine", "") for a, s in zip(arms, summaries)))
-    dates = sorted({r["started_at"][:10] for a in arms for r in a.recorded if r.get("started_at")}) or ([session.created_at[:10]] if session.created_at else [])
+    dates = sorted({r["started_at"][:10] for a in arms for r in a.recorded if r.get("started_at")})
+    dates = dates or ([session.created_at[:10]] if session.created_at else [])
     if session.simulated:
-        hardware_text, engine_text = "simulated endpoints, no GPU", "tokenreel simulate (behaves like vLLM)"
+        hardware, engine = "simulated endpoints, no GPU", "tokenreel simulate (behaves like vLLM)"
     else:
-        hardware_text = " / ".join(h for h in hardware if h) or "hardware not stated (config: [session] hardware)"
-        engine_text = " / ".join(e for e in engines if e) or "engine not stated by the endpoints"
+        declared = [a.settings.get("hardware") or fingerprint_summary(a).get("hardware", "") for a in arms]
+        hardware = _joined(declared, "hardware not stated (config: [session] hardware)")
+        engine = _joined([_engine(a) for a in arms], "engine not stated by the endpoints")
     return EndFacts(
-        model=" / ".join(models),
-        hardware=hardware_text,
-        engine=engine_text,
-        recorded=("recorded " + (dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}")) if dates else "recording date not archived",
+        model=_joined([a.model for a in arms], "model not archived"),
+        hardware=hardware,
+        engine=engine,
+        recorded=f"recorded {dates[0]}" + (f" to {dates[-1]}" if len(dates) > 1 else "") if dates else "recording date not archived",
     )
 
 

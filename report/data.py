@@ -10,7 +10,7 @@ from dataclasses import asdict
 
 from tokenreel.answers import build_answers
 from tokenreel.claims import DEFINITIONS, all_speedups, claim_text, headline, scope_text
-from tokenreel.model import Arm, Session
+from tokenreel.model import Arm, Session, fingerprint_summary
 from tokenreel.ladder import build_cells, build_ladder, category_table, common_prompts, missing_cells
 from tokenreel.latency import PERCENTILE_METHOD, Latency, LatencyRow, build_latency
 from tokenreel.report.wording import LATENCY_FIGURES
@@ -129,20 +129,6 @@ def _with_counts(session: Session, cell: dict) -> dict:
     cell["token_counts"] = ",".join(sorted({r.token_source for r in runs}))
     cell["tokens_estimated"] = any(r.tokens_estimated for r in runs)
     return cell
-
-
-def fingerprint_summary(arm: Arm) -> dict[str, str]:
-    """The recorder's summary of what the endpoint said; for older archives, version and context."""
-    fp = arm.fingerprint
-    if isinstance(fp.get("summary"), dict):
-        return {str(k): str(v) for k, v in fp["summary"].items()}
-    out = {}
-    version = fp.get("version")
-    if isinstance(version, dict) and version.get("version") is not None:
-        out["version"] = str(version["version"])
-    if isinstance(fp.get("max_model_len"), int):
-        out["max_model_len"] = str(fp["max_model_len"])
-    return out
 
 
 def _arm_entry(session: Session, arm: Arm) -> dict:

@@ -248,3 +248,23 @@ def test_estimated_counts_and_approximate_acceptance_are_marked(race: RenderPlan
     assert any("estimated" in w for w in plan.warnings)
     unmarked = FrameRenderer(race)
     assert all("≈" not in shown(line) for column in final_figures(unmarked, last_replay(race)) for line in column)
+
+
+def test_the_end_card_says_what_the_arms_ran_on_or_that_it_is_missing() -> None:
+    """Engine and version from the endpoint's fingerprint; hardware from the config (no endpoint
+    says it); the recording dates; each one said missing when the session does not hold it."""
+    s = session([("a", "slow", [stream(words(20), 100 * MS, 20 * MS)]), ("b", "fast", [stream(words(20), 100 * MS, 10 * MS)])])
+    bare = build_plan(s, RenderOptions(size=SMALL)).facts
+    assert (bare.hardware, bare.engine, bare.recorded) == (
+        "hardware not stated (config: [session] hardware)", "engine not stated by the endpoints", "recording date not archived"
+    )
+    assert bare.model == "model-a / model-b"
+    for arm, day in zip(s.arms, ("2026-12-01", "2026-12-02")):
+        arm.fingerprint = {"summary": {"engine": "vllm", "version": "0.11.2"}}
+        arm.settings["hardware"] = "1x NVIDIA H200"
+        arm.recorded = [{"started_at": f"{day}T10:00:00+00:00", "finished_at": f"{day}T10:05:00+00:00"}]
+    said = build_plan(s, RenderOptions(size=SMALL)).facts
+    assert (said.hardware, said.engine, said.recorded) == ("1x NVIDIA H200", "vllm 0.11.2", "recorded 2026-12-01 to 2026-12-02")
+    s.arms[1].fingerprint = {"summary": {"engine": "llamacpp", "version": "b0-unknown"}}
+    s.arms[1].settings["engine"] = "llama.cpp b7000, CUDA"
+    assert build_plan(s, RenderOptions(size=SMALL)).facts.engine == "vllm 0.11.2 / llama.cpp b7000, CUDA"

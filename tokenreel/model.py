@@ -294,6 +294,20 @@ class Session:
         ]
 
 
+def fingerprint_summary(arm: Arm) -> dict[str, str]:
+    """The recorder's summary of what the endpoint said; for older archives, version and context."""
+    fp = arm.fingerprint
+    if isinstance(fp.get("summary"), dict):
+        return {str(k): str(v) for k, v in fp["summary"].items()}
+    out = {}
+    version = fp.get("version")
+    if isinstance(version, dict) and version.get("version") is not None:
+        out["version"] = str(version["version"])
+    if isinstance(fp.get("max_model_len"), int):
+        out["max_model_len"] = str(fp["max_model_len"])
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # The file's shape: a Session as the JSON object the file holds
 
