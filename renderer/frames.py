@@ -5,170 +5,36 @@ before. The replay keeps one canvas in which every region (clock, each column's 
 column's figures) is known to hold exactly what a key describes; a frame recomputes the keys
 and redraws only the regions whose key changed, always from the static base. The result is
 the same whatever was rendered before. A finished column is never touched again but for its
-verdict line, where its live speed-up over the first arm runs on until that arm is done too.
+verdict line, which gets its speed-up once the first arm is done too (never before its evidence).
+Drawing primitives live in canvas.py, the end card in end_card.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from functools import cached_property, lru_cache
-from typing import NamedTuple
 
 import numpy as np
 
 from tokenreel.renderer import fonts
+from tokenreel.renderer.canvas import Canvas, Span, TextBox, cells_width, first_fit, label_spans, style_color, text_w
+from tokenreel.renderer.end_card import EndCard
 from tokenreel.renderer.highlight import styled_stream
 from tokenreel.renderer.layout import ColumnLayout, Rect
 from tokenreel.renderer.plan import ArmTrack, Logo, RenderPlan
 from tokenreel.renderer.paragraph import ShapedLine
 from tokenreel.renderer.text import Cell, GlyphPainter, clusters, fit, layout_stream, wrap
 from tokenreel.renderer.timeline import END, REPLAY, TITLE, ArmTimeline
-from tokenreel.claims import DEFINITIONS, METRIC_WORDS, claim_text, scope_text
-from tokenreel.figures import clock_seconds, figure, multiplier
-from tokenreel.theme import RGB, Theme
+from tokenreel.claims import DEFINITIONS, METRIC_WORDS, claim_text
+from tokenreel.figures import clock_seconds, figure
+from tokenreel.theme import RGB
 
 # What a frame shows, as designed: bumped with every deliberate change to it, so that `verify`
 # can say a re-render differs because the design did (2: issue 24's claims, full-frame end card,
 # type legible at 640 px, markdown answers, title countdown). Manifests before it record none.
 DESIGN = "2"
-BOLD_ROLES = ("label", "big", "title", "headline", "hero")
 CURSOR_PHASES_PER_S = 2  # the cursor blinks (on, off) once a second while an arm waits
-SUPERSAMPLE = 4  # per axis, for the anti-aliased edges of panels and badges
 ORDINALS = {1: "1st", 2: "2nd", 3: "3rd"}
-
-Span = tuple[str, str, str]  # (text, font role, style)
-# Labels step down to these roles when they do not fit (figures never do: they keep their role).
-STEP_DOWN = {"label": "small", "small": "tiny"}
-
-
-class TextBox(NamedTuple):
-    """One text run as drawn: its box, what was asked and what fitted (tests read these)."""
-
-    rect: Rect
-    role: str
-    text: str
-    drawn: str
-    x: int
-    width: int
-
-    @property
-    def cut(self) -> bool:
-        """Shortened with an ellipsis to fit (RTL runs may be reordered, so text is not compared)."""
-        return self.drawn.endswith("…") and not self.text.endswith("…")
-
-
-def _width(cells: Sequence[Cell]) -> int:
-    return sum(c.width for c in cells)
-
-
-@lru_cache(maxsize=256)
-def _color(theme: Theme, style: str) -> RGB:
-    """Text styles plus 'accentN', the accent of the session's N-th arm."""
-    if style.startswith("accent"):
-        return theme.accent(int(style[6:]))
-    return theme.color(style)
-
-
-@lru_cache(maxsize=64)
-def _round_mask(w: int, h: int, radius: int) -> np.ndarray:
-    """Coverage (0..255) of a w x h rectangle with anti-aliased corners of the given radius."""
-    mask = np.full((h, w), 255, dtype=np.uint16)
-    r = min(radius, w // 2, h // 2)
-    if r > 0:
-        sub = (np.arange(r * SUPERSAMPLE) + 0.5) / SUPERSAMPLE
-        inside = (sub[:, None] - r) ** 2 + (sub[None, :] - r) ** 2 <= r * r
-        corner = inside.reshape(r, SUPERSAMPLE, r, SUPERSAMPLE).sum(axis=(1, 3)) * 255 // SUPERSAMPLE**2
-        mask[:r, :r] = corner
-        mask[:r, w - r :] = corner[:, ::-1]
-        mask[h - r :, :r] = corner[::-1]
-        mask[h - r :, w - r :] = corner[::-1, ::-1]
-    return mask[..., None]
-
-
-class Canvas:
-    """An RGB array with the painters and theme to draw text runs and shapes on it."""
-
-    def __init__(self, pixels: np.ndarray, painters: dict[str, GlyphPainter], theme: Theme) -> None:
-        self.pixels = pixels
-        self.painters = painters
-        self.theme = theme
-        self.color: Callable[[str], RGB] = lambda style: _color(theme, style)
-        self.boxes: list[TextBox] | None = None  # set to a list to log every run drawn
-
-    def _logged(self, rect: Rect, role: str, text: str, cells: Sequence[Cell], x: int, width: int) -> None:
-        if self.boxes is not None:
-            self.boxes.append(TextBox(rect, role, text, "".join(c.text for c in cells), x, width))
-
-    def fill(self, rect: Rect, rgb: RGB) -> None:
-        self.pixels[rect.slices] = rgb
-
-    def blend(self, rect: Rect, rgb: RGB, radius: int) -> None:
-        """Fill a rounded rectangle, anti-aliased against what is below."""
-        region = self.pixels[rect.slices]
-        mask = _round_mask(rect.w, rect.h, radius)
-        region[:] = (region.astype(np.uint16) * (255 - mask) + np.array(rgb, dtype=np.uint16) * mask + 127) // 255
-
-    def panel(self, rect: Rect, radius: int, fill: RGB, edge: RGB, border: int) -> None:
-        self.blend(rect, edge, radius)
-        inner = Rect(rect.x + border, rect.y + border, rect.w - 2 * border, rect.h - 2 * border)
-        self.blend(inner, fill, max(0, radius - border))
-
-    def blit(self, tile: np.ndarray, x: int, y: int, clip: Rect) -> None:
-        """Copy a tile to (x, y), cut to the clip rectangle."""
-        x0, y0 = max(x, clip.x), max(y, clip.y)
-        x1, y1 = min(x + tile.shape[1], clip.right), min(y + tile.shape[0], clip.bottom)
-        if x1 > x0 and y1 > y0:
-            self.pixels[y0:y1, x0:x1] = tile[y0 - y : y1 - y, x0 - x : x1 - x]
-
-    def cells(self, cells: Sequence[Cell], role: str, x: int, y: int, bg: RGB, clip: Rect) -> int:
-        """Draw cells with their top-left at (x, y); returns the width drawn."""
-        tile = self.painters[role].paint(cells, self.color, bg)
-        self.blit(tile, x, y, clip)
-        return tile.shape[1]
-
-    def spans(self, rect: Rect, role: str, bg: RGB, left: Sequence[Span], right: Sequence[Span] = ()) -> None:
-        """One line of text runs of mixed sizes sharing the baseline of `role`: left runs from
-        the left edge, right runs flush right; left runs are cut with an ellipsis to fit."""
-        baseline = rect.y + self.painters[role].baseline
-        x = rect.right
-        for text, span_role, style in reversed(right):
-            painter = self.painters[span_role]
-            cells = fit(text, (x - rect.x) // painter.cell_w, style, self.primary(span_role))
-            x -= _width(cells) * painter.cell_w
-            width = self.cells(cells, span_role, x, baseline - painter.baseline, bg, rect)
-            self._logged(rect, span_role, text, cells, x, width)
-        limit, x = x, rect.x
-        for text, span_role, style in left:
-            painter = self.painters[span_role]
-            cells = fit(text, max(0, limit - x) // painter.cell_w, style, self.primary(span_role))
-            width = self.cells(cells, span_role, x, baseline - painter.baseline, bg, Rect(rect.x, rect.y, limit - rect.x, rect.h))
-            self._logged(Rect(rect.x, rect.y, limit - rect.x, rect.h), span_role, text, cells, x, width)
-            x += width
-
-    @property
-    def badge_width(self) -> int:
-        """Room a badge takes in a row, including the space after it."""
-        return self.painters["label"].line_h * 9 // 8
-
-    def badge(self, x: int, y: int, row_h: int, arm: int, bg: RGB, number: int) -> int:
-        """The arm's number on screen in a circle of its accent colour (the arm's place in the
-        session, so an arm keeps its colour across videos), centred in a row; returns where
-        the row's text starts."""
-        diameter = self.painters["label"].line_h * 3 // 4
-        rect = Rect(x, y + (row_h - diameter) // 2, diameter, diameter)
-        accent = self.color(f"accent{arm}")
-        self.fill(rect, bg)
-        self.blend(rect, accent, diameter // 2)
-        painter = self.painters["small"]
-        tile = painter.paint(fit(str(number), 3, "panel", fonts.BOLD), self.color, accent)
-        self.blit(tile, rect.x + (diameter - tile.shape[1]) // 2, rect.y + (diameter - painter.line_h) // 2, rect)
-        return x + self.badge_width
-
-    @staticmethod
-    def primary(role: str) -> str:
-        """The face a font role starts its fallback chain with."""
-        return fonts.BOLD if role in BOLD_ROLES else fonts.REGULAR
-
 
 class ArmColumn:
     """One arm's column: its wrapped stream, the running figures, and how to draw both."""
@@ -197,7 +63,7 @@ class ArmColumn:
         return self.painter.paint(self.layout.lines[line], self._style_color, self.theme.panel)
 
     def _style_color(self, style: str) -> RGB:
-        return _color(self.theme, style)
+        return style_color(self.theme, style)
 
     def _shaped(self, line: int) -> ShapedLine | None:
         cells = self.layout.lines[line]
@@ -323,9 +189,9 @@ class ArmColumn:
 
     def fitting(self, left: Sequence[Span], variants: Sequence[str]) -> tuple[Span, ...]:
         """The first finish mark that fits right of the big figure, which never shrinks."""
-        used = sum(_text_w(self.painters, text, role) for text, role, _ in left)
+        used = sum(text_w(self.painters, text, role) for text, role, _ in left)
         for text in variants:
-            if used + _text_w(self.painters, " " + text, "label") <= self.geo.big.w:
+            if used + text_w(self.painters, " " + text, "label") <= self.geo.big.w:
                 return ((text, "label", "title"),)
         return ()
 
@@ -383,7 +249,7 @@ class ArmColumn:
             color = canvas.color(style)
             tint = tuple((p * 3 + c) // 4 for p, c in zip(canvas.theme.panel, color))
             line_h = self.painters[role].line_h
-            tag = Rect(rect.x, rect.y + (rect.h - line_h) // 2, min(rect.w, _text_w(self.painters, text, role)), line_h)
+            tag = Rect(rect.x, rect.y + (rect.h - line_h) // 2, min(rect.w, text_w(self.painters, text, role)), line_h)
             canvas.fill(tag, tint)
             canvas.spans(tag, role, tint, spans)
         return rect
@@ -409,26 +275,6 @@ def shown(spans: Sequence[Span]) -> str:
     return "".join(text for text, _, _ in spans)
 
 
-def _text_w(painters: dict[str, GlyphPainter], text: str, role: str) -> int:
-    return _cells_wide(text, Canvas.primary(role)) * painters[role].cell_w
-
-
-@lru_cache(maxsize=4096)
-def _cells_wide(text: str, primary: str) -> int:
-    """Grid cells a line of UI text takes; cached because every frame measures its figure lines'
-    variants to pick the one that fits (most of them repeat from frame to frame)."""
-    return _width(fit(text, 10**6, "text", primary))
-
-
-def first_fit(painters: dict[str, GlyphPainter], width: int, candidates: Sequence[tuple[Span, ...]]) -> tuple[Span, ...]:
-    """The first candidate line that fits `width` px uncut; the last one when none does (the
-    layout is checked to fit every last candidate, see layout.compute)."""
-    for spans in candidates:
-        if sum(_text_w(painters, text, role) for text, role, _ in spans) <= width:
-            return spans
-    return candidates[-1]
-
-
 class FrameRenderer:
     """Renders frame i of a plan; the same pixels whatever was rendered before and in what order."""
 
@@ -446,6 +292,7 @@ class FrameRenderer:
         self._canvas = self._canvas_on(self._base.copy())
         self._keys: dict[Hashable, Hashable] = {}
         self._cards: dict[str, np.ndarray] = {}
+        self.end_card = EndCard(plan, self.painters)
         self._shown: str | None = None  # phase of the frame returned last
 
     def render(self, index: int) -> np.ndarray:
@@ -550,14 +397,9 @@ class FrameRenderer:
         )
         right: list[Span] = [("SIMULATED · ", "small", "tool")] if plan.simulated else []
         right.append(("tokenreel", "small", "dim"))
-        room = plan.layout.footer.w - sum(_text_w(self.painters, text, role) for text, role, _ in right)
+        room = plan.layout.footer.w - sum(text_w(self.painters, text, role) for text, role, _ in right)
         left = first_fit(self.painters, room, [((text, role, "dim"),) for role in ("small", "tiny") for text in wordings])
         canvas.spans(plan.layout.footer, "small", plan.theme.background, left, right)
-
-    def label_spans(self, text: str, width: int, role: str = "label", style: str = "title") -> tuple[Span, ...]:
-        """A user's label (arm name, model): a size smaller when it does not fit, then cut."""
-        smaller = STEP_DOWN[role]
-        return first_fit(self.painters, width, [((text, role, style),), ((text, smaller, style),)])
 
     def _prompt_lines(self, width: int, role: str, lines: int, text: str | None = None) -> list[list[Cell]]:
         """The prompt (or `text`) with its whitespace collapsed, wrapped to at most `lines` lines;
@@ -572,7 +414,7 @@ class FrameRenderer:
         out = [list(line) for line in wrapped[:lines]]
         if len(wrapped) > lines or len(flat) > limit:
             last = out[-1]
-            while last and _width(last) > cols - 2:
+            while last and cells_width(last) > cols - 2:
                 last.pop()
             last.append(Cell("…", fonts.REGULAR, 1, "dim"))
         return out
@@ -595,8 +437,8 @@ class FrameRenderer:
             canvas.blend(geo.accent, canvas.color(f"accent{track.color}"), geo.accent.h // 2)
             x = canvas.badge(geo.label.x, geo.label.y, geo.label.h, track.color, theme.panel, n + 1)
             name = Rect(x, geo.label.y, geo.label.right - x, geo.label.h)
-            canvas.spans(name, "label", theme.panel, self.label_spans(track.label, name.w))
-            canvas.spans(geo.detail, "small", theme.panel, self.label_spans(track.model, geo.detail.w, "small", "dim"))
+            canvas.spans(name, "label", theme.panel, label_spans(self.painters, track.label, name.w))
+            canvas.spans(geo.detail, "small", theme.panel, label_spans(self.painters, track.model, geo.detail.w, "small", "dim"))
             y = geo.text.y - (geo.text.y - geo.detail.bottom) // 2
             canvas.fill(Rect(geo.label.x, y, geo.label.w, border), theme.faint)
             canvas.fill(geo.progress, theme.faint)
@@ -609,7 +451,7 @@ class FrameRenderer:
         canvas = self._blank()
         stage = layout.stage
         # The title in the largest type it fits in whole (the headline's, on every canvas).
-        role = next((r for r in ("headline", "big") if _text_w(self.painters, plan.title, r) <= stage.w), "title")
+        role = next((r for r in ("headline", "big") if text_w(self.painters, plan.title, r) <= stage.w), "title")
         title, label, small = self.painters[role], self.painters["label"], self.painters["small"]
         lines = 4
         prompt = self._prompt_lines(min(stage.w, round(1100 * layout.scale)), "small", lines, plan.subtitle)
@@ -618,16 +460,16 @@ class FrameRenderer:
         block_h = title.line_h * 3 // 2 + small.line_h * (lines + 1) + row_h * len(plan.arms)
         y = stage.y + max(0, (stage.h - block_h) // 2)
         name = fit(plan.title, stage.w // title.cell_w, "title", fonts.BOLD)
-        canvas.cells(name, role, stage.x + (stage.w - _width(name) * title.cell_w) // 2, y, theme.background, stage)
+        canvas.cells(name, role, stage.x + (stage.w - cells_width(name) * title.cell_w) // 2, y, theme.background, stage)
         y += title.line_h * 3 // 2
         for line in prompt:
-            canvas.cells(line, "small", stage.x + (stage.w - _width(line) * small.cell_w) // 2, y, theme.background, stage)
+            canvas.cells(line, "small", stage.x + (stage.w - cells_width(line) * small.cell_w) // 2, y, theme.background, stage)
             y += small.line_h
         y += small.line_h
         for n, track in enumerate(plan.arms):
             spans = ((track.label, "label", "title"), (f"  {track.model}", "small", "dim"))
             cells = [fit(text, stage.w // label.cell_w, style, Canvas.primary(role)) for text, role, style in spans]
-            width = canvas.badge_width + _width(cells[0]) * label.cell_w + _width(cells[1]) * small.cell_w
+            width = canvas.badge_width + cells_width(cells[0]) * label.cell_w + cells_width(cells[1]) * small.cell_w
             x = stage.x + max(0, (stage.w - width) // 2)
             middle = y + (row_h - label.line_h) // 2
             x = canvas.badge(x, middle, label.line_h, track.color, theme.background, n + 1)
@@ -654,168 +496,19 @@ class FrameRenderer:
         rect = self.countdown_rect
         self._title[rect.slices] = self._cards[TITLE][rect.slices]
         filled = rect.w * (index + 1) // self.clock.title_frames
-        self._title[rect.y : rect.bottom, rect.x : rect.x + filled] = _color(self.plan.theme, f"accent{self.plan.arms[0].color}")
+        self._title[rect.y : rect.bottom, rect.x : rect.x + filled] = style_color(self.plan.theme, f"accent{self.plan.arms[0].color}")
         return self._title
+
+    def _end_card(self) -> np.ndarray:
+        canvas = self._blank()
+        self.end_card.draw(canvas)
+        self._footer(canvas)
+        return canvas.pixels
 
     def logo_box(self) -> Rect | None:
         """Where the logo is drawn on the title card (None: no logo)."""
         logo = self.plan.logo
         return None if logo is None else Rect(logo.x, logo.y, logo.width, logo.height)
-
-    # -- end card ----------------------------------------------------------------------------
-
-    def headline(self) -> tuple[str, str]:
-        """The end card's big line (the last arm on screen against the first, the claim's text)
-        and what it is: which arms, on which answer."""
-        plan = self.plan
-        first, last = plan.arms[0], plan.arms[-1]
-        which = "on this answer" if plan.scope == "prompt" else f"run {last.run_index} vs run {first.run_index}"
-        return claim_text(last.vs_first, plan.metric), f"{last.label} vs {first.label} · {which}"
-
-    def suite_line(self) -> str:
-        """The suite's figure for the same two arms, saying it is the suite's ("4.42x faster
-        decode over 4 prompts"); empty when the session cannot give one."""
-        suite = self.plan.suite
-        if suite is None or suite.value is None:
-            return ""
-        return f"{claim_text(suite.value, suite.metric)} {scope_text(suite)}"
-
-    def end_headings(self) -> tuple[str, ...]:
-        return ("done in", "decode", "vs prior", "vs first") if self.plan.metric == "decode" else ("TTFT", "done in", "vs prior", "vs first")
-
-    def end_rows(self) -> list[tuple[str, ...]]:
-        """Per arm on screen, under end_headings: its times and figures, and its speed-ups over
-        the arm before it and the first arm, in the video's one metric."""
-        rows = []
-        for track in self.plan.arms:
-            done = clock_seconds(track.finish_ns)
-            if self.plan.metric == "decode":
-                decode = f"{'≈' if track.tokens_estimated else ''}{figure(track.decode_tok_s)} tok/s"
-                rows.append((done, decode, multiplier(track.vs_prior), multiplier(track.vs_first)))
-            else:
-                rows.append((clock_seconds(track.ttft_ns), done, multiplier(track.vs_prior), multiplier(track.vs_first)))
-        return rows
-
-    def facts_lines(self, compact: bool) -> tuple[str, ...]:
-        """The small print under the rows: what the arms ran on, the models when the rows had no
-        room to name them, then the engine and the recording date."""
-        facts = self.plan.facts
-        assert facts is not None
-        return facts.hardware, *([facts.model] if compact else []), f"{facts.engine} · {facts.recorded}"
-
-    def _block_h(self, row_h: int, compact: bool) -> int:
-        label, small = self.painters["label"], self.painters["small"]
-        gap, facts = label.line_h // 2, len(self.facts_lines(compact))
-        return self._headline_h() + 2 * label.line_h + gap + small.line_h + row_h * len(self.plan.arms) + gap + facts * small.line_h
-
-    def _row_h(self, with_model: bool) -> int:
-        label, small = self.painters["label"], self.painters["small"]
-        return label.line_h + (small.line_h if with_model else 0) + self._bar_h() + label.line_h // 2
-
-    @cached_property
-    def compact(self) -> bool:
-        """Rows without their model line (the models go to the small print): four arms on a
-        wide frame have no room for it."""
-        layout = self.plan.layout
-        return self._block_h(self._row_h(True), False) > layout.footer.y - layout.title.y
-
-    def _end_blocks(self) -> tuple[int, int, int]:
-        """(top of the card's block, row height, block height): centred between the title line
-        and the footer."""
-        layout = self.plan.layout
-        row_h = self._row_h(not self.compact)
-        block = self._block_h(row_h, self.compact)
-        top, bottom = layout.title.y, layout.footer.y
-        return top + max(0, (bottom - top - block) // 2), row_h, block
-
-    @property
-    def hero(self) -> bool:
-        """A tall or square frame has the room to give the headline's multiplier a line of its
-        own, in the largest type (the words follow on the next line)."""
-        return self.plan.layout.height >= self.plan.layout.width
-
-    def _headline_h(self) -> int:
-        return self.painters["headline"].line_h + (self.painters["hero"].line_h if self.hero else 0)
-
-    def headline_box(self) -> Rect:
-        """Where the end card's big line (both lines, on a tall frame) is drawn (tests read it
-        back from the pixels)."""
-        layout = self.plan.layout
-        y, _, _ = self._end_blocks()
-        return Rect(layout.footer.x, y, layout.footer.w, self._headline_h())
-
-    def _end_card(self) -> np.ndarray:
-        """A full frame of its own (never over the race, whose text it would cut): the headline
-        in the video's one metric with what it compares, the suite's figure, a row per arm, what
-        the arms ran on and when, and the footer that defines every figure."""
-        plan, layout, theme = self.plan, self.plan.layout, self.plan.theme
-        canvas = self._blank()
-        head, label, small = self.painters["headline"], self.painters["label"], self.painters["small"]
-        y, row_h, _ = self._end_blocks()
-        x, w, bg = layout.footer.x, layout.footer.w, theme.background
-        big, what = self.headline()
-        accent = f"accent{plan.arms[-1].color}"
-        if self.hero:
-            value, _, words = big.partition(" ")
-            canvas.spans(Rect(x, y, w, self.painters["hero"].line_h), "hero", bg, ((value, "hero", accent),))
-            y += self.painters["hero"].line_h
-            canvas.spans(Rect(x, y, w, head.line_h), "headline", bg, ((words, "headline", accent),))
-        else:
-            canvas.spans(Rect(x, y, w, head.line_h), "headline", bg, ((big, "headline", accent),))
-        y += head.line_h
-        canvas.spans(Rect(x, y, w, label.line_h), "label", bg, self.label_spans(what, w, "label", "dim"))
-        y += label.line_h
-        suite = self.suite_line()
-        if suite:
-            canvas.spans(Rect(x, y, w, label.line_h), "label", bg, ((suite, "label", "title"),))
-        y += label.line_h + label.line_h // 2
-        self._rows(canvas, Rect(x, y, w, small.line_h + row_h * len(plan.arms)), row_h, self.end_rows())
-        y += small.line_h + row_h * len(plan.arms) + label.line_h // 2
-        for line in self.facts_lines(self.compact):
-            canvas.spans(Rect(x, y, w, small.line_h), "small", bg, ((line, "small", "dim"),))
-            y += small.line_h
-        self._footer(canvas)
-        return canvas.pixels
-
-    def _bar_h(self) -> int:
-        return max(2, self.painters["label"].line_h // 3)
-
-    def _rows(self, canvas: Canvas, rect: Rect, row_h: int, rows: list[tuple[str, ...]]) -> None:
-        """Headings, then a row per arm on screen: badge and label, the figures right-aligned
-        under their headings; the arm's model below its label; then a bar from request send (or
-        first token) to done, every arm's on the same scale."""
-        plan, theme, label, small = self.plan, self.plan.theme, self.painters["label"], self.painters["small"]
-        bg = theme.background
-        headings = self.end_headings()
-        gap = label.cell_w * 2
-        widths = [max(_text_w(self.painters, h, "small"), *(_text_w(self.painters, r[k], "label") for r in rows)) for k, h in enumerate(headings)]
-        rights, right = [], rect.right
-        for w in reversed(widths):
-            rights.insert(0, right)
-            right -= w + gap
-        figures_x = right + gap
-        for heading, right in zip(headings, rights):
-            canvas.spans(Rect(rect.x, rect.y, right - rect.x, small.line_h), "small", bg, (), ((heading, "small", "dim"),))
-        longest = max(t.finish_ns for t in plan.arms) or 1
-        bar_h = self._bar_h()
-        for n, (track, figures) in enumerate(zip(plan.arms, rows)):
-            y = rect.y + small.line_h + row_h * n
-            x = canvas.badge(rect.x, y, label.line_h, track.color, bg, n + 1)
-            canvas.spans(Rect(x, y, figures_x - gap - x, label.line_h), "label", bg, self.label_spans(track.label, figures_x - gap - x))
-            model_h = 0 if self.compact else small.line_h
-            if model_h:
-                canvas.spans(Rect(x, y + label.line_h, rect.right - x, small.line_h), "small", bg, ((track.model, "small", "dim"),))
-            for text, right in zip(figures, rights):
-                canvas.spans(Rect(rect.x, y, right - rect.x, label.line_h), "label", bg, (), ((text, "label", "text"),))
-            top, bar_w = y + label.line_h + model_h + bar_h // 2, rect.right - x
-            done = max(bar_h, bar_w * track.finish_ns // longest)
-            canvas.blend(Rect(x, top, done, bar_h), canvas.color(f"accent{track.color}"), bar_h // 2)
-            if plan.align == "send":  # the wait for the first token, in the bar's faint start
-                wait = min(done - bar_h // 2, bar_w * track.ttft_ns // longest)
-                if wait > 0:
-                    canvas.fill(Rect(x + bar_h // 2, top, wait, bar_h), theme.faint)
-                    canvas.blend(Rect(x, top, bar_h, bar_h), theme.faint, bar_h // 2)
-
 
 def _composite(pixels: np.ndarray, logo: Logo) -> None:
     """Alpha-composite the logo onto pixels in place, in integers (the same bytes everywhere);

@@ -109,7 +109,6 @@ class ArmTrack:
     place: int = 1  # finishing place among the arms on screen (ties share a place)
     answer: AnswerMark | None = None  # only with RenderOptions.answer_badge
     vs_prior: float | None = None  # the speed-up over the arm before it on screen, in RenderPlan.metric
-    e2e_s: float | None = None  # seconds from request send to the last token
 
     @property
     def finish_ns(self) -> int:
@@ -379,7 +378,6 @@ def _track(session: Session, run: Run, align: str) -> ArmTrack:
         output_tokens=output_tokens(run),
         ttft_ns=chunks.t_ns[first],
         decode_tok_s=figures.decode_tok_s,
-        e2e_s=figures.e2e_s,
         vs_first=None,
         acceptance_length=run.acceptance.mean_length if run.acceptance else None,
         tokens_estimated=run.tokens_estimated,

@@ -16,7 +16,8 @@ from tests.test_render_fit import FIGURE, LAYOUTS, ladder
 from tests.test_render_legibility import DEMO, read_back
 from tokenreel import archive
 from tokenreel.renderer import verify
-from tokenreel.renderer.frames import FrameRenderer, TextBox
+from tokenreel.renderer.canvas import TextBox
+from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.layout import Rect, compute
 from tokenreel.renderer.plan import AnswerMark, RenderOptions, RenderPlan, build_plan
 from tokenreel.renderer.render import render

@@ -15,7 +15,8 @@ import pytest
 
 from tokenreel import archive
 from tokenreel.claims import claim_text
-from tokenreel.renderer.frames import FrameRenderer, TextBox
+from tokenreel.renderer.canvas import TextBox
+from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.plan import RenderOptions, RenderPlan, build_plan
 from tokenreel.renderer.render import render
 

@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from tokenreel.renderer.frames import FrameRenderer, TextBox
+from tokenreel.renderer.canvas import TextBox
+from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.plan import RenderOptions, build_plan
 from tests.session_factory import MS, session, stream, words
 

@@ -69,11 +69,11 @@ def test_the_end_card_reads_back_at_640_px(size: str, tmp_path: Path) -> None:
     plan = build_plan(archive.load(DEMO), RenderOptions(prompt="code-1", size=size))
     renderer = FrameRenderer(plan)
     frame = renderer.render(plan.frame_count - 1)
-    big, _ = renderer.headline()
+    big, _ = renderer.end_card.headline()
     assert re.fullmatch(r"\d+\.\d\dx faster decode", big), big
-    box = renderer.headline_box()
-    assert read_back(plan, frame, box, tmp_path, lines=2 if renderer.hero else 1) == big
+    box = renderer.end_card.headline_box()
+    assert read_back(plan, frame, box, tmp_path, lines=2 if renderer.end_card.hero else 1) == big
     label_h = renderer.painters["label"].line_h
     suite = Rect(box.x, box.bottom + label_h, box.w, label_h)
-    assert read_back(plan, frame, suite, tmp_path) == renderer.suite_line()
-    assert renderer.suite_line().endswith("faster decode over 4 prompts")
+    assert read_back(plan, frame, suite, tmp_path) == renderer.end_card.suite_line()
+    assert renderer.end_card.suite_line().endswith("faster decode over 4 prompts")

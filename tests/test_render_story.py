@@ -89,12 +89,12 @@ def test_every_multiplier_shown_is_the_race_s_own(demo: Session, metric: str, al
         text = shown(verdict)
         assert text.split(" vs ")[0].endswith(word) or text.endswith(("faster", "slower")), text
         check(plan, shown_multiplier(text), n)
-    big, what = renderer.headline()
+    big, what = renderer.end_card.headline()
     assert "on this answer" in what and big.endswith(word)
     check(plan, shown_multiplier(big), len(plan.arms) - 1)
-    rows = renderer.end_rows()
+    rows = renderer.end_card.rows()
     assert len(rows) == len(plan.arms)  # only the arms on screen
-    done = renderer.end_headings().index("done in")
+    done = renderer.end_card.headings().index("done in")
     for n, row in enumerate(rows):
         check(plan, float(row[-1].rstrip("x")), n)  # vs first
         if n:  # vs prior: the arm before it on screen
@@ -111,8 +111,8 @@ def test_metric_sets_every_speed_up_and_align_only_the_clocks(demo: Session) -> 
     last = e2e.arms[-1]
     assert last.vs_first == pytest.approx(e2e.arms[0].finish_ns / last.finish_ns)
     assert send.arms[-1].vs_first == pytest.approx(send.arms[-1].decode_tok_s / send.arms[0].decode_tok_s)
-    assert FrameRenderer(e2e).headline()[0] == f"{multiplier(last.vs_first)} faster end to end"
-    assert FrameRenderer(send).headline()[0] == f"{multiplier(send.arms[-1].vs_first)} faster decode"
+    assert FrameRenderer(e2e).end_card.headline()[0] == f"{multiplier(last.vs_first)} faster end to end"
+    assert FrameRenderer(send).end_card.headline()[0] == f"{multiplier(send.arms[-1].vs_first)} faster decode"
     assert last.vs_first < send.arms[-1].vs_first  # TTFT counts end to end, so the race gains less
     for plan in (send, decode):  # TTFT is always from request send; replay times start at 0 or the first token
         for track in plan.arms:
@@ -130,9 +130,9 @@ def test_end_card_lists_only_the_arms_on_screen_numbered_as_on_screen(demo: Sess
     plan = build_plan(demo, RenderOptions(prompt="code-1", size=SMALL, arms=("bf16", "nvfp4-dflash2")))
     renderer = FrameRenderer(plan)
     assert [t.id for t in plan.arms] == ["bf16", "nvfp4-dflash2"] and [t.color for t in plan.arms] == [0, 2]
-    rows = renderer.end_rows()
+    rows = renderer.end_card.rows()
     assert len(rows) == 2 and rows[1][-2] == rows[1][-1]  # vs prior is vs bf16, the arm before it on screen
-    assert "NVFP4 + DFlash2 vs Original · bf16" in renderer.headline()[1]
+    assert "NVFP4 + DFlash2 vs Original · bf16" in renderer.end_card.headline()[1]
     assert [t.place for t in plan.arms] == [2, 1]
 
 
