@@ -39,18 +39,21 @@ from tokenreel.report.wording import (
     answers_legend, host_notes, host_text, ladder_note, latency_gaps, latency_legend, repeats_summary,
 )
 from tokenreel.report.data import report_selection
+from tokenreel.safe_text import BIDI_CONTROLS, strip_controls
 from tokenreel.selection import RunSelection, first_token_late
 from tokenreel.theme import RGB, Theme, load_theme
 
 THEME = "dark"
 # No fetch of any kind: only the page's own inline styles, its one script (by hash), data: images.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src {scripts}; img-src data:; base-uri 'none'; form-action 'none'"
+_BIDI = re.compile(f"[{BIDI_CONTROLS}]")
 SPEEDS = ("0.25", "0.5", "1", "2", "4")
 NS_PER_MS = 1_000_000
 
 
 def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    """Text escaped for HTML, without control or bidi characters (`strip_controls`)."""
+    return html.escape(strip_controls(str(text)), quote=True)
 
 
 def _hex(rgb: RGB) -> str:
@@ -445,8 +448,9 @@ def replay_data(session: Session, report: dict) -> dict:
 
 
 def _script_json(data: dict) -> str:
-    """JSON that is safe inside <script>: every '<' escaped, so no text can end the element."""
-    return orjson.dumps(data).decode().replace("<", "\\u003c")
+    """JSON that is safe inside <script>: every '<' escaped, so no text can end the element, and
+    every bidi control too, so the page's bytes hold none raw (the values are unchanged)."""
+    return _BIDI.sub(lambda m: f"\\u{ord(m.group()):04x}", orjson.dumps(data).decode().replace("<", "\\u003c"))
 
 
 def _replay(session: Session, data: dict, colors: dict[str, str]) -> tuple[str, set[tuple[str, str, int]]]:
