@@ -24,7 +24,7 @@ GIF_SIZE, GIF_FPS = "960x540", 15
 def render_to(session_path: Path, out_file: Path, options: RenderOptions, workers: int, force: bool) -> None:
     """Render with a progress bar, then say where the file and its manifest are."""
     from tokenreel.renderer.encode import EncodeError
-    from tokenreel.renderer.render import render as render_video
+    from tokenreel.renderer.render import WorkerDied, render as render_video
     from tokenreel.cli.progress import RenderBar
 
     check_writable(out_file, force)
@@ -33,6 +33,8 @@ def render_to(session_path: Path, out_file: Path, options: RenderOptions, worker
             result = render_video(session_path, out_file, options, workers, bar)
     except EncodeError as exc:
         fail(f"ffmpeg failed while writing {out_file}: {exc}", code=1)
+    except WorkerDied as exc:
+        fail(f"{out_file}: {exc}", code=1)
     for warning in result.warnings:
         err.print(f"warning: {warning}", markup=False)
     if result.format == "png":  # one still (the poster frame) of the video the manifest describes

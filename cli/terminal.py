@@ -7,16 +7,21 @@ Light on purpose (rich and typer only): `tokenreel --help` imports it before any
   also strips control sequences from all it prints (see `strip_controls`).
 - Command and Group keep help pages in plain words: a metavar is SESSION, N, PATH..., never a
   Python type, and the command list shows each command's short help whole.
+- Group turns an error no command expected into one line and exit 2, never a traceback: exit 1
+  means "not reproduced" (compare) or "differs" (verify) and nothing else.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, ConsoleDimensions
 from rich.segment import Segment
+from typer._click.exceptions import ClickException
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
+from typer.exceptions import Abort, Exit
 
 from tokenreel.safe_text import strip_controls
 
@@ -155,8 +160,29 @@ class Command(TyperCommand):
                 formatter.write_dl(opts)
 
 
+EXIT_UNEXPECTED = 2
+# How click and typer end a command on purpose; anything else escaping a command is a bug.
+_DELIBERATE = (ClickException, Exit, Abort)
+
+
+def unexpected_error_line(exc: Exception) -> str:
+    """One line for an error no command expected: what it was, and that it is ours to fix."""
+    said = " ".join(str(exc).split())
+    return f"tokenreel: unexpected error: {type(exc).__name__}{': ' + said if said else ''} (a bug in tokenreel; please report it)"
+
+
 class Group(TyperGroup):
-    """The top-level command: its list shows each command's short help whole, never cut."""
+    """The top-level command: its list shows each command's short help whole, never cut, and
+    an unexpected error ends it with one line and exit 2 (module docstring)."""
+
+    def invoke(self, ctx: _click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _DELIBERATE:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the last guard: one line, never a traceback
+            CliConsole(stderr=True, highlight=False).print(unexpected_error_line(exc), markup=False, soft_wrap=True)
+            sys.exit(EXIT_UNEXPECTED)
 
     def format_commands(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
         rows = []

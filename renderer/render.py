@@ -25,7 +25,8 @@ import stat
 import tempfile
 import threading
 from collections.abc import Callable
-from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass
 from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
@@ -69,6 +70,11 @@ class RenderResult:
     warnings: tuple[str, ...]
     ffmpeg_exe: str | None  # the binary's full path (kept out of the manifest); None for png
     ffmpeg_version: str | None
+
+
+class WorkerDied(RuntimeError):
+    """A render worker process ended without finishing its frames (killed, out of memory): the
+    pool's own BrokenProcessPool names neither the worker nor the frames."""
 
 
 @dataclass(frozen=True)
@@ -222,8 +228,11 @@ def _run_jobs(plan: RenderPlan, ffmpeg: Ffmpeg, jobs: list[_Job], workers: int, 
         min(workers, len(jobs)), mp_context=context, initializer=_start_worker,
         initargs=(plan, ffmpeg, counter, os.getpid()),
     )
+    futures: list[Future] = []
+    processes: list = []
     try:
         futures = [pool.submit(_worker_job, job) for job in jobs]
+        processes = list((getattr(pool, "_processes", None) or {}).values())
         pending = set(futures)
         while pending:
             done, pending = wait(pending, timeout=POLL_S, return_when=FIRST_EXCEPTION)
@@ -231,12 +240,25 @@ def _run_jobs(plan: RenderPlan, ffmpeg: Ffmpeg, jobs: list[_Job], workers: int, 
             for future in done:
                 future.result()  # re-raises a worker's error now, not after the other chunks
         return [h for future in futures for h in future.result()]
+    except BrokenProcessPool:
+        raise WorkerDied(_death_line(processes, jobs, futures)) from None
     except BaseException:  # an error, Ctrl-C, SIGTERM: stop the workers now, not after their chunks
         for process in list((getattr(pool, "_processes", None) or {}).values()):
             process.kill()
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _death_line(processes: list, jobs: list[_Job], futures: list[Future]) -> str:
+    """Which worker died and how, and which frames it left unrendered, in one line."""
+    dead = [p for p in processes if p.exitcode is not None]
+    how = ", ".join(
+        f"pid {p.pid} " + (f"killed by signal {-p.exitcode}" if p.exitcode < 0 else f"exited {p.exitcode}") for p in dead
+    ) or "a worker"
+    lost = [job for job, f in zip(jobs, futures) if not f.done() or f.cancelled() or f.exception() is not None]
+    frames = f"frames {min(j.start for j in lost)}-{max(j.stop for j in lost) - 1}" if lost else "its frames"
+    return f"a render worker died ({how}) before {frames} were rendered; nothing was written: render again"
 
 
 def _encode_chunked(

@@ -6,6 +6,7 @@ per format; `render_report` picks one.
 from __future__ import annotations
 
 from tokenreel.model import Session
+from tokenreel.safe_text import strip_controls
 from tokenreel.report.csv_format import to_csv
 from tokenreel.report.data import build_report
 from tokenreel.report.html_page import to_html
@@ -21,11 +22,11 @@ def render_report(session: Session, fmt: str, baseline: str | None = None, selec
     """The session's report in one of FORMATS, its figures under `selection`."""
     report = build_report(session, baseline, selection)
     if fmt == "md":
-        return to_markdown(report, session)
+        return strip_controls(to_markdown(report, session))  # text for people: no escapes, no bidi tricks
     if fmt == "json":
-        return to_json(report)
+        return to_json(report)  # data: values kept exact, read through a JSON parser
     if fmt == "csv":
-        return to_csv(report)
+        return strip_controls(to_csv(report))
     if fmt == "html":
         return to_html(report, session)
     raise ValueError(f"--format: unknown format {fmt!r}; use md, json, csv or html")

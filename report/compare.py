@@ -11,6 +11,7 @@ from tokenreel.comparison import FIGURES, GATE, GATE_RULE, SPREAD_RULE, Comparis
 from tokenreel.figures import figure, multiplier
 from tokenreel.report.csv_format import csv_value
 from tokenreel.report.json_format import to_json
+from tokenreel.safe_text import strip_controls
 
 COMPARE_FORMAT = "tokenreel.compare"
 COMPARE_VERSION = 1
@@ -184,9 +185,9 @@ def to_csv(c: Comparison) -> str:
 
 def render_comparison(c: Comparison, fmt: str) -> str:
     if fmt == "md":
-        return to_markdown(c)
+        return strip_controls(to_markdown(c))  # text for people, as the report's (render_report)
     if fmt == "json":
         return to_json(to_data(c))
     if fmt == "csv":
-        return to_csv(c)
+        return strip_controls(to_csv(c))
     raise ValueError(f"--format: compare writes md, json or csv, not {fmt!r}")

@@ -4,7 +4,10 @@ Why one file with everything inline (CSS, script, SVG charts, the runs as JSON):
 mailed, attached to a ticket or opened from a CI artefact, often offline, and a page that fetches
 anything (a CDN script, a web font) breaks there and tells a third party it was opened. Its
 Content-Security-Policy forbids every fetch, so a slip shows as a console error, never as a
-silent request.
+silent request. It runs only the page's own script, allowed by its SHA-256 computed as the page
+is built (no 'unsafe-inline' for scripts): a script smuggled in by an injection would not run.
+Styles stay 'unsafe-inline': the charts' SVG and the per-arm colours are style attributes, which
+a hash cannot allow, and CSS cannot run code.
 
 The figures are the markdown report's (same data, same rounding: `tokenreel.figures`). The
 replay plays each arm's median run per prompt (`tokenreel.ladder.median_run`, as the video does
@@ -16,6 +19,8 @@ The page is deterministic: the same session gives the same bytes.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import math
 import re
@@ -34,18 +39,21 @@ from tokenreel.report.wording import (
     answers_legend, host_notes, host_text, ladder_note, latency_gaps, latency_legend, repeats_summary,
 )
 from tokenreel.report.data import report_selection
+from tokenreel.safe_text import BIDI_CONTROLS, strip_controls
 from tokenreel.selection import RunSelection, first_token_late
 from tokenreel.theme import RGB, Theme, load_theme
 
 THEME = "dark"
-# No fetch of any kind: only the page's own inline styles and scripts, and data: images.
-CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+# No fetch of any kind: only the page's own inline styles, its one script (by hash), data: images.
+CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src {scripts}; img-src data:; base-uri 'none'; form-action 'none'"
+_BIDI = re.compile(f"[{BIDI_CONTROLS}]")
 SPEEDS = ("0.25", "0.5", "1", "2", "4")
 NS_PER_MS = 1_000_000
 
 
 def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    """Text escaped for HTML, without control or bidi characters (`strip_controls`)."""
+    return html.escape(strip_controls(str(text)), quote=True)
 
 
 def _hex(rgb: RGB) -> str:
@@ -440,8 +448,9 @@ def replay_data(session: Session, report: dict) -> dict:
 
 
 def _script_json(data: dict) -> str:
-    """JSON that is safe inside <script>: every '<' escaped, so no text can end the element."""
-    return orjson.dumps(data).decode().replace("<", "\\u003c")
+    """JSON that is safe inside <script>: every '<' escaped, so no text can end the element, and
+    every bidi control too, so the page's bytes hold none raw (the values are unchanged)."""
+    return _BIDI.sub(lambda m: f"\\u{ord(m.group()):04x}", orjson.dumps(data).decode().replace("<", "\\u003c"))
 
 
 def _replay(session: Session, data: dict, colors: dict[str, str]) -> tuple[str, set[tuple[str, str, int]]]:
@@ -490,6 +499,12 @@ def _theme_css(theme: Theme) -> str:
     return ":root{" + plain + syntax + "}"
 
 
+def csp(*scripts: str) -> str:
+    """The policy allowing exactly these inline scripts, each by the SHA-256 of its text."""
+    hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(s.encode()).digest()).decode()}'" for s in scripts)
+    return CSP.format(scripts=hashes)
+
+
 def to_html(report: dict, session: Session) -> str:
     """The report (build_report's data) as one self-contained HTML page; its notes, tables and
     replay all follow the run selection the report was built with, so they cannot disagree."""
@@ -509,7 +524,7 @@ def to_html(report: dict, session: Session) -> str:
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        f'<meta http-equiv="Content-Security-Policy" content="{csp(script)}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{_e(report['session'])} · tokenreel report</title>"
         f"<style>{_theme_css(theme)}\n{css}</style></head>\n"

@@ -14,6 +14,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
 
+import numpy
 import pytest
 from matplotlib import font_manager
 from matplotlib.text import Text
@@ -30,7 +31,6 @@ from tokenreel.report.charts.race import race_chart
 from tokenreel.report.charts.style import Style, drawing, finish
 from tokenreel.figures import figure, multiplier
 from tokenreel.ladder import build_cells, common_prompts, median_run
-from tokenreel.latency import distribution
 from tokenreel.metrics import NS_PER_S, output_tokens, run_metrics
 from tokenreel.report import build_report, to_markdown
 from tokenreel.theme import load_theme
@@ -199,19 +199,19 @@ def test_itl_is_per_token_and_its_percentiles_are_the_reports() -> None:
     session = sf.session([("plain", "Plain", [_chunks(40, 1, 10)]), ("spec", "Speculative", [_chunks(10, 4, 20)])])
     prompts = common_prompts(session, build_cells(session))
     plain, spec = arm_samples(session, "plain", prompts), arm_samples(session, "spec", prompts)
-    assert plain == [10.0] * 40
-    assert spec == [0.0] * 30 + [20.0] * 10  # a chunk of 4: one 20 ms gap, then 3 zeros
+    assert (list(plain.values), list(plain.at_or_below)) == ([10.0], [40])
+    assert (list(spec.values), list(spec.at_or_below)) == ([0.0, 20.0], [30, 40])  # a chunk of 4: one 20 ms gap, then 3 zeros
     report = build_report(session)
     chart = drawn(itl_chart, session, report)
     lines = {line.get_gid(): line for line in chart.figure.axes[0].get_lines() if line.get_gid()}
     x, y = (list(v) for v in lines["itl-spec"].get_data())
-    assert x[30] == 0.0 and y[30] == pytest.approx(0.75) and (x[-1], y[-1]) == (20.0, 1.0)
+    assert x[1] == 0.0 and y[1] == pytest.approx(0.75) and (x[-1], y[-1]) == (20.0, 1.0)
     texts = " ".join(all_texts(chart))
     markdown = to_markdown(report, session)
     for arm, samples in (("plain", plain), ("spec", spec)):
-        d = distribution(samples)
+        expanded = numpy.repeat(samples.values, numpy.diff(samples.at_or_below, prepend=0))
         row = next(r for r in report["latency"]["arms"] if r["arm"] == arm)["itl_ms"]
-        assert (row["n"], row["p90"]) == (len(samples), pytest.approx(d.p90))
+        assert (row["n"], row["p90"]) == (len(expanded), float(numpy.percentile(expanded, 90)))
         p50, p90, p99, longest = (figure(row[p], 2) for p in ("p50", "p90", "p99", "max"))
         assert f"{p50} / {p90} / {p99}" in markdown  # as the report prints them
         assert f"p50 {p50} · p90 {p90} · p99 {p99} · max {longest} ms" in texts

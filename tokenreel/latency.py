@@ -19,12 +19,17 @@ Samples, definitions from `tokenreel.metrics`:
   Events with no token count (role-only, a usage-only tail) are skipped.
 
 Percentiles are numpy's default method: linear interpolation between the closest ranks
-(Hyndman & Fan type 7; p of values sorted v[0..n-1] is at rank p/100 * (n - 1)).
+(Hyndman & Fan type 7; p of values sorted v[0..n-1] is at rank p/100 * (n - 1)). Samples are
+(latency, count) pairs and never expanded: a run of one 1 M-token event is two pairs, not a
+million floats, so memory and time follow events, not tokens (issue 25). `Tally` finds the
+value at a rank by the cumulative counts and interpolates with numpy's own arithmetic, so the
+figures are the ones numpy.percentile gives on the expanded list, to the last bit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy
@@ -75,28 +80,83 @@ class Latency:
     shared_prompts: list[str]  # the prompts the arm rows cover
 
 
-def distribution(values_ms: Sequence[float]) -> Distribution:
-    """n, min, p50, p90, p99 and max of the values (module docstring: the percentile method)."""
-    if not values_ms:
+# A latency in ms and how many samples (tokens, runs) had it.
+Sample = tuple[float, int]
+
+
+@dataclass(frozen=True)
+class Tally:
+    """Distinct latencies ascending and how many samples are at or below each: the sorted,
+    expanded sample without expanding it."""
+
+    values: numpy.ndarray
+    at_or_below: numpy.ndarray  # cumulative counts, int64
+
+    @property
+    def n(self) -> int:
+        return int(self.at_or_below[-1]) if len(self.at_or_below) else 0
+
+    def at_rank(self, rank: int) -> float:
+        """The value at 0-based `rank` of the expanded sorted sample."""
+        return float(self.values[numpy.searchsorted(self.at_or_below, rank, side="right")])
+
+    def percentile(self, p: float) -> float:
+        """numpy.percentile(expanded, p) with its default method, step by step as numpy does it
+        (rank (n-1)*q, lerp from whichever end is nearer), so both agree bit for bit."""
+        n = self.n
+        rank = (n - 1) * (p / 100)
+        if rank >= n - 1:
+            return float(self.values[-1])
+        below = math.floor(rank)
+        gamma = rank - below
+        a, b = self.at_rank(below), self.at_rank(below + 1)
+        diff = b - a
+        return b - diff * (1 - gamma) if gamma >= 0.5 else a + diff * gamma
+
+
+def tally(samples: Iterable[Sample]) -> Tally:
+    """The samples sorted, equal latencies merged; pairs with no count are left out."""
+    pairs = [(v, c) for v, c in samples if c > 0]
+    values = numpy.fromiter((v for v, _ in pairs), dtype=float, count=len(pairs))
+    counts = numpy.fromiter((c for _, c in pairs), dtype=numpy.int64, count=len(pairs))
+    order = numpy.argsort(values, kind="stable")
+    values, counts = values[order], counts[order]
+    if not len(values):
+        return Tally(values, counts)
+    starts = numpy.flatnonzero(numpy.r_[True, values[1:] != values[:-1]])
+    return Tally(values[starts], numpy.cumsum(numpy.add.reduceat(counts, starts)))
+
+
+def once(values_ms: Iterable[float]) -> list[Sample]:
+    """One sample per value (TTFT and TPOT: one per run)."""
+    return [(v, 1) for v in values_ms]
+
+
+def distribution(samples: Iterable[Sample]) -> Distribution:
+    """n, min, p50, p90, p99 and max of the samples (module docstring: the percentile method)."""
+    t = tally(samples)
+    if not t.n:
         return Distribution(0, None, None, None, None, None)
-    p50, p90, p99 = (float(v) for v in numpy.percentile(numpy.asarray(values_ms, dtype=float), [50, 90, 99]))
-    return Distribution(len(values_ms), float(min(values_ms)), p50, p90, p99, float(max(values_ms)))
+    p50, p90, p99 = (t.percentile(p) for p in (50, 90, 99))
+    return Distribution(t.n, float(t.values[0]), p50, p90, p99, float(t.values[-1]))
 
 
-def inter_token_latencies_ms(run: Run) -> list[float]:
-    """One latency per token after the first token event (module docstring: the definition)."""
+def inter_token_latencies_ms(run: Run) -> list[Sample]:
+    """The run's per-token latencies (module docstring: the definition) as pairs: each
+    token-carrying event after the first gives (gap, 1) and, carrying k > 1 tokens, (0.0, k - 1)."""
     chunks = run.chunks
     first = first_token_index(chunks)
     if first is None:
         return []
-    latencies: list[float] = []
+    latencies: list[Sample] = []
     previous = chunks.t_ns[first]
     for i in range(first + 1, len(chunks)):
         k = chunks.tokens[i]
         if k <= 0:
             continue
-        latencies.append((chunks.t_ns[i] - previous) / NS_PER_MS)
-        latencies.extend([0.0] * (k - 1))
+        latencies.append(((chunks.t_ns[i] - previous) / NS_PER_MS, 1))
+        if k > 1:
+            latencies.append((0.0, k - 1))
         previous = chunks.t_ns[i]
     return latencies
 
@@ -107,9 +167,9 @@ def _row(arm: str, prompt: str | None, runs: list[Run], selection: RunSelection)
         arm=arm,
         prompt=prompt,
         runs=len(runs),
-        ttft_ms=distribution([f.ttft_s * 1000 for f, r in zip(figures, runs) if f.ttft_s is not None and selection.counts_ttft(r)]),
-        tpot_ms=distribution([f.tpot_ms for f in figures if f.tpot_ms is not None]),
-        itl_ms=distribution([ms for run in runs for ms in inter_token_latencies_ms(run)]),
+        ttft_ms=distribution(once(f.ttft_s * 1000 for f, r in zip(figures, runs) if f.ttft_s is not None and selection.counts_ttft(r))),
+        tpot_ms=distribution(once(f.tpot_ms for f in figures if f.tpot_ms is not None)),
+        itl_ms=distribution(pair for run in runs for pair in inter_token_latencies_ms(run)),
     )
 
 

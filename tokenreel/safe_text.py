@@ -13,6 +13,9 @@ import re
 # follows. Every CliConsole strips them from all it prints: whole sequences from each string it
 # is given, and every control character left from each segment where rich turns segments into
 # characters (tables, progress bars, Text); only rich's own styling and cursor controls get through.
+# Bidi controls count as control characters (issue 25): "click \u202egnp.exe" would show as
+# "click exe.png". The markdown, CSV and HTML reports strip the same set from what they write.
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # marks, embeddings, overrides, isolates (a class body)
 _ESCAPES = re.compile(
     r"\x1b\][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"  # OSC (title, hyperlink...), to BEL or ST
     r"|\x1b[P^_X][^\x1b\x9c]*(?:\x1b\\|\x9c)"  # DCS, PM, APC, SOS strings
@@ -20,6 +23,7 @@ _ESCAPES = re.compile(
     r"|\x9b[0-?]*[ -/]*[@-~]?"  # 8-bit CSI
     r"|\x1b[ -/]*[0-~]?"  # any other escape
     r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"  # the remaining C0 and C1 controls (newline and tab stay)
+    rf"|[{BIDI_CONTROLS}]"
 )
 
 

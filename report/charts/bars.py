@@ -14,6 +14,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.text import Text
 
+from tokenreel.safe_text import strip_controls
 from tokenreel.report.charts.style import SIZE, Chart, Style, legend_columns, new_figure, set_title, style_axes
 from tokenreel.figures import figure, multiplier
 
@@ -22,6 +23,8 @@ BAR_ROOM = 0.55  # the longest bar takes this share of the axis; its labels use 
 
 
 def short_label(label: str) -> str:
+    """An arm's label as a chart shows it: cut to LABEL_CHARS, without control or bidi characters."""
+    label = strip_controls(label)
     return label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…"
 
 

@@ -18,7 +18,7 @@ from tokenreel.report.charts.bars import short_label
 from tokenreel.report.charts.style import SIZE, Chart, Style, new_figure, set_title, style_axes
 from tokenreel.figures import figure
 from tokenreel.ladder import usable_runs
-from tokenreel.latency import MISSING_REASONS, inter_token_latencies_ms
+from tokenreel.latency import MISSING_REASONS, Tally, inter_token_latencies_ms, tally
 from tokenreel.report.data import report_selection
 from tokenreel.report.wording import LATENCY_FIGURES
 from tokenreel.selection import DEFAULT_SELECTION, RunSelection
@@ -26,9 +26,11 @@ from tokenreel.selection import DEFAULT_SELECTION, RunSelection
 TICKS_MS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000, 60000)
 
 
-def arm_samples(session: Session, arm_id: str, prompts: list[str], selection: RunSelection = DEFAULT_SELECTION) -> list[float]:
-    """Every token's latency (ms) over the arm's usable runs of the given prompts, sorted."""
-    return sorted(ms for p in prompts for run in usable_runs(session, arm_id, p, selection) for ms in inter_token_latencies_ms(run))
+def arm_samples(session: Session, arm_id: str, prompts: list[str], selection: RunSelection = DEFAULT_SELECTION) -> Tally:
+    """Every token's latency (ms) over the arm's usable runs of the given prompts, tallied
+    (distinct values and counts: a 1 M-token chunk is one point of the curve, not a million)."""
+    runs = (run for p in prompts for run in usable_runs(session, arm_id, p, selection))
+    return tally(pair for run in runs for pair in inter_token_latencies_ms(run))
 
 
 def heavy_tail(tails: list[tuple[float | None, float]]) -> bool:
@@ -51,23 +53,23 @@ def itl_chart(session: Session, report: dict, style: Style) -> Chart:
     for index, arm in enumerate(session.arms):
         samples = arm_samples(session, arm.id, prompts, report_selection(report))
         d = rows[arm.id]
-        if not samples:
+        if not samples.n:
             why = "no prompt that every arm has a usable run of" if not prompts else MISSING_REASONS["itl_ms"]
             text = f"{short_label(arm.label)} · no data: {why}"
             handles.append(Line2D([], [], color=style.faint, linestyle=(0, (2, 2)), label=text))
             chart.summary.append(text)
             continue
-        n = len(samples)
-        shares = [(i + 1) / n for i in range(n)]
-        ax.step([0.0, *samples], [0.0, *shares], where="post", color=style.arm(index), linewidth=2.0,
+        shares = samples.at_or_below / samples.n
+        longest_here = float(samples.values[-1])
+        ax.step([0.0, *samples.values], [0.0, *shares], where="post", color=style.arm(index), linewidth=2.0,
                 gid=f"itl-{arm.id}")
-        ax.plot([samples[-1]], [1.0], "o", markersize=5, color=style.arm(index))  # the longest wait, however rare
+        ax.plot([longest_here], [1.0], "o", markersize=5, color=style.arm(index))  # the longest wait, however rare
         text = (f"{short_label(arm.label)} · p50 {figure(d['p50'], digits)} · p90 {figure(d['p90'], digits)}"
                 f" · p99 {figure(d['p99'], digits)} · max {figure(d['max'], digits)} ms")
         handles.append(Line2D([], [], color=style.arm(index), linewidth=2.0, label=text))
         chart.summary.append(text)
-        longest = max(longest, samples[-1])
-        tails.append((d["p90"], samples[-1]))
+        longest = max(longest, longest_here)
+        tails.append((d["p90"], longest_here))
     if heavy_tail(tails):
         ax.set_xscale("symlog", linthresh=1.0, linscale=0.5)
         ticks = [t for t in TICKS_MS if t <= longest * 1.05]

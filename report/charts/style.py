@@ -29,6 +29,7 @@ from matplotlib.ft2font import FT2Font
 from matplotlib.text import Text
 
 from tokenreel import assets
+from tokenreel.safe_text import strip_controls
 from tokenreel.theme import RGB, Theme
 
 WIDTH_IN, HEIGHT_IN, DPI = 8.0, 4.5, 160  # PNG 1280 x 720; SVG 576 x 324 pt
@@ -158,7 +159,7 @@ def style_axes(ax: Axes, style: Style) -> None:
 
 def set_title(chart: Chart, text: str, style: Style) -> None:
     """The chart's title, at the figure's left edge (not the axes': long arm labels move those)."""
-    chart.figure.suptitle(text, x=0.015, ha="left", color=style.title, fontsize=SIZE["title"], fontweight="bold")
+    chart.figure.suptitle(strip_controls(text), x=0.015, ha="left", color=style.title, fontsize=SIZE["title"], fontweight="bold")
 
 
 def legend_columns(labels: list[str]) -> int:
@@ -217,7 +218,7 @@ def svg_text(chart: Chart) -> str:
     with drawing(chart.name):
         chart.figure.savefig(buffer, format="svg", dpi=DPI, metadata=SVG_METADATA)
     svg = scoped_ids(buffer.getvalue().decode("utf-8"), f"tokenreel-{chart.name}")
-    title = escape("; ".join(chart.summary))
+    title = escape(strip_controls("; ".join(chart.summary)))
     match = _SVG_OPEN.search(svg)
     assert match is not None  # matplotlib always writes one
     return f"{svg[: match.end()]}\n <title>{title}</title>{svg[match.end():]}"
