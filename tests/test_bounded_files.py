@@ -9,6 +9,7 @@ never leave a partial file under a final name.
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import resource
@@ -23,7 +24,7 @@ import orjson
 import pytest
 from PIL import Image
 
-from tokenreel import archive
+from tokenreel import archive, assets
 from tokenreel.model import ArchiveError
 from tokenreel.renderer.plan import RenderOptions, pin_files
 from tokenreel.renderer.render import render
@@ -49,13 +50,25 @@ def tokenreel(*args: object, cwd: Path = REPO, timeout: float = 30,
     return result, time.monotonic() - start
 
 
+Run = Callable[[], tuple[subprocess.CompletedProcess[str], float]]
+
+
+def cost(hostile: Run, baseline: Run) -> tuple[subprocess.CompletedProcess[str], float]:
+    """The hostile run's result and the seconds it took beyond the same command on a missing
+    file (start-up and imports on a busy machine are not what the bound is about): the least
+    of up to 3 tries, so one pause of a loaded machine is not taken for the file's cost."""
+    least = math.inf
+    for _ in range(3):
+        result, seconds = hostile()
+        least = min(least, seconds - baseline()[1])
+        if least < QUICK_S:
+            break
+    return result, least
+
+
 def hostile_run(*args: object, hostile: Path, missing: Path) -> tuple[subprocess.CompletedProcess[str], float]:
-    """Run the CLI with `hostile` in args, and again with `missing` in its place: the result and
-    the seconds the hostile file cost beyond that (the command's start-up on a busy machine,
-    imports included, is not what the bound is about)."""
-    result, seconds = tokenreel(*args)
-    _, baseline = tokenreel(*(missing if arg == hostile else arg for arg in args))
-    return result, seconds - baseline
+    """`cost` of the CLI run with `hostile` in args against `missing` in its place."""
+    return cost(lambda: tokenreel(*args), lambda: tokenreel(*(missing if arg == hostile else arg for arg in args)))
 
 
 def one_line_exit_2(result: subprocess.CompletedProcess[str], *words: str) -> None:
@@ -121,24 +134,34 @@ def write_config_naming(config: Path, prompts: str | Path = "builtin:ladder4") -
 
 @pytest.fixture
 def logo_render(tmp_path: Path) -> Path:
-    """A sealed PNG render with a logo, its session and logo beside the manifest (relative paths)."""
+    """A sealed PNG render with a logo and a theme file, beside the manifest with its session
+    (the manifest names them by relative paths)."""
     session_file = write_session(tmp_path / "s.json")
     Image.new("RGBA", (40, 20), (200, 40, 40, 255)).save(tmp_path / "logo.png")
-    options = RenderOptions(size="320x180", fps=10, hold_s="1", logo=str(tmp_path / "logo.png"))
+    (tmp_path / "theme.json").write_bytes(assets.file("themes", "dark.json").read_bytes())
+    options = RenderOptions(size="320x180", fps=10, hold_s="1", logo=str(tmp_path / "logo.png"),
+                            theme=str(tmp_path / "theme.json"))
     return render(session_file, tmp_path / "out.png", pin_files(options)).manifest
 
 
-@pytest.mark.parametrize("named", ["s.json", "logo.png"])
+@pytest.mark.parametrize("named", ["s.json", "logo.png", "theme.json"])
 def test_verify_through_a_manifest_symlink_to_a_hostile_file_fails_at_once(
     logo_render: Path, hostile: tuple[Path, str], named: str,
 ) -> None:
     path, kind = hostile
     victim = logo_render.parent / named
+    link = os.path.relpath(path, victim.parent)  # the manifest's relative name, now a link
+
+    def missing() -> tuple[subprocess.CompletedProcess[str], float]:
+        victim.unlink()
+        try:
+            return tokenreel("verify", logo_render)
+        finally:
+            victim.symlink_to(link)
+
     victim.unlink()
-    _, baseline = tokenreel("verify", logo_render)  # the same verify with the file missing
-    victim.symlink_to(os.path.relpath(path, victim.parent))  # the manifest's relative name, now a link
-    result, seconds = tokenreel("verify", logo_render)
-    seconds -= baseline
+    victim.symlink_to(link)
+    result, seconds = cost(lambda: tokenreel("verify", logo_render), missing)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert kind in result.stdout + result.stderr and named in result.stdout + result.stderr
     assert seconds < QUICK_S
@@ -153,9 +176,8 @@ def test_record_force_never_replaces_a_device(tmp_path: Path) -> None:
     fifo = tmp_path / "out.fifo"
     os.mkfifo(fifo)
     for out in (Path("/dev/null"), fifo):
-        result, seconds = tokenreel("record", "--config", config, "--out", out, "--force", "--no-preflight")
+        result, _ = tokenreel("record", "--config", config, "--out", out, "--force", "--no-preflight")  # never blocks
         one_line_exit_2(result, "--out", str(out), "not a regular file")
-        assert seconds < QUICK_S
     assert Path("/dev/null").is_char_device() and fifo.is_fifo()
 
 
@@ -168,9 +190,8 @@ def test_report_compare_and_plot_refuse_a_fifo_output_even_with_force(session_fi
     for args in (("report", session_file, "-o", fifo, "--force"),
                  ("compare", session_file, session_file, "-o", fifo, "--force"),
                  ("plot", session_file, "-o", charts, "--force")):
-        result, seconds = tokenreel(*args)
+        result, _ = tokenreel(*args)  # opening the FIFO to write would block past the timeout
         one_line_exit_2(result, "--out", "a FIFO", "not a regular file")
-        assert seconds < QUICK_S
     assert fifo.is_fifo() and (charts / "ladder.png").is_fifo()
     assert [p.name for p in charts.iterdir()] == ["ladder.png"]
 
