@@ -17,7 +17,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from tokenreel import __version__, archive
+from tokenreel import __version__, archive, files
 from tokenreel.model import ArchiveError, Session
 from tokenreel.cli.terminal import CliConsole, Group
 
@@ -109,7 +109,10 @@ def load_session(path: Path) -> Session:
 
 
 def check_writable(path: Path, force: bool) -> None:
-    """Output files are never overwritten without --force."""
+    """Output files are never overwritten without --force, and never at all when they are not
+    regular files (a device, a FIFO: `files.output_target`)."""
+    with user_errors():
+        files.output_target(path)
     if path.exists() and not force:
         fail(f"{path} already exists; pass --force to overwrite it or choose another --out")
 

@@ -11,6 +11,7 @@ import typer
 
 from tokenreel.cli.app import app, check_writable, err, fail, load_session, report_format, user_errors
 from tokenreel.cli.terminal import Command
+from tokenreel.files import write_atomic
 from tokenreel.safe_text import strip_controls
 
 
@@ -71,7 +72,7 @@ def compare(
     else:
         check_writable(out_path, force)
         with user_errors(out_path):
-            out_path.write_text(text, encoding="utf-8")
+            write_atomic(out_path, text.encode("utf-8"))
         err.print(f"comparison written to {out_path}", markup=False)
     err.print(strip_controls(summary_line(comparison)), markup=False, soft_wrap=True)
     raise typer.Exit(0 if comparison.reproduced else 1)

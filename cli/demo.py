@@ -11,6 +11,7 @@ from tokenreel.cli.app import app, default_workers, fail, load_session, out, use
 from tokenreel.cli.record import record_into, record_signals
 from tokenreel.cli.render import render_to
 from tokenreel.cli.terminal import Command
+from tokenreel.files import write_atomic
 
 if TYPE_CHECKING:
     from tokenreel.model import Session
@@ -83,7 +84,7 @@ def demo(
 
     html = out_dir / "demo.html"
     with user_errors(html):
-        html.write_text(render_report(load_session(path), "html"), encoding="utf-8")
+        write_atomic(html, render_report(load_session(path), "html").encode("utf-8"))
     out.print(f"report: {html}  (open it in a browser: charts, percentiles, same answers, a replay)", markup=False)
     if not video:
         raise typer.Exit(0)

@@ -103,6 +103,7 @@ def record(
       tokenreel record --config ladder.toml --resume
     """
     from tokenreel.archive import SessionLock
+    from tokenreel.files import output_target
     from tokenreel.recorder.config import load_config
     from tokenreel.recorder.runner import runs_todo, select_arms, select_arms_of
     from tokenreel.recorder.session_file import open_session, remove_stale_temps
@@ -120,10 +121,11 @@ def record(
             selected = select_arms_of(cfg.arms, arm_ids)
         raise typer.Exit(preflight_arms(selected, cfg.prompts, cfg.settings, verbose=True))
     with user_errors():
-        lock = SessionLock(path).acquire()  # one writer per session (archive.SessionLock)
+        output_target(path)  # a device or FIFO is refused, --force or not; a symlink is written through
+        lock = SessionLock(path).acquire()  # one writer per session (archive.SessionLock), on the link's target
     signals = record_signals(f"recording {path}", "every completed run is saved; continue with `tokenreel record --resume`")
     try:
-        removed = remove_stale_temps(path)
+        removed = remove_stale_temps(lock.path)
         if removed:
             err.print(f"removed {len(removed)} temporary file(s) a killed record left next to {path}: {', '.join(removed)}",
                       markup=False, soft_wrap=True)

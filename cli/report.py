@@ -10,6 +10,7 @@ import typer
 
 from tokenreel.cli.app import EXCLUDE_HOST_HELP, app, check_writable, err, load_session, report_format, user_errors
 from tokenreel.cli.terminal import Command
+from tokenreel.files import write_atomic
 from tokenreel.safe_text import strip_controls
 from tokenreel.selection import RunSelection
 
@@ -64,5 +65,5 @@ def report(
         return
     check_writable(out_path, force)
     with user_errors(out_path):
-        out_path.write_text(text, encoding="utf-8")
+        write_atomic(out_path, text.encode("utf-8"))
     err.print(f"report written to {out_path}", markup=False)

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tokenreel import assets
+from tokenreel.files import read_input
 from tokenreel.recorder.prompts import load_prompts
 from tokenreel.model import Arm, Prompt, Settings
 
@@ -126,10 +127,12 @@ def load_config(path: str | Path) -> Config:
     relative prompt paths resolve against its folder."""
     path = _builtin_config(str(path)) if str(path).startswith("builtin:") else Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_input(path, "config").decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found; check the path") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
+        raise ConfigError(f"--config {path}: {exc}") from None
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: cannot read the config: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}; fix the syntax there") from None
@@ -249,11 +252,13 @@ def request_extra_body(arm: Arm) -> dict[str, Any]:
 
 @lru_cache(maxsize=8)
 def load_tokenizer(path: str) -> Any:
-    """A Hugging Face `tokenizers` tokenizer from a tokenizer.json; OSError/ValueError if unusable."""
+    """A Hugging Face `tokenizers` tokenizer from a tokenizer.json (read bounded, regular files
+    only: `files.read_input`); OSError/ValueError if unusable."""
     from tokenizers import Tokenizer  # imported on use: most sessions count with the server's usage
 
+    payload = read_input(path, "tokenizer")
     try:
-        return Tokenizer.from_file(path)
+        return Tokenizer.from_buffer(payload)
     except Exception as exc:  # tokenizers raises its own Exception type for a bad file
         if isinstance(exc, OSError):
             raise

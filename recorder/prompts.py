@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from tokenreel import assets
+from tokenreel.files import read_input
 from tokenreel.model import Prompt
 
 MAX_RANDOM_TOKENS = 1_000_000
@@ -72,11 +73,11 @@ def random_prompt(n_tokens: int) -> Prompt:
 def read_jsonl(path: Path) -> list[Prompt]:
     """Read and validate a JSONL suite; ids must be unique."""
     try:
-        raw = path.read_bytes()
+        raw = read_input(path, "prompts")
     except FileNotFoundError:
         raise PromptError(f"{path}: prompt file not found; fix [session] prompts") from None
     except OSError as exc:
-        raise PromptError(f"{path}: cannot read prompt file: {exc.strerror}") from None
+        raise PromptError(f"{path}: cannot read prompt file: {exc}; fix [session] prompts") from None
     prompts: list[Prompt] = []
     seen: dict[str, int] = {}
     for number, line in enumerate(raw.splitlines(), start=1):

@@ -35,7 +35,6 @@ VERSION = 2
 READS = (1, 2)
 SEAL = "manifest_sha256"
 UNSEALED = "a version-1 manifest carries no seal, so edits to it cannot be detected; re-render to write a sealed one"
-MAX_BYTES = 256 << 20  # a manifest is read only from a regular file of at most this size
 SUFFIX = ".render.json"
 VERSION_KEYS = ("tokenreel", "pillow", "numpy", "ffmpeg", "ffmpeg_binary", "python")
 # Written since text shaping (issue 9): how glyphs are laid out and rasterised. Optional when
@@ -225,7 +224,7 @@ def from_dict(data: Any, path: str | os.PathLike[str]) -> Manifest:
         c.sha256(c.field(data, SEAL), SEAL)
     # The session path rule: relative to the manifest's folder (it may climb out of it: a
     # manifest in out/ names ../sessions/x.json), never absolute; verify then opens it only if
-    # it is a regular file within the session size bound (archive.read_input).
+    # it is a regular file within the session size bound (files.INPUTS).
     session = c.text(c.field(data, "session"), "session")
     if Path(session).is_absolute() or session.startswith(("/", "\\")) or "\x00" in session:
         raise c.fail("session", f"expected a path relative to the manifest, got {session!r}")
@@ -302,7 +301,7 @@ def _claims(c: _Checker, value: Any) -> tuple[dict[str, Any], ...]:
 def read(path: str | os.PathLike[str]) -> tuple[Manifest, str | None]:
     """Read and validate a manifest, and check its seal (see seal_problem) on the same bytes."""
     try:
-        payload = read_input(path, "a render manifest", MAX_BYTES)
+        payload = read_input(path, "manifest")
     except OSError as exc:
         raise ManifestError(path, "", str(exc)) from None
     try:

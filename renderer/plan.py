@@ -7,10 +7,10 @@ every bad option fails here with a one-line message before any frame is drawn.
 from __future__ import annotations
 
 import hashlib
+import io
 import re
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from pathlib import Path
 
 from PIL import Image
 
@@ -18,6 +18,7 @@ from tokenreel.renderer.layout import FrameLayout, compute
 from tokenreel.renderer.timeline import Clock, first_frame_showing
 from tokenreel.answers import compare
 from tokenreel.figures import multiplier
+from tokenreel.files import read_input
 from tokenreel.claims import METRICS, Speedup, claim_text, run_speedup, scope_text, suite_speedup
 from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, median_run, missing_cells
 from tokenreel.model import Arm, Prompt, Run, Session, fingerprint_summary
@@ -192,28 +193,26 @@ class Logo:
     rgba: bytes  # width*height*4, straight (not premultiplied) alpha
 
 
-def file_sha256(path: str) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def _pinned(option: str, path: str, recorded: str | None) -> str:
-    """The file's hash; with a recorded one, the file must still be the one rendered."""
+def _pinned(option: str, path: str, recorded: str | None) -> tuple[str, bytes]:
+    """The file's hash and the very bytes hashed (read once, bounded: `files.read_input`); with a
+    recorded hash, the file must still be the one rendered."""
     try:
-        digest = file_sha256(path)
+        payload = read_input(path, option)
     except OSError as exc:
         raise ValueError(f"{option}: cannot read {path}: {exc.strerror or exc}") from None
+    digest = hashlib.sha256(payload).hexdigest()
     if recorded is not None and digest != recorded:
         raise ValueError(f"{option}: {path} changed since it was pinned (sha256 {digest[:12]}…, expected {recorded[:12]}…)")
-    return digest
+    return digest, payload
 
 
 def pin_files(options: RenderOptions) -> RenderOptions:
     """Record the SHA-256 of the logo and of a theme file in the options, so the manifest names
     the exact files drawn and verify notices when one changes."""
-    logo = _pinned("logo", options.logo, None) if options.logo else None
+    logo = _pinned("logo", options.logo, None)[0] if options.logo else None
     theme = None
     if is_theme_path(options.theme):
-        theme = _pinned("theme", options.theme, None)
+        theme = _pinned("theme", options.theme, None)[0]
         load_theme(options.theme)  # a bad theme file fails here, before anything is drawn
     return replace(options, logo_sha256=logo, theme_sha256=theme)
 
@@ -221,9 +220,9 @@ def pin_files(options: RenderOptions) -> RenderOptions:
 def _logo(path: str, recorded: str | None, layout: FrameLayout) -> Logo:
     """Read a PNG, scale it (Lanczos, deterministic) to the layout's logo height, and place it
     in the top-right corner, inside the frame's margin."""
-    _pinned("logo", path, recorded)
+    _, payload = _pinned("logo", path, recorded)
     try:
-        with Image.open(path) as image:
+        with Image.open(io.BytesIO(payload)) as image:
             if image.format != "PNG":
                 raise ValueError(f"logo: {path} is not a PNG image (it is {image.format or 'unknown'})")
             rgba = image.convert("RGBA")

@@ -41,6 +41,7 @@ from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.plan import RenderOptions, RenderPlan, build_plan
 from tokenreel.renderer.yuv import Yuv420Converter
 from tokenreel import archive
+from tokenreel.files import commit
 from tokenreel.model import ArchiveError, Session
 
 # 8 s at 30 fps. Each chunk starts with a key frame, and x264 puts one every 250 frames anyway,
@@ -313,7 +314,7 @@ def load_session(path: str | os.PathLike[str]) -> tuple[Session, str]:
     """The session and the SHA-256 of the very bytes it was parsed from (read once: a file
     replaced meanwhile cannot put another file's hash in the manifest)."""
     try:
-        payload = archive.read_input(path, "a session file")
+        payload = archive.read_input(path, "session")
     except OSError as exc:
         raise ArchiveError(path, "", str(exc)) from None
     return archive.loads(payload, str(path)), hashlib.sha256(payload).hexdigest()
@@ -383,8 +384,8 @@ def render(
         )
         staged_manifest = work / manifest_path.name
         staged_manifest.write_bytes(manifests.dumps(record))
-        os.replace(staged, out)
-        os.replace(staged_manifest, manifest_path)
+        commit(staged, out)  # fsynced, then renamed: each name holds all of its file or none
+        commit(staged_manifest, manifest_path)
     return RenderResult(
         output=out,
         manifest=manifest_path,

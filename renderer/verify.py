@@ -204,7 +204,7 @@ def verify_one(
     """Check one manifest against itself and what is on disk, then re-render it into a
     temporary folder and compare.
 
-    What is checked, in order: the manifest reads (a regular file within manifests.MAX_BYTES),
+    What is checked, in order: the manifest reads (a regular file within files.INPUTS["manifest"]),
     is named after the output it describes (<output>.render.json), and its seal matches its
     content (an edit to any field); the re-render gives the same frames, the same bytes and the
     same derived fields (frame_count, fps, size, poster_frame, chunk_frames, encoder_args) from a
@@ -252,7 +252,7 @@ def verify_one(
 
 def _session_changed(session: Path, record: manifests.Manifest) -> bool:
     try:
-        return sha256(read_input(session, "a session file")).hexdigest() != record.session_sha256
+        return sha256(read_input(session, "session")).hexdigest() != record.session_sha256
     except OSError:
         return False
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import fcntl
 import os
-import stat
-import tempfile
 from pathlib import Path
 
 import orjson
 
+from tokenreel import files
 from tokenreel.model import ArchiveError, Session, session_to_dict
 from tokenreel.validate import from_dict, validated_dict
 
@@ -43,23 +42,7 @@ def save(session: Session, path: str | os.PathLike[str]) -> None:
     target = Path(path)
     data = validated_dict(session, str(target))
     target.parent.mkdir(parents=True, exist_ok=True)
-    payload = orjson.dumps(data)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp's 0600 would make shared session files unreadable to others
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    files.write_atomic(target, orjson.dumps(data))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -76,54 +59,19 @@ def loads(payload: bytes, path: str = "<session>") -> Session:
     return from_dict(data, path)
 
 
-# Inputs are read only from regular files of at most this many bytes: a device (/dev/zero), a
-# FIFO or a socket would never end or never answer (issue 11). Callers pass their own bound.
-MAX_INPUT_BYTES = 256 << 20
-
-
-def read_input(path: str | os.PathLike[str], what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
-    """The bytes of an input file, or a one-line OSError message for people (shared by loaders).
-
-    Only a regular file (a symlink to one is fine) of at most `limit` bytes is read: anything
-    else is refused before a byte is read, saying what it is."""
-    try:
-        kind = os.stat(path).st_mode
-        if stat.S_ISDIR(kind):
-            raise IsADirectoryError
-        if not stat.S_ISREG(kind):
-            raise OSError(f"is not a regular file ({_file_kind(kind)}), expected {what}")
-        # O_NONBLOCK: should the path be swapped for a FIFO since the stat, open still returns
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-        with os.fdopen(fd, "rb") as handle:
-            kind = os.fstat(handle.fileno()).st_mode
-            if not stat.S_ISREG(kind):
-                raise OSError(f"is not a regular file ({_file_kind(kind)}), expected {what}")
-            payload = handle.read(limit + 1)
-    except FileNotFoundError:
-        raise OSError("no such file") from None
-    except IsADirectoryError:
-        raise OSError(f"is a directory, expected {what}") from None
-    except OSError as exc:
-        if exc.errno is None:
-            raise
-        raise OSError(f"cannot read: {exc.strerror}") from None
-    if len(payload) > limit:
-        raise OSError(f"larger than {limit >> 20} MiB, the most tokenreel reads as {what}")
+def read_input(path: str | os.PathLike[str], kind: str) -> bytes:
+    """The bytes of a session or manifest (`files.read_input`, bounded), or a one-line OSError;
+    a file of only white space is refused too (a record killed before its first save)."""
+    payload = files.read_input(path, kind)
     if not payload.strip():
         raise OSError("the file is empty")
     return payload
 
 
-def _file_kind(mode: int) -> str:
-    kinds = {stat.S_ISFIFO: "a FIFO", stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device",
-             stat.S_ISSOCK: "a socket", stat.S_ISDIR: "a directory"}
-    return next((name for test, name in kinds.items() if test(mode)), "not a file")
-
-
 def load(path: str | os.PathLike[str]) -> Session:
     """Read and validate a session file; every problem is an ArchiveError naming file and field."""
     try:
-        payload = read_input(path, "a session file")
+        payload = read_input(path, "session")
     except OSError as exc:
         raise ArchiveError(path, "", str(exc)) from None
     return loads(payload, str(path))
@@ -143,7 +91,7 @@ class SessionLock:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
+        self.path = Path(os.path.realpath(path))  # a symlinked --out locks (and saves) its target
         self.lock_path = self.path.with_name(f".{self.path.name}.lock")
         self._fd: int | None = None
 

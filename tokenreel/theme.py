@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import orjson
 
 from tokenreel import assets
+from tokenreel.files import read_input
 
 RGB = tuple[int, int, int]
 SYNTAX_STYLES = ("code", "keyword", "name", "builtin", "string", "number", "comment", "operator", "punctuation", "fence")
@@ -82,12 +83,11 @@ def load_theme(name: str) -> Theme:
     """A shipped theme (themes/<name>.json) or a JSON theme file at a path; ValueError names the
     theme option, the file and the bad key, on one line."""
     if is_path(name):
-        path = Path(name)
         try:
-            payload = path.read_bytes()
+            payload = read_input(name, "theme")
         except OSError as exc:
             raise ValueError(f"theme: cannot read theme file {name}: {exc.strerror or exc}") from None
-        return _parse(payload, path.name, name)
+        return _parse(payload, Path(name).name, name)
     if name not in available():
         raise ValueError(f"theme: unknown theme {name!r} (known: {', '.join(available())}; or a path to a .json file)")
     return _parse(assets.file("themes", f"{name}.json").read_bytes(), name, f"{name}.json")

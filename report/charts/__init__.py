@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tokenreel.files import output_target, write_atomic
 from tokenreel.model import Session
 from tokenreel.report.charts.bars import categories_chart, ladder_chart
 from tokenreel.report.charts.itl import itl_chart
@@ -96,6 +97,8 @@ def write_charts(
     for prompt_id in prompt_ids or []:
         _check_prompt(session, prompt_id)
     paths = chart_paths(session, out_dir, formats, prompt_ids)
+    for path in paths:
+        output_target(path)  # a device or FIFO under a chart's name is refused, --force or not
     existing = [p for p in paths if p.exists()]
     if existing and not force:
         raise ValueError(f"{existing[0]} already exists; pass --force to overwrite it or choose another --out")
@@ -106,6 +109,6 @@ def write_charts(
     for stem, chart in charts.items():
         for fmt in formats:
             path = out_dir / f"{stem}.{fmt}"
-            path.write_bytes(png_bytes(chart) if fmt == "png" else svg_text(chart).encode("utf-8"))
+            write_atomic(path, png_bytes(chart) if fmt == "png" else svg_text(chart).encode("utf-8"))
             written.append(path)
     return written
