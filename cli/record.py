@@ -75,6 +75,14 @@ def record(
     resume: Annotated[bool, typer.Option(help="Continue an interrupted session: redo only what is not ok yet.")] = False,
     fail_fast: Annotated[bool, typer.Option(help="Stop at the first failed run.")] = False,
     force: Annotated[bool, typer.Option(help="Start over even if the session file exists.")] = False,
+    force_config: Annotated[
+        bool,
+        typer.Option(
+            "--force-config",
+            help="With --resume or --arms: record even though the config changed an arm's endpoint, model, api or"
+            " extra_body, a prompt's text or the sampling settings (the archive's prompts and settings are kept).",
+        ),
+    ] = False,
     check: Annotated[
         bool, typer.Option("--check", help="Only run the preflight: check every arm's endpoint, record nothing.")
     ] = False,
@@ -128,7 +136,7 @@ def record(
             err.print(f"removed {len(removed)} temporary file(s) a killed record left next to {path}: {', '.join(removed)}",
                       markup=False, soft_wrap=True)
         with user_errors():  # read under the lock: merge with what is on disk now
-            session = open_session(cfg, path, resume, arm_ids, force)
+            session = open_session(cfg, path, resume, arm_ids, force, force_config)
             selected = select_arms(session, arm_ids)
         metrics_warned: set[str] = set()
         if preflight:
