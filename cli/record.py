@@ -110,6 +110,23 @@ def record(
       tokenreel record --config ladder.toml --arms nvfp4 --out sessions/ladder.json
       tokenreel record --config ladder.toml --resume
     """
+    # First: Ctrl-C from here on (loading the config, the preflight, the runs) exits 130, one line.
+    signals = record_signals("starting to record", "nothing was recorded")
+    try:
+        code = _record(signals, config, out_path, arms, repeats, warmup, resume, fail_fast, force, force_config,
+                       check, preflight)
+    except KeyboardInterrupt:
+        code = signals.exit_code(130, interrupted=True)
+    finally:
+        signals.restore()
+    raise typer.Exit(signals.exit_code(code))
+
+
+def _record(
+    signals: RecordSignals, config: Path, out_path: Path | None, arms: str | None, repeats: int | None,
+    warmup: int | None, resume: bool, fail_fast: bool, force: bool, force_config: bool, check: bool, preflight: bool,
+) -> int:
+    """The `record` command under its signal handler; returns the exit code."""
     from tokenreel.archive import SessionLock
     from tokenreel.recorder.config import load_config
     from tokenreel.recorder.runner import runs_todo, select_arms, select_arms_of
@@ -126,10 +143,11 @@ def record(
     if check:
         with user_errors():
             selected = select_arms_of(cfg.arms, arm_ids)
-        raise typer.Exit(preflight_arms(selected, cfg.prompts, cfg.settings, verbose=True))
+        return preflight_arms(selected, cfg.prompts, cfg.settings, verbose=True)
     with user_errors():
         lock = SessionLock(path).acquire()  # one writer per session (archive.SessionLock)
-    signals = record_signals(f"recording {path}", "every completed run is saved; continue with `tokenreel record --resume`")
+    signals.doing = f"recording {path}"
+    signals.outcome = "every completed run is saved; continue with `tokenreel record --resume`"
     try:
         removed = remove_stale_temps(path)
         if removed:
@@ -145,14 +163,10 @@ def record(
                 warned=metrics_warned,
             )
             if code:
-                raise typer.Exit(code)
-        code = record_into(session, path, arm_ids, fail_fast, metrics_warned, signals)
-    except KeyboardInterrupt:
-        code = signals.exit_code(130, interrupted=True)
+                return code
+        return record_into(session, path, arm_ids, fail_fast, metrics_warned, signals)
     finally:
         lock.release()
-        signals.restore()
-    raise typer.Exit(signals.exit_code(code))
 
 
 def preflight_arms(
