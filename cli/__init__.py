@@ -7,6 +7,10 @@ modules are imported in the order `tokenreel --help` lists the commands.
 
 from __future__ import annotations
 
+from tokenreel.interrupts import exit_while_starting
+
+exit_while_starting()  # first: Ctrl-C while the commands load exits 130 (`Command.invoke` hands it over)
+
 # Each import registers its command on `app`, in this order.
 from tokenreel.cli import report  # noqa: F401
 from tokenreel.cli import compare  # noqa: F401

@@ -75,6 +75,14 @@ def record(
     resume: Annotated[bool, typer.Option(help="Continue an interrupted session: redo only what is not ok yet.")] = False,
     fail_fast: Annotated[bool, typer.Option(help="Stop at the first failed run.")] = False,
     force: Annotated[bool, typer.Option(help="Start over even if the session file exists.")] = False,
+    force_config: Annotated[
+        bool,
+        typer.Option(
+            "--force-config",
+            help="With --resume or --arms: record even though the config changed an arm's endpoint, model, api or"
+            " extra_body, a prompt's text or the sampling settings (the archive's prompts and settings are kept).",
+        ),
+    ] = False,
     check: Annotated[
         bool, typer.Option("--check", help="Only run the preflight: check every arm's endpoint, record nothing.")
     ] = False,
@@ -102,6 +110,23 @@ def record(
       tokenreel record --config ladder.toml --arms nvfp4 --out sessions/ladder.json
       tokenreel record --config ladder.toml --resume
     """
+    # First: Ctrl-C from here on (loading the config, the preflight, the runs) exits 130, one line.
+    signals = record_signals("starting to record", "nothing was recorded")
+    try:
+        code = _record(signals, config, out_path, arms, repeats, warmup, resume, fail_fast, force, force_config,
+                       check, preflight)
+    except KeyboardInterrupt:
+        code = signals.exit_code(130, interrupted=True)
+    finally:
+        signals.restore()
+    raise typer.Exit(signals.exit_code(code))
+
+
+def _record(
+    signals: RecordSignals, config: Path, out_path: Path | None, arms: str | None, repeats: int | None,
+    warmup: int | None, resume: bool, fail_fast: bool, force: bool, force_config: bool, check: bool, preflight: bool,
+) -> int:
+    """The `record` command under its signal handler; returns the exit code."""
     from tokenreel.archive import SessionLock
     from tokenreel.files import output_target
     from tokenreel.recorder.config import load_config
@@ -119,18 +144,19 @@ def record(
     if check:
         with user_errors():
             selected = select_arms_of(cfg.arms, arm_ids)
-        raise typer.Exit(preflight_arms(selected, cfg.prompts, cfg.settings, verbose=True))
+        return preflight_arms(selected, cfg.prompts, cfg.settings, verbose=True)
     with user_errors():
         output_target(path)  # a device or FIFO is refused, --force or not; a symlink is written through
         lock = SessionLock(path).acquire()  # one writer per session (archive.SessionLock), on the link's target
-    signals = record_signals(f"recording {path}", "every completed run is saved; continue with `tokenreel record --resume`")
+    signals.doing = f"recording {path}"
+    signals.outcome = "every completed run is saved; continue with `tokenreel record --resume`"
     try:
         removed = remove_stale_temps(lock.path)
         if removed:
             err.print(f"removed {len(removed)} temporary file(s) a killed record left next to {path}: {', '.join(removed)}",
                       markup=False, soft_wrap=True)
         with user_errors():  # read under the lock: merge with what is on disk now
-            session = open_session(cfg, path, resume, arm_ids, force)
+            session = open_session(cfg, path, resume, arm_ids, force, force_config)
             selected = select_arms(session, arm_ids)
         metrics_warned: set[str] = set()
         if preflight:
@@ -139,14 +165,10 @@ def record(
                 warned=metrics_warned,
             )
             if code:
-                raise typer.Exit(code)
-        code = record_into(session, path, arm_ids, fail_fast, metrics_warned, signals)
-    except KeyboardInterrupt:
-        code = signals.exit_code(130, interrupted=True)
+                return code
+        return record_into(session, path, arm_ids, fail_fast, metrics_warned, signals)
     finally:
         lock.release()
-        signals.restore()
-    raise typer.Exit(signals.exit_code(code))
 
 
 def preflight_arms(

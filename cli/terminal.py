@@ -13,6 +13,7 @@ Light on purpose (rich and typer only): `tokenreel --help` imports it before any
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -113,6 +114,12 @@ class Command(TyperCommand):
         for param in self.params:
             if isinstance(param, TyperOption) and not param.is_flag and not param.count and not param.metavar:
                 param.metavar = plain_metavar(param)
+
+    def invoke(self, ctx: _click.Context) -> Any:
+        """Ctrl-C is the command's from here (`interrupts.exit_while_starting` had it while the
+        command line loaded): Python's KeyboardInterrupt, or the command's own handler."""
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        return super().invoke(ctx)
 
     def parse_args(self, ctx: _click.Context, args: list[str]) -> list[str]:
         args = list(args)

@@ -63,6 +63,8 @@ class EngineSnapshot:
     # field -> step of its printed value where coarser than one token (llama.cpp past 1e6); else absent.
     quanta: dict[str, float] = field(default_factory=dict, compare=False, hash=False)
     engine: str = field(default="", compare=False)  # vllm | sglang | llamacpp: whose names matched
+    # "name (value)" of each known sample that was not a finite number (NaN, +Inf): never counted.
+    not_numbers: tuple[str, ...] = field(default=(), compare=False)
 
     def quantum(self, field_name: str) -> float:
         """The printed step of a field (0 when exact to the token)."""
@@ -73,13 +75,18 @@ def parse_metrics(text: str) -> EngineSnapshot:
     """Map Prometheus text to a snapshot, summing every label set of each known metric."""
     totals: dict[str, float] = {}
     engine = ""
+    not_numbers: list[str] = []
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             field_name = _field_of(sample.name, lambda key: sample.labels.get(key))
-            if field_name is not None and sample.value == sample.value:  # NaN never counts
-                totals[field_name] = totals.get(field_name, 0.0) + sample.value
-                engine = engine or sample.name.partition(":")[0]
-    return EngineSnapshot(**totals, quanta=printed_quanta(text), engine=engine)
+            if field_name is None:
+                continue
+            if not math.isfinite(sample.value):  # NaN or Inf never counts
+                not_numbers.append(f"{sample.name} ({sample.value})")
+                continue
+            totals[field_name] = totals.get(field_name, 0.0) + sample.value
+            engine = engine or sample.name.partition(":")[0]
+    return EngineSnapshot(**totals, quanta=printed_quanta(text), engine=engine, not_numbers=tuple(not_numbers))
 
 
 def _field_of(sample_name: str, label: Callable[[str], str | None]) -> str | None:
@@ -162,6 +169,11 @@ async def fetch_snapshot(http: aiohttp.ClientSession, url: str, timeout: float =
     except ValueError as exc:
         raise MetricsUnavailable(f"/metrics at {url} is not Prometheus text ({one_line(str(exc), 80)})") from None
     if snapshot.running is None:
+        gauges = [name for name in snapshot.not_numbers if _FIELD_OF.get(name.partition(" ")[0]) == "running"]
+        if gauges:
+            raise MetricsUnavailable(
+                f"/metrics at {url}: the request gauge {one_line(gauges[0], 120)} is not a number; check the server"
+            )
         raise MetricsUnavailable(f"/metrics at {url} has no vLLM, SGLang or llama.cpp request gauges")
     return snapshot
 

@@ -10,6 +10,7 @@ from tokenreel.archive import load
 from tokenreel.model import Session
 from tokenreel.recorder.config import Config
 from tokenreel.recorder.runner import new_session
+from tokenreel.recorder.stream import one_line
 
 
 def remove_stale_temps(path: Path) -> list[str]:
@@ -33,13 +34,52 @@ def remove_stale_temps(path: Path) -> list[str]:
     return removed
 
 
-def merge_config(session: Session, cfg: Config, path: Path) -> None:
+# What must match the archive for a run recorded now to share a cell with the runs on disk.
+ARM_FIELDS = ("base_url", "model", "api", "extra_body")
+SAMPLING_FIELDS = ("max_tokens", "ignore_eos", "temperature")
+
+
+def config_changes(session: Session, cfg: Config) -> list[str]:
+    """What the config changes of the archive's endpoints, prompts and sampling, one short phrase
+    each (arm id + field, prompt id, setting); empty when runs recorded now are like-for-like."""
+    changes = []
+    archived_arms = {arm.id: arm for arm in session.arms}
+    for arm in cfg.arms:
+        archived = archived_arms.get(arm.id)
+        for name in ARM_FIELDS if archived is not None else ():
+            if getattr(arm, name) != getattr(archived, name):
+                changes.append(f"arm {arm.id!r} {name}{_values(getattr(archived, name), getattr(arm, name))}")
+    archived_prompts = {prompt.id: prompt for prompt in session.prompts}
+    for prompt in cfg.prompts:
+        archived_prompt = archived_prompts[prompt.id]
+        if (prompt.messages, prompt.prompt) != (archived_prompt.messages, archived_prompt.prompt):
+            changes.append(f"prompt {prompt.id!r} text")
+    for name in SAMPLING_FIELDS:
+        old, new = getattr(session.settings, name), getattr(cfg.settings, name)
+        if old != new:
+            changes.append(f"{name}{_values(old, new)}")
+    return changes
+
+
+def _values(old: object, new: object) -> str:
+    """' (A archived, B in the config)' for short values; nothing for a dict (extra_body)."""
+    if isinstance(old, dict) or isinstance(new, dict):
+        return ""
+    return f" ({one_line(repr(old), 80)} archived, {one_line(repr(new), 80)} in the config)"
+
+
+def merge_config(session: Session, cfg: Config, path: Path, force_config: bool = False) -> None:
     """Resuming or adding arms: the archived prompts and settings stay; new arms are appended.
-    ValueError (one line naming the file) when the runs would not be like-for-like."""
+    ValueError (one line naming the file and each changed field) when the runs would not be
+    like-for-like, unless `force_config`: then the config's arms replace the archived ones."""
     if [p.id for p in session.prompts] != [p.id for p in cfg.prompts]:
         raise ValueError(f"{path}: its prompts differ from the config's suite; record into a new --out instead")
-    if (cfg.settings.max_tokens, cfg.settings.ignore_eos) != (session.settings.max_tokens, session.settings.ignore_eos):
-        raise ValueError(f"{path}: max_tokens/ignore_eos differ from the config; runs would not be like-for-like, use a new --out")
+    changes = config_changes(session, cfg)
+    if changes and not force_config:
+        raise ValueError(
+            f"{path}: the config changes what the archive recorded: {'; '.join(changes)}; runs would not be"
+            " like-for-like: record into a new --out, or pass --force-config to record anyway"
+        )
     session.settings.repeats = max(session.settings.repeats, cfg.settings.repeats)
     known = {arm.id: arm for arm in session.arms}
     for arm in cfg.arms:
@@ -51,14 +91,17 @@ def merge_config(session: Session, cfg: Config, path: Path) -> None:
             session.arms.append(arm)
 
 
-def open_session(cfg: Config, path: Path, resume: bool, arm_ids: list[str] | None, force: bool) -> Session:
+def open_session(
+    cfg: Config, path: Path, resume: bool, arm_ids: list[str] | None, force: bool, force_config: bool = False
+) -> Session:
     """The session to record into, read under the caller's `SessionLock`: the file on disk
     merged with the config when continuing (`resume`, or adding `arm_ids`), else a new one.
-    ValueError (one line) when the file exists and neither was asked for nor `force`."""
+    ValueError (one line) when the file exists and neither was asked for nor `force`, or when
+    the config changes what it recorded (`merge_config`) without `force_config`."""
     if path.exists() and not force:
         if not (resume or arm_ids):
             raise ValueError(f"{path} already exists; use --resume to continue it, --arms to add arms, or --force to start over")
         session = load(path)
-        merge_config(session, cfg, path)
+        merge_config(session, cfg, path, force_config)
         return session
     return new_session(cfg.name, cfg.settings, cfg.prompts, cfg.arms)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import signal
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -39,6 +38,8 @@ class RecordSignals:
 
     async def run(self, recording: Coroutine[Any, Any, T]) -> T:
         """Await the recording so that a signal cancels it (as asyncio.run does on Ctrl-C)."""
+        import asyncio  # here: `record` installs these handlers first thing, before anything slow loads
+
         loop, task = asyncio.get_running_loop(), asyncio.current_task()
         assert task is not None
 

@@ -51,9 +51,12 @@ from yarl import URL
 from tokenreel.recorder import kernel_clock
 from tokenreel.recorder.config import load_tokenizer, remember_secret, request_extra_body, scrub_secrets
 from tokenreel.recorder.prompts import chat_messages, completion_text
-from tokenreel.recorder.stream import CountText, StreamFailure, StreamParser, one_line, tokenizer_counts
+from tokenreel.recorder.stream import (
+    UNSTATED_MAX_TOKENS, CountText, ImpossibleCount, OverBound, RunBounds, StreamFailure, StreamParser, one_line, tokenizer_counts,
+)
 from tokenreel.metrics import output_tokens
 from tokenreel.model import CLIENT_BUSY_P99_MS, Arm, Chunks, Prompt, Run, Settings
+from tokenreel.validate import mark_invalid
 
 # connect: TCP+TLS; first_token: send -> first text (covers prefill of long prompts on a cold
 # server); between_chunks: a stall after the first token; total: the whole run (8K tokens at
@@ -73,7 +76,8 @@ READ_BUFSIZE = 1 << 20
 
 # THE READ BOUNDS RULE (issue 11): every read from the network has a bound that says what it is,
 # is read incrementally and stops at the bound with a one-line reason (`read_bounded`); a stream
-# is bounded per line (`stream.MAX_SSE_LINE_BYTES`) and in time (the timeouts).
+# is bounded per line (`stream.MAX_SSE_LINE_BYTES`), per run in events, bytes and tokens while
+# it streams (THE RUN BOUNDS in `recorder.stream`) and in time (the timeouts).
 MAX_ERROR_BODY_BYTES = 64 << 10  # an HTTP error answer: only its message is wanted
 MAX_METRICS_BYTES = 8 << 20  # /metrics of a busy vLLM with many LoRA labels is ~1 MiB
 MAX_FINGERPRINT_BYTES = 256 << 10  # /version, /v1/models, /server_info, /props each
@@ -289,6 +293,10 @@ async def stream_run(
     except _Failed as failure:
         run.status, run.error = "failed", _scrub(str(failure), arm)
         return
+    except _Impossible as impossible:
+        run.chunks, run.usage = Chunks(), None
+        mark_invalid(run, _scrub(str(impossible), arm), "chunks, usage")
+        return
     if run.tokens_estimated:
         learned.needs_per_token = True
     notes = (_forced_length_note(run, body), request.note)
@@ -297,6 +305,10 @@ async def stream_run(
 
 class _Failed(Exception):
     """Internal: the run failed; the message is the run's one-line error."""
+
+
+class _Impossible(Exception):
+    """Internal: a running count the server cannot have sent truthfully; the run is quarantined."""
 
 
 class _Redirect(Exception):
@@ -359,7 +371,7 @@ class _Request:
         run = self.run
         run.chunks = Chunks()
         run.http_status = run.finish_reason = run.usage = run.acceptance = None
-        parser = StreamParser(run.chunks)
+        parser = StreamParser(run.chunks, RunBounds.of(requested_max_tokens(self.body) or UNSTATED_MAX_TOKENS))
         loop = asyncio.get_running_loop()
         run.started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         offset = kernel_clock.realtime_offset_ns()
@@ -384,6 +396,11 @@ class _Request:
                     if response.status != 200:
                         return await self._http_error(response)
                     await self._read(response.content, parser, scope, t0, total_at)
+        except ImpossibleCount as impossible:
+            raise _Impossible(str(impossible)) from None
+        except OverBound as over:
+            run.chunks = Chunks()  # up to the bound of what never should have been sent: not archived
+            raise _Failed(str(over)) from None
         except (StreamFailure, Refused) as failure:
             raise _Failed(str(failure)) from None
         except aiohttp.ConnectionTimeoutError:  # a TimeoutError too: must come first
@@ -510,11 +527,17 @@ def _retry_after_s(header: str, attempt: int) -> float:
     return min(max(seconds, 0.0), RETRY_AFTER_CAP_S)
 
 
+def requested_max_tokens(body: dict[str, Any]) -> int | None:
+    """The output length the request asks for (extra_body may rename, change or remove it)."""
+    expected = body.get("max_completion_tokens") or body.get("max_tokens")
+    return expected if type(expected) is int and expected > 0 else None
+
+
 def _forced_length_note(run: Run, body: dict[str, Any]) -> str:
     """A run that missed its forced length stays ok (its timing is real) but is flagged not like-for-like."""
-    expected = body.get("max_completion_tokens") or body.get("max_tokens")
+    expected = requested_max_tokens(body)
     n = output_tokens(run)
-    if body.get("ignore_eos") is not True or not isinstance(expected, int) or n == expected:
+    if body.get("ignore_eos") is not True or expected is None or n == expected:
         return ""
     return (
         f"forced length not met: {n} of {expected} tokens (finish_reason {run.finish_reason}); not like-for-like"

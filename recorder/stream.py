@@ -19,7 +19,7 @@ from typing import Any, Callable, Protocol
 
 import orjson
 
-from tokenreel.model import Acceptance, Chunks
+from tokenreel.model import MAX_CHUNKS_PER_RUN, Acceptance, Chunks
 from tokenreel.recorder.config import known_secrets, scrub_secrets
 
 # SSE fields other than data carry nothing for us; anything else means the body is not SSE.
@@ -32,6 +32,24 @@ _PLAIN_DELTA = frozenset(("role", "content"))  # a delta with other keys may hol
 # without end. vLLM's biggest events (a final chunk with per-request spec metrics, logprobs of a
 # multi-token step) are a few KiB.
 MAX_SSE_LINE_BYTES = 4 << 20
+# THE RUN BOUNDS (issue 25): what one run may stream, checked as each event is read (not at
+# save), so a server that never ends its stream costs bounded memory and time. A run passing one
+# fails with one line and is kept without its chunks (`RunBounds`, `sse_client`):
+# - tokens: max_tokens plus a margin of max(64, max_tokens / 4) (engines overshoot by a step or
+#   a drafter's window, never by a quarter of the run);
+# - events: 2 x that token bound + 1,024 (an event carries a token or is one of a few role,
+#   finish and usage events), never more than the archive's MAX_CHUNKS_PER_RUN;
+# - bytes of event data: 16 MiB + 8 KiB per token of the token bound (an event with a token and
+#   its logprobs is 0.3-3 KiB);
+# - a running count (usage, llama.cpp's predicted_n) that jumps by more than the token bound in
+#   one event, or goes backwards, is an impossible value: the run is quarantined (`invalid`).
+#   A request whose extra_body leaves max_tokens out is bounded as if it asked for
+#   UNSTATED_MAX_TOKENS (a long context's whole output).
+MIN_TOKEN_MARGIN = 64
+UNSTATED_MAX_TOKENS = 1 << 17
+EXTRA_EVENTS = 1024
+BASE_RUN_BYTES = 16 << 20
+BYTES_PER_TOKEN = 8 << 10
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -41,6 +59,30 @@ CountText = Callable[[list[str]], list[int]]
 
 class StreamFailure(Exception):
     """The stream itself says the run failed (error event, malformed line); one-line message."""
+
+
+class OverBound(StreamFailure):
+    """The run streamed past one of its bounds (THE RUN BOUNDS); its chunks are not kept."""
+
+
+class ImpossibleCount(StreamFailure):
+    """A running token count the server cannot have sent truthfully; the run is quarantined."""
+
+
+@dataclass(frozen=True)
+class RunBounds:
+    """THE RUN BOUNDS of one run, from the max_tokens its request asks for."""
+
+    max_tokens: int
+    tokens: int
+    events: int
+    bytes: int
+
+    @classmethod
+    def of(cls, max_tokens: int) -> RunBounds:
+        tokens = max_tokens + max(MIN_TOKEN_MARGIN, max_tokens // 4)
+        events = min(MAX_CHUNKS_PER_RUN, 2 * tokens + EXTRA_EVENTS)
+        return cls(max_tokens, tokens, events, BASE_RUN_BYTES + BYTES_PER_TOKEN * tokens)
 
 
 @dataclass
@@ -57,18 +99,20 @@ class Outcome:
 class StreamParser:
     """Accumulates events into `chunks`; `tokens` stays 0 until `finish` picks the source."""
 
-    def __init__(self, chunks: Chunks) -> None:
-        self.chunks = chunks
+    def __init__(self, chunks: Chunks, bounds: RunBounds) -> None:
+        self.chunks, self.bounds = chunks, bounds
         self.done = False
         self.live_tokens = 0  # best running guess, for progress display only
         self.first_text_seen = False
         self._pending = b""
         self._event_type = b""  # the SSE `event:` field of the event being read ("error" fails the run)
         self._invalid_text = 0  # events whose text was invalid UTF-8 or held lone surrogates
+        self._non_finite = 0  # events holding NaN, Infinity or a number too large for a double
         self._usage_cum: list[int | None] = []
         self._token_ids: list[int | None] = []
         self._logprobs: list[int | None] = []
         self._timings_cum: list[int | None] = []  # llama.cpp timings.predicted_n (timings_per_token)
+        self._running: dict[str, int] = {}  # the last value of each running count, to check the next
         self._role_only: list[bool] = []
         self._usage: dict[str, Any] | None = None
         self._finish_reason: str | None = None
@@ -83,6 +127,10 @@ class StreamParser:
         """Split one read into lines and handle every complete one; all get arrival t_ns."""
         end = self._fed - len(self._pending)
         self._fed += len(data)
+        if self._fed > self.bounds.bytes:
+            raise OverBound(self._over(
+                f"{self._fed} bytes of event data, over its bound of {self.bounds.bytes} (16 MiB + 8 KiB a token)"
+            ))
         if self._pending:
             data = self._pending + data
         lines = data.split(b"\n")
@@ -102,6 +150,13 @@ class StreamParser:
         return (
             f"one SSE line longer than {MAX_SSE_LINE_BYTES >> 20} MiB after {len(self.chunks)} events, not read"
             f" further; {NOT_SSE_HINT}"
+        )
+
+    def _over(self, what: str) -> str:
+        b = self.bounds
+        return (
+            f"the stream passed its bound after {len(self.chunks)} events and {self.live_tokens} tokens: {what}"
+            f" (max_tokens {b.max_tokens}); the run is kept without its chunks, check the server"
         )
 
     def end_of_body(self, t_ns: int) -> None:
@@ -148,14 +203,26 @@ class StreamParser:
         return f"the server sent an error event after {self.live_tokens} tokens: {message}; check the server log"
 
     def _replaced(self, payload: bytes) -> Any:
-        """JSON whose text is not valid Unicode (invalid UTF-8, a lone or split surrogate pair):
-        decoded with U+FFFD in place of the bad text, and counted for the run's note, rather than
-        failing the run as "not an OpenAI server". Anything else still fails as malformed JSON."""
+        """JSON orjson refuses but a server may send: text that is not valid Unicode (invalid
+        UTF-8, a lone or split surrogate pair), decoded with U+FFFD in place of the bad text, and
+        NaN, Infinity or a number past a double (1e400), read as not a number, which no figure
+        takes. Each is counted for the run's note, rather than failing the run as "not an OpenAI
+        server". Anything else still fails as malformed JSON."""
+        non_finite = False
+
+        def not_a_number(text: str) -> float:
+            nonlocal non_finite
+            value = float(text)
+            non_finite = non_finite or not math.isfinite(value)
+            return value
+
+        text = payload.decode("utf-8", "replace")
         try:
-            event = json.loads(payload.decode("utf-8", "replace"))
+            event = json.loads(text, parse_float=not_a_number, parse_constant=not_a_number)
         except ValueError:
             raise StreamFailure(f"malformed JSON in stream after {self._where(payload)}") from None
-        self._invalid_text += 1
+        self._non_finite += non_finite
+        self._invalid_text += text.encode("utf-8") != payload or _has_surrogates(event)
         return _replace_surrogates(event)
 
     def _where(self, data: bytes) -> str:
@@ -199,6 +266,7 @@ class StreamParser:
             timings = event.get("timings")
             if type(timings) is dict and type(timings.get("predicted_n")) is int:
                 predicted = timings["predicted_n"]
+        self._check(cum, predicted)
         self.chunks.append(t_ns, 0, content, reasoning, tool)
         self.event_ends.append(self._line_end)
         self._usage_cum.append(cum)
@@ -217,6 +285,29 @@ class StreamParser:
             self.live_tokens += ids_n
         elif has_text:
             self.live_tokens += 1
+        if self.live_tokens > self.bounds.tokens:
+            raise OverBound(self._over(f"{self.live_tokens} tokens, over max_tokens + its margin ({self.bounds.tokens})"))
+
+    def _check(self, cum: int | None, predicted: int | None) -> None:
+        """THE RUN BOUNDS on one event before it is kept: the event count, and each running count."""
+        if len(self.chunks) >= self.bounds.events:
+            raise OverBound(self._over(f"more than {self.bounds.events} events"))
+        for name, value in (("usage.completion_tokens", cum), ("timings.predicted_n", predicted)):
+            if value is not None:
+                self._check_running(name, value)
+
+    def _check_running(self, name: str, value: int) -> None:
+        """A running count never goes back, and no one event carries more than a whole run may."""
+        last = self._running.get(name, 0)
+        at = f"at event {len(self.chunks)}"
+        if value < last:
+            raise ImpossibleCount(f"{name} went backwards, from {last} to {value} tokens {at}")
+        if value - last > self.bounds.tokens:
+            raise ImpossibleCount(
+                f"{name} jumped by {value - last} tokens in one event (from {last} to {value}) {at}, more than"
+                f" the whole run may stream ({self.bounds.tokens} for max_tokens {self.bounds.max_tokens})"
+            )
+        self._running[name] = value
 
     def _note_spec(self, holder: dict[str, Any]) -> None:
         """Remember the last per-response speculative-decoding stats (they ride on the final chunk)."""
@@ -240,13 +331,18 @@ class StreamParser:
         # Counted first (a local tokenizer sees the real text), then masked for the archive.
         for column in (self.chunks.content, self.chunks.reasoning, self.chunks.tool):
             mask_secrets(column)
-        note = ""
+        notes = []
         if self._invalid_text:
-            note = (
+            notes.append(
                 f"{self._invalid_text} event(s) held invalid text (invalid UTF-8 or a lone surrogate), archived"
                 " with U+FFFD in its place; check the server's detokenizer"
             )
-        return Outcome(source, usage, self._finish_reason, response_acceptance(self._spec), note)
+        if self._non_finite:
+            notes.append(
+                f"{self._non_finite} event(s) held a number JSON does not allow (NaN, Infinity or one past a double,"
+                " such as 1e400), read as not a number and left out of every figure; check the server"
+            )
+        return Outcome(source, usage, self._finish_reason, response_acceptance(self._spec), "; ".join(notes))
 
     def _fill_tokens(self, usage: dict[str, int] | None, count_text: CountText | None) -> str:
         chunks = self.chunks
@@ -420,6 +516,15 @@ def _error_payload_text(payload: bytes) -> str:
     if isinstance(data, dict):
         data = data.get("error") or data.get("message") or data
     return _error_text(data) or "(no message)"
+
+
+def _has_surrogates(value: Any) -> bool:
+    """True when a decoded JSON value holds a lone surrogate (UTF-8 cannot encode one)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _replace_surrogates(value: Any) -> Any:

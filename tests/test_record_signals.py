@@ -112,3 +112,35 @@ def test_a_killed_records_temporaries_are_removed_by_the_next_one(tmp_path: Path
     assert stale.name in stderr and "killed record" in stderr
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == [other.name]
     assert len(archive.load(session).runs) == 16
+
+
+def wait_for_tokenreel_code(proc: subprocess.Popen[str], timeout: float = 30) -> None:
+    """Until the interpreter runs tokenreel's own imports (orjson, which `tokenreel.cli` loads after
+    installing its Ctrl-C handler, is mapped): before that, Python's start-up (site, the editable
+    install's finder) takes a Ctrl-C as a KeyboardInterrupt no program can catch."""
+    maps = Path(f"/proc/{proc.pid}/maps")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if "orjson" in maps.read_text():
+                return
+        except OSError:
+            pass
+        time.sleep(0.002)
+    raise AssertionError("tokenreel never started")
+
+
+def test_ctrl_c_in_the_first_second_always_exits_130(tmp_path: Path, make_sim) -> None:
+    cluster = make_sim(SEED_LADDER[:1], time_scale=1.0)
+    config = write_config(tmp_path / "c.toml", cluster, max_tokens=256)
+    outcomes = []
+    for tenth in range(11):  # loading the commands, the config, the preflight, the first runs
+        session = tmp_path / f"s{tenth}.json"
+        proc = start_record(config, session)
+        wait_for_tokenreel_code(proc)
+        time.sleep(tenth / 10)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = finish(proc)
+        outcomes.append((tenth / 10, proc.returncode, stderr.strip().splitlines()))
+    bad = [o for o in outcomes if o[1] != 130 or "Traceback" in "\n".join(o[2]) or len(interruption_lines("\n".join(o[2]))) != 1]
+    assert not bad, bad

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tokenreel.recorder.stream import StreamFailure, StreamParser, response_acceptance
+from tokenreel.recorder.stream import RunBounds, StreamFailure, StreamParser, response_acceptance
 from tokenreel.metrics import first_token_index
 from tokenreel.model import Chunks
 
@@ -42,7 +42,7 @@ SPEC_STREAM = sse(
 def parse(data: bytes, reads: list[int] | None = None) -> tuple[StreamParser, Chunks]:
     """Feed data split at the given cut points; read i arrives at t = i."""
     chunks = Chunks()
-    parser = StreamParser(chunks)
+    parser = StreamParser(chunks, RunBounds.of(1 << 17))
     cuts = [0, *(reads or []), len(data)]
     for t, (a, b) in enumerate(zip(cuts, cuts[1:])):
         if a < b:
@@ -88,7 +88,7 @@ def test_any_split_of_the_bytes_gives_the_same_events(cuts: list[int]) -> None:
 
 def test_events_in_one_read_share_its_arrival_time() -> None:
     chunks = Chunks()
-    parser = StreamParser(chunks)
+    parser = StreamParser(chunks, RunBounds.of(1 << 17))
     parser.feed(7, SPEC_STREAM)
     assert chunks.t_ns == [7] * 5
 
@@ -164,7 +164,7 @@ def test_last_line_without_newline_still_counts() -> None:
 )
 def test_stream_failures_are_one_line(data: bytes, problem: str) -> None:
     chunks = Chunks()
-    parser = StreamParser(chunks)
+    parser = StreamParser(chunks, RunBounds.of(1 << 17))
     parser.feed(0, sse(chat("kept", usage=1)))
     with pytest.raises(StreamFailure) as caught:
         parser.feed(1, data)

@@ -26,7 +26,7 @@ from tokenreel.metrics import NS_PER_S, first_token_index, run_metrics
 from tokenreel.recorder.config import ConfigError, load_config
 from tokenreel.recorder.fingerprint import fingerprint
 from tokenreel.recorder.sse_client import stream_run
-from tokenreel.recorder.stream import StreamParser, tokenizer_counts
+from tokenreel.recorder.stream import RunBounds, StreamParser, tokenizer_counts
 from tokenreel.report import build_report, render_report
 from tokenreel.report.wording import ESTIMATED_NOTE
 
@@ -261,7 +261,7 @@ def test_ttft_is_the_first_chunk_after_the_role_that_carries_a_token() -> None:
 
 def test_role_counts_still_move_to_the_first_token() -> None:
     chunks = Chunks()
-    parser = StreamParser(chunks)
+    parser = StreamParser(chunks, RunBounds.of(1 << 17))
     role = {"choices": [{"delta": {"role": "assistant", "content": ""}}], "usage": {"completion_tokens": 1}}
     first = {"choices": [{"delta": {"content": ""}}], "usage": {"completion_tokens": 2}}
     parser.feed(0, sse(role) + sse(first) + sse({"choices": [{"delta": {"content": "x"}}], "usage": {"completion_tokens": 3}}))

@@ -22,9 +22,24 @@ report/; cli/ is the top floor):
 - interrupts.py: Ctrl-C and SIGTERM, one rule for every long command
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 __version__ = "0.1.0"
 
-from tokenreel.archive import load, save
-from tokenreel.model import Arm, Prompt, Run, Session, Settings
-
 __all__ = ["Arm", "Prompt", "Run", "Session", "Settings", "__version__", "load", "save"]
+
+
+def __getattr__(name: str) -> Any:
+    """The exports, imported on first use: `tokenreel` itself imports nothing, so the command
+    line installs its Ctrl-C handler before anything slow loads (`tokenreel.cli`)."""
+    if name in ("load", "save"):
+        from tokenreel import archive
+
+        return getattr(archive, name)
+    if name in __all__:
+        from tokenreel import model
+
+        return getattr(model, name)
+    raise AttributeError(f"module 'tokenreel' has no attribute {name!r}")

@@ -31,6 +31,18 @@ def second_signal_exits() -> None:
     signal.signal(signal.SIGTERM, again)
 
 
+def exit_while_starting() -> None:
+    """Until a command takes Ctrl-C over, it exits at once with 130 and one line: while the
+    command line loads (a second or more on a busy machine) nothing has been done yet, and a
+    KeyboardInterrupt raised inside an import gave a traceback and exit 1 or -2 (issue 25)."""
+
+    def starting(signum: int, frame: object) -> None:
+        os.write(2, (interrupted_line(signum, "starting", "nothing was done") + "\n").encode())
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGINT, starting)
+
+
 def interrupted_line(signum: int, doing: str, outcome: str) -> str:
     """The one line a Ctrl-C or SIGTERM prints: what was stopped and what is left."""
     name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name

@@ -456,12 +456,18 @@ def quarantine(run: Run, path: str = "<session>") -> str:
     if not reasons:
         return ""
     dropped = ", ".join(dict.fromkeys(r.split(".")[0].split("[")[0].split(":")[0] for r in reasons))
-    reason = (
-        f"invalid: the server sent an impossible value ({'; '.join(reasons)}); the run is kept without its"
+    return mark_invalid(run, "; ".join(reasons), dropped)
+
+
+def mark_invalid(run: Run, reason: str, dropped: str) -> str:
+    """Mark a run whose offending parts were dropped `invalid`, with the one line that says so
+    (`quarantine`, and the recorder for a running count that jumps or goes back while streaming)."""
+    run.status = "invalid"
+    run.error = (
+        f"invalid: the server sent an impossible value ({reason}); the run is kept without its"
         f" {dropped}: check the endpoint, then `tokenreel record --resume` records it again"
     )
-    run.status, run.error = "invalid", reason
-    return reason
+    return run.error
 
 
 def validated_dict(session: Session, path: str = "<session>") -> dict[str, Any]:
