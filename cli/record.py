@@ -135,6 +135,7 @@ def _record(
 
     with user_errors():
         cfg = load_config(config)
+    signals.check()
     if repeats is not None:
         cfg.settings.repeats = repeats
     if warmup is not None:
@@ -144,13 +145,14 @@ def _record(
     if check:
         with user_errors():
             selected = select_arms_of(cfg.arms, arm_ids)
-        return preflight_arms(selected, cfg.prompts, cfg.settings, verbose=True)
+        return preflight_arms(selected, cfg.prompts, cfg.settings, verbose=True, signals=signals)
     with user_errors():
         output_target(path)  # a device or FIFO is refused, --force or not; a symlink is written through
         lock = SessionLock(path).acquire()  # one writer per session (archive.SessionLock), on the link's target
     signals.doing = f"recording {path}"
     signals.outcome = "every completed run is saved; continue with `tokenreel record --resume`"
     try:
+        signals.check()
         removed = remove_stale_temps(lock.path)
         if removed:
             err.print(f"removed {len(removed)} temporary file(s) a killed record left next to {path}: {', '.join(removed)}",
@@ -158,11 +160,12 @@ def _record(
         with user_errors():  # read under the lock: merge with what is on disk now
             session = open_session(cfg, path, resume, arm_ids, force, force_config)
             selected = select_arms(session, arm_ids)
+        signals.check()
         metrics_warned: set[str] = set()
         if preflight:
             code = preflight_arms(
                 [arm for arm in selected if runs_todo(session, arm)], session.prompts, session.settings,
-                warned=metrics_warned,
+                warned=metrics_warned, signals=signals,
             )
             if code:
                 return code
@@ -172,14 +175,21 @@ def _record(
 
 
 def preflight_arms(
-    arms: list[Arm], prompts: list[Prompt], settings: Settings, verbose: bool = False, warned: set[str] | None = None
+    arms: list[Arm], prompts: list[Prompt], settings: Settings, verbose: bool = False, warned: set[str] | None = None,
+    signals: RecordSignals | None = None,
 ) -> int:
-    """Check the arms, print every problem (and warning) once; 2 when any problem stops recording."""
+    """Check the arms, print every problem (and warning) once; 2 when any problem stops recording.
+    Under `signals`, Ctrl-C cancels the checks at their next await, as it does the runs (raised
+    anywhere else, it could land in a connection's clean-up and print a traceback)."""
     import asyncio  # lazy like the recorder it drives: `--help` stays fast
 
     from tokenreel.recorder.preflight import preflight
 
-    checks = asyncio.run(preflight(arms, prompts, settings))
+    checks_of = preflight(arms, prompts, settings)
+    try:
+        checks = asyncio.run(signals.run(checks_of) if signals else checks_of)
+    except asyncio.CancelledError:  # cancelled by Ctrl-C: the command's handler says it, exit 130
+        raise KeyboardInterrupt from None
     for result in checks:
         for warning in result.warnings:
             err.print(f"warning: {result.arm}: {warning}", markup=False, soft_wrap=True)

@@ -15,7 +15,7 @@ class RecordSignals:
     """Ctrl-C and SIGTERM while recording (issue 11, item 8), the one rule: SIGTERM behaves like
     Ctrl-C. The first stops the recording: during the runs the recording task is cancelled, so
     it stops at its next await with every completed run already saved (never mid-save);
-    anywhere else it raises KeyboardInterrupt. One line is printed and the exit code is
+    anywhere else the command stops at its next `check` (raising KeyboardInterrupt there). One line is printed and the exit code is
     128 + the signal (130 Ctrl-C, 143 SIGTERM). A second signal exits at once and quietly
     with 128 + its number; a save it cuts short leaves a temporary that the next record removes
     (`session_file.remove_stale_temps`), and the file on disk is the previous complete one."""
@@ -29,17 +29,26 @@ class RecordSignals:
         self._previous = {sig: signal.signal(sig, self._first) for sig in (signal.SIGINT, signal.SIGTERM)}
 
     def _first(self, signum: int, frame: object) -> None:
+        """During the runs (or the preflight) cancel them; anywhere else only note the signal
+        for the next `check`: raised at a random point, a KeyboardInterrupt can land inside a C
+        extension's import ("ImportError: initialization failed", then an abort at exit)."""
         self.signum = signum
         second_signal_exits()
         if self._cancel is not None:
             self._cancel()
-        else:
-            raise Interrupted(signum)
+
+    def check(self) -> None:
+        """Stop here (Interrupted) if a signal came: called where stopping is safe."""
+        if self.signum is not None:
+            raise Interrupted(self.signum)
 
     async def run(self, recording: Coroutine[Any, Any, T]) -> T:
         """Await the recording so that a signal cancels it (as asyncio.run does on Ctrl-C)."""
         import asyncio  # here: `record` installs these handlers first thing, before anything slow loads
 
+        if self.signum is not None:  # a signal before the loop started stops here, not in the first await
+            recording.close()  # never started: closed, so no "never awaited" warning
+            self.check()
         loop, task = asyncio.get_running_loop(), asyncio.current_task()
         assert task is not None
 
