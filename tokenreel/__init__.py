@@ -10,9 +10,11 @@ report/; cli/ is the top floor):
 - model.py: the session model and the file format it documents (Session, Run, Chunks, limits)
 - validate.py: reading a session back, every field checked; impossible server values bounded
 - archive.py: the session file on disk: load, atomic save, one writer at a time (SessionLock)
+- files.py: every file read through one bounded reader, every output through one atomic writer
 - metrics.py: the metric definitions (TTFT, decode, TPOT, end-to-end) of one run
 - selection.py: which runs count (contended, client-busy, host-contended)
 - ladder.py: per-cell medians, like-for-like flags and ratios between arms
+- claims.py: every speed-up a view shows (metric, scope, arms), defined once
 - latency.py: p50/p90/p99 of TTFT, TPOT and inter-token latency
 - answers.py: whether the arms give the same answers
 - comparison.py: two recordings of one ladder, figure by figure
