@@ -114,8 +114,9 @@ class RecordDisplay:
             status = f"{event.prompt} {self._run_name(event.index, event.warmup)} {event.status}"
             if event.status != "ok" or event.error:
                 kind = "note" if event.status == "ok" else event.status
+                detail = event.error.removeprefix(f"{kind}: ")  # a quarantined run's error says "invalid:" itself
                 self.console.print(
-                    f"{event.arm} / {event.prompt} / run {event.index}: {kind}: {event.error}",
+                    f"{event.arm} / {event.prompt} / run {event.index}: {kind}: {detail}",
                     markup=False,
                     highlight=False,
                 )

@@ -24,6 +24,7 @@ import signal
 import stat
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -251,9 +252,20 @@ def _run_jobs(plan: RenderPlan, ffmpeg: Ffmpeg, jobs: list[_Job], workers: int, 
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def _reaped(processes: list) -> list:
+    """The workers that have ended, once the broken pool has ended them all (it terminates the
+    others). Up to a second: its thread may be reaping one right now, when its exit code reads
+    as unknown here. The one that died first is the one not ended by the pool's SIGTERM."""
+    deadline = time.monotonic() + 1
+    while any(p.exitcode is None for p in processes) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    dead = [p for p in processes if p.exitcode is not None]
+    return [p for p in dead if p.exitcode != -signal.SIGTERM] or dead
+
+
 def _death_line(processes: list, jobs: list[_Job], futures: list[Future]) -> str:
     """Which worker died and how, and which frames it left unrendered, in one line."""
-    dead = [p for p in processes if p.exitcode is not None]
+    dead = _reaped(processes)
     how = ", ".join(
         f"pid {p.pid} " + (f"killed by signal {-p.exitcode}" if p.exitcode < 0 else f"exited {p.exitcode}") for p in dead
     ) or "a worker"

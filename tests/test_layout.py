@@ -93,10 +93,12 @@ def test_no_import_cycle() -> None:
 
 def test_only_the_cli_imports_tokenreel_inside_functions() -> None:
     """The structure the code shows is the one it runs: no import hidden in a function body,
-    but in the CLI, which imports a command's room when it runs so that `--help` starts fast."""
+    but in the CLI, which imports a command's room when it runs so that `--help` starts fast,
+    and in the package's own `__getattr__` (its exports, loaded on first use: `import tokenreel`
+    loads nothing, so the CLI's Ctrl-C handler is in place before anything slow)."""
     known = modules()
     hidden = [f"{path.relative_to(REPO)}:{line} imports {target}"
-              for name, path in known.items() if floor(name) != "cli"
+              for name, path in known.items() if floor(name) != "cli" and name != "tokenreel"
               for target, inside, line in imports(path, known) if inside]
     assert hidden == []
 

@@ -71,7 +71,8 @@ def test_a_key_across_the_cut_of_an_http_error_body_is_scrubbed_first() -> None:
 
 def test_a_key_echoed_in_streamed_text_is_masked_with_the_same_length() -> None:
     half = len(KEY) // 2
-    body = sse(delta("your key is ", 1), delta(KEY[:half], 2), delta(KEY[half:] + "!", 3), FINISH, "[DONE]")
+    finish = {**FINISH, "usage": {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}}  # the count streamed
+    body = sse(delta("your key is ", 1), delta(KEY[:half], 2), delta(KEY[half:] + "!", 3), finish, "[DONE]")
     run = stream_with_key(body)
     assert run.status == "ok", run.error
     assert run.chunks.content[:3] == ["your key is ", "*" * half, "*" * (len(KEY) - half) + "!"]
