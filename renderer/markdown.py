@@ -129,21 +129,28 @@ def _run(src: str, i: int, end: int) -> int:
     return n
 
 
+def _past_escape_or_code(src: str, i: int, end: int) -> int | None:
+    """Where scanning resumes when a backslash escape or a code span starts at i (markers inside
+    them do not count); None when neither does."""
+    if src[i] == "\\":
+        return i + 2
+    if src[i] == "`":
+        span = _code_span_end(src, i, end)
+        return span[0] + span[1] if span else i + _run(src, i, end)
+    return None
+
+
 def _closer(src: str, i: int, end: int, char: str, n: int) -> int | None:
     """Where the n delimiters closing an opener before i start: a right-flanking run of char,
     of exactly n first, else the end of a longer run; code spans and escapes skipped."""
     longer = None
     j = i
     while j < end:
-        c = src[j]
-        if c == "\\":
-            j += 2
+        skipped = _past_escape_or_code(src, j, end)
+        if skipped is not None:
+            j = skipped
             continue
-        if c == "`":
-            span = _code_span_end(src, j, end)
-            j = span[0] + span[1] if span else j + _run(src, j, end)
-            continue
-        if c == char:
+        if src[j] == char:
             m = _run(src, j, end)
             flanking = j > i and not src[j - 1].isspace()
             after = src[j + m] if j + m < end else " "
@@ -207,15 +214,11 @@ def _table_cells(src: str, start: int, end: int) -> list[tuple[int, int]]:
     cell = start
     i = start
     while i < end:
-        c = src[i]
-        if c == "\\":
-            i += 2
+        skipped = _past_escape_or_code(src, i, end)
+        if skipped is not None:
+            i = skipped
             continue
-        if c == "`":
-            span = _code_span_end(src, i, end)
-            i = span[0] + span[1] if span else i + _run(src, i, end)
-            continue
-        if c == "|":
+        if src[i] == "|":
             bounds.append((cell, i))
             cell = i + 1
         i += 1
