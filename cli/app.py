@@ -20,6 +20,7 @@ import typer
 from tokenreel import __version__, archive, files
 from tokenreel.model import ArchiveError, Session
 from tokenreel.cli.terminal import CliConsole, Group
+from tokenreel.safe_text import shown_path
 
 
 # Help pages use click's plain formatting: a paragraph after a line holding only "\b" keeps its
@@ -98,9 +99,9 @@ def os_error_line(exc: OSError, output: Path | None = None) -> str:
     if output is not None and (name is None or Path(str(name)).name.startswith(f".{output.name}.")):
         name = output  # a hidden temporary next to the output stands for the output
     if exc.errno is None or name is None:
-        return " ".join(str(exc).split()) if name is None else f"{name}: {exc}"
+        return " ".join(str(exc).split()) if name is None else f"{shown_path(name)}: {exc}"
     what = exc.strerror or str(exc)
-    return " ".join(f"{name}: {what}; {_OS_ADVICE.get(exc.errno, 'check the path')}".split())
+    return " ".join(f"{shown_path(name)}: {what}; {_OS_ADVICE.get(exc.errno, 'check the path')}".split())
 
 
 def load_session(path: Path) -> Session:
@@ -114,7 +115,7 @@ def check_writable(path: Path, force: bool) -> None:
     with user_errors():
         files.output_target(path)
     if path.exists() and not force:
-        fail(f"{path} already exists; pass --force to overwrite it or choose another --out")
+        fail(f"{shown_path(path)} already exists; pass --force to overwrite it or choose another --out")
 
 
 def split_ids(value: str | None) -> list[str] | None:
@@ -159,7 +160,7 @@ def report_format(fmt: str | None, out_path: Path | None) -> str:
     implied = REPORT_FORMATS.get(extension)
     if implied is None:
         known = ", ".join(REPORT_FORMATS)
-        fail(f"--out {out_path}: no format for {extension or 'a name without an extension'}; "
+        fail(f"--out {shown_path(out_path)}: no format for {extension or 'a name without an extension'}; "
              f"end it in {known}, or pass --format {'|'.join(REPORT_FORMATS.values())}")
     return implied
 

@@ -12,7 +12,7 @@ import typer
 from tokenreel.cli.app import app, check_writable, err, fail, load_session, report_format, user_errors
 from tokenreel.cli.terminal import Command
 from tokenreel.files import write_atomic
-from tokenreel.safe_text import strip_controls
+from tokenreel.safe_text import shown_path, strip_controls
 
 
 @app.command(cls=Command, short_help="Did re-recording give the same numbers? Two sessions, cell by cell.")
@@ -73,6 +73,6 @@ def compare(
         check_writable(out_path, force)
         with user_errors(out_path):
             write_atomic(out_path, text.encode("utf-8"))
-        err.print(f"comparison written to {out_path}", markup=False)
+        err.print(f"comparison written to {shown_path(out_path)}", markup=False)
     err.print(strip_controls(summary_line(comparison)), markup=False, soft_wrap=True)
     raise typer.Exit(0 if comparison.reproduced else 1)

@@ -12,6 +12,7 @@ from tokenreel.cli.record import record_into, record_signals
 from tokenreel.cli.render import render_to
 from tokenreel.cli.terminal import Command
 from tokenreel.files import write_atomic
+from tokenreel.safe_text import shown_path
 
 if TYPE_CHECKING:
     from tokenreel.model import Session
@@ -56,15 +57,15 @@ def demo(
     from tokenreel.model import Arm, Settings
 
     if out_dir.exists() and not out_dir.is_dir():
-        fail(f"--out {out_dir} is a file; give a folder for demo.json and demo.mp4")
+        fail(f"--out {shown_path(out_dir)} is a file; give a folder for demo.json and demo.mp4")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not force:
-        fail(f"--out {out_dir} already holds files; pass --force to overwrite them or choose another --out")
+        fail(f"--out {shown_path(out_dir)} already holds files; pass --force to overwrite them or choose another --out")
     settings = Settings(prompts="builtin:ladder4", max_tokens=max_tokens, warmup=1, repeats=repeats)
     prompts = load_prompts(settings.prompts, Path.cwd())
     with user_errors():
         out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "demo.json"
-    signals = record_signals(f"recording {path}", f"every completed run is saved in {path}")
+    signals = record_signals(f"recording {shown_path(path)}", f"every completed run is saved in {shown_path(path)}")
     try:
         with running(SEED_LADDER, time_scale) as cluster:
             arms = [

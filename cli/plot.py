@@ -10,6 +10,7 @@ import typer
 from tokenreel.cli.app import EXCLUDE_HOST_HELP, app, fail, load_session, out, user_errors
 from tokenreel.cli.terminal import Command
 from tokenreel.selection import RunSelection
+from tokenreel.safe_text import shown_path
 
 
 @app.command(cls=Command, short_help="Charts as PNG and SVG: the ladder, per category, the race, token latency.")
@@ -57,7 +58,7 @@ def plot(
     session = load_session(session_path)
     prompt_ids = [p.id for p in session.prompts]
     if prompt is not None and prompt not in prompt_ids:
-        fail(f"--prompt: no prompt {prompt!r} in the session; choose one of {', '.join(prompt_ids)} (session {session_path})")
+        fail(f"--prompt: no prompt {prompt!r} in the session; choose one of {', '.join(prompt_ids)} (session {shown_path(session_path)})")
     with user_errors(out_dir):
         paths = write_charts(session, out_dir, formats, None if prompt is None else [prompt], theme, force,
                              RunSelection(exclude_host_contended=exclude_host_contended))

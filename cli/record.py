@@ -11,6 +11,7 @@ import typer
 from tokenreel.model import Session
 from tokenreel.cli.app import EXIT_BAD_INPUT, app, err, out, split_ids, user_errors
 from tokenreel.cli.terminal import Command
+from tokenreel.safe_text import shown_path
 
 if TYPE_CHECKING:
     from tokenreel.model import Arm, Prompt, Settings
@@ -31,14 +32,14 @@ def record_into(
     from tokenreel.report.terminal import summary_tables
 
     # Arms whose missing /metrics the preflight already named are not warned about twice.
-    unsaved = f"the last run was not saved; {path} keeps every run saved before it (then --resume)"
+    unsaved = f"the last run was not saved; {shown_path(path)} keeps every run saved before it (then --resume)"
     with user_errors(path, unsaved), RecordDisplay(err, metrics_warned) as display:
         recording = record_session(session, path, arm_ids, display, fail_fast)
         result = asyncio.run(signals.run(recording) if signals else recording)
     for table in summary_tables(session):
         out.print(table)
     out.print(
-        f"session: {path}  ({result.ok} runs recorded, {result.already_ok} already done, "
+        f"session: {shown_path(path)}  ({result.ok} runs recorded, {result.already_ok} already done, "
         f"{result.failed} failed, {result.skipped} skipped" + (f", {result.invalid} invalid)" if result.invalid else ")")
     )
     if result.interrupted:
@@ -149,13 +150,13 @@ def _record(
     with user_errors():
         output_target(path)  # a device or FIFO is refused, --force or not; a symlink is written through
         lock = SessionLock(path).acquire()  # one writer per session (archive.SessionLock), on the link's target
-    signals.doing = f"recording {path}"
+    signals.doing = f"recording {shown_path(path)}"
     signals.outcome = "every completed run is saved; continue with `tokenreel record --resume`"
     try:
         signals.check()
         removed = remove_stale_temps(lock.path)
         if removed:
-            err.print(f"removed {len(removed)} temporary file(s) a killed record left next to {path}: {', '.join(removed)}",
+            err.print(f"removed {len(removed)} temporary file(s) a killed record left next to {shown_path(path)}: {', '.join(removed)}",
                       markup=False, soft_wrap=True)
         with user_errors():  # read under the lock: merge with what is on disk now
             session = open_session(cfg, path, resume, arm_ids, force, force_config)

@@ -12,7 +12,7 @@ from tokenreel.cli.app import (
 )
 from tokenreel.cli.signals import interruptible
 from tokenreel.cli.terminal import Command
-from tokenreel.safe_text import file_component
+from tokenreel.safe_text import file_component, shown_path
 
 if TYPE_CHECKING:
     from tokenreel.renderer.plan import RenderOptions
@@ -29,20 +29,20 @@ def render_to(session_path: Path, out_file: Path, options: RenderOptions, worker
 
     check_writable(out_file, force)
     try:
-        with interruptible(f"rendering {out_file}"), user_errors(out_file), RenderBar(err, f"rendering {out_file.name}") as bar:
+        with interruptible(f"rendering {shown_path(out_file)}"), user_errors(out_file), RenderBar(err, f"rendering {shown_path(out_file.name)}") as bar:
             result = render_video(session_path, out_file, options, workers, bar)
     except EncodeError as exc:
-        fail(f"ffmpeg failed while writing {out_file}: {exc}", code=1)
+        fail(f"ffmpeg failed while writing {shown_path(out_file)}: {exc}", code=1)
     except WorkerDied as exc:
-        fail(f"{out_file}: {exc}", code=1)
+        fail(f"{shown_path(out_file)}: {exc}", code=1)
     for warning in result.warnings:
         err.print(f"warning: {warning}", markup=False)
     if result.format == "png":  # one still (the poster frame) of the video the manifest describes
-        what = f"image: {result.output}  (one frame of the {result.frame_count}-frame video, sha256 {result.output_sha256[:16]}…)"
+        what = f"image: {shown_path(result.output)}  (one frame of the {result.frame_count}-frame video, sha256 {result.output_sha256[:16]}…)"
     else:
-        what = f"video: {result.output}  ({result.frame_count} frames, sha256 {result.output_sha256[:16]}…)"
+        what = f"video: {shown_path(result.output)}  ({result.frame_count} frames, sha256 {result.output_sha256[:16]}…)"
     out.print(what, markup=False)
-    out.print(f"manifest: {result.manifest}  (check it later with `tokenreel verify {result.manifest}`)", markup=False)
+    out.print(f"manifest: {shown_path(result.manifest)}  (check it later with `tokenreel verify {shown_path(result.manifest)}`)", markup=False)
 
 
 def _default_output(session_path: Path, prompt_id: str) -> Path:
@@ -52,7 +52,7 @@ def _default_output(session_path: Path, prompt_id: str) -> Path:
     folder = Path("out")
     target = folder / f"{file_component(Path(session_path).stem)}-{file_component(prompt_id)}.mp4"
     if target.parent != folder or target.resolve().parent != folder.resolve():
-        fail(f"--out: the default output {target} would leave {folder}/; pass --out FILE")
+        fail(f"--out: the default output {shown_path(target)} would leave {shown_path(folder)}/; pass --out FILE")
     return target
 
 
@@ -189,10 +189,10 @@ def render(
     session = load_session(session_path)
     prompt_ids = [p.id for p in session.prompts]
     if not prompt_ids:
-        fail(f"{session_path}: the session has no prompts; nothing to render")
+        fail(f"{shown_path(session_path)}: the session has no prompts; nothing to render")
     if prompt is not None and prompt not in prompt_ids:
         unknown = f"no prompt {prompt!r} in the session; " if prompt else ""
-        fail(f"--prompt: {unknown}choose one of {', '.join(prompt_ids)} (session {session_path})")
+        fail(f"--prompt: {unknown}choose one of {', '.join(prompt_ids)} (session {shown_path(session_path)})")
     arm_ids = split_ids(arms)
     target = out_file or _default_output(session_path, prompt or prompt_ids[0])
     gif = target.suffix.lower() == ".gif"

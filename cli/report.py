@@ -11,7 +11,7 @@ import typer
 from tokenreel.cli.app import EXCLUDE_HOST_HELP, app, check_writable, err, load_session, report_format, user_errors
 from tokenreel.cli.terminal import Command
 from tokenreel.files import write_atomic
-from tokenreel.safe_text import strip_controls
+from tokenreel.safe_text import shown_path, strip_controls
 from tokenreel.selection import RunSelection
 
 
@@ -66,4 +66,4 @@ def report(
     check_writable(out_path, force)
     with user_errors(out_path):
         write_atomic(out_path, text.encode("utf-8"))
-    err.print(f"report written to {out_path}", markup=False)
+    err.print(f"report written to {shown_path(out_path)}", markup=False)

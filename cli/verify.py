@@ -10,6 +10,7 @@ import typer
 from tokenreel.cli.app import app, default_workers, err, out, user_errors
 from tokenreel.cli.signals import interruptible
 from tokenreel.cli.terminal import Command
+from tokenreel.safe_text import shown_path
 
 
 @app.command(cls=Command, short_help="Re-render from render manifests (or folders of them) and compare.")
@@ -47,9 +48,9 @@ def verify(
         paths = find_manifests(manifests)
     results = []
     for path in paths:
-        with interruptible(f"verifying {path}", "not verified"), RenderBar(err, f"verifying {path.name}") as bar:
+        with interruptible(f"verifying {shown_path(path)}", "not verified"), RenderBar(err, f"verifying {shown_path(path.name)}") as bar:
             result = verify_one(path, workers or default_workers(), bar, require_output)
         mark = {0: "ok", 1: "DIFFERS"}.get(result.exit_code, "UNVERIFIED")
-        (out if result.ok else err).print(f"{mark}: {path}: {result.message}", markup=False, soft_wrap=True)
+        (out if result.ok else err).print(f"{mark}: {shown_path(path)}: {result.message}", markup=False, soft_wrap=True)
         results.append(result)
     raise typer.Exit(overall_exit_code(results))

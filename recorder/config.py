@@ -18,6 +18,7 @@ from tokenreel import assets
 from tokenreel.files import read_input
 from tokenreel.recorder.prompts import load_prompts
 from tokenreel.model import Arm, Prompt, Settings
+from tokenreel.safe_text import shown_path
 
 TIMEOUT_KEYS = ("connect", "first_token", "between_chunks", "total")
 SESSION_KEYS = (
@@ -129,13 +130,13 @@ def load_config(path: str | Path) -> Config:
     try:
         data = tomllib.loads(read_input(path, "config").decode("utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found; check the path") from None
+        raise ConfigError(f"{shown_path(path)}: config file not found; check the path") from None
     except OSError as exc:
-        raise ConfigError(f"--config {path}: {exc}") from None
+        raise ConfigError(f"--config {shown_path(path)}: {exc}") from None
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: cannot read the config: {exc}") from None
+        raise ConfigError(f"{shown_path(path)}: cannot read the config: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}; fix the syntax there") from None
+        raise ConfigError(f"{shown_path(path)}: invalid TOML: {exc}; fix the syntax there") from None
     check = _Checker(path)
     check.keys(data, "", ("session", "arms"))
     session = check.table(data.get("session"), "session")
@@ -283,7 +284,7 @@ class _Checker:
         self.path = path
 
     def fail(self, where: str, problem: str) -> ConfigError:
-        return ConfigError(f"{self.path}: {where}: {problem}")
+        return ConfigError(f"{shown_path(self.path)}: {where}: {problem}")
 
     def keys(self, table: dict[str, Any], where: str, allowed: tuple[str, ...]) -> None:
         for key in table:

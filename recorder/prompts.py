@@ -17,6 +17,7 @@ import orjson
 from tokenreel import assets
 from tokenreel.files import read_input
 from tokenreel.model import Prompt
+from tokenreel.safe_text import shown_path
 
 MAX_RANDOM_TOKENS = 1_000_000
 ROW_KEYS = {"id", "category", "messages", "prompt"}
@@ -75,9 +76,9 @@ def read_jsonl(path: Path) -> list[Prompt]:
     try:
         raw = read_input(path, "prompts")
     except FileNotFoundError:
-        raise PromptError(f"{path}: prompt file not found; fix [session] prompts") from None
+        raise PromptError(f"{shown_path(path)}: prompt file not found; fix [session] prompts") from None
     except OSError as exc:
-        raise PromptError(f"{path}: cannot read prompt file: {exc}; fix [session] prompts") from None
+        raise PromptError(f"{shown_path(path)}: cannot read prompt file: {exc}; fix [session] prompts") from None
     prompts: list[Prompt] = []
     seen: dict[str, int] = {}
     for number, line in enumerate(raw.splitlines(), start=1):
@@ -85,16 +86,16 @@ def read_jsonl(path: Path) -> list[Prompt]:
             continue
         prompt = _row(path, number, line)
         if prompt.id in seen:
-            raise PromptError(f"{path}:{number}: duplicate id {prompt.id!r} (first on line {seen[prompt.id]})")
+            raise PromptError(f"{shown_path(path)}:{number}: duplicate id {prompt.id!r} (first on line {seen[prompt.id]})")
         seen[prompt.id] = number
         prompts.append(prompt)
     if not prompts:
-        raise PromptError(f"{path}: no prompts in the file; add JSONL rows with id, category and messages")
+        raise PromptError(f"{shown_path(path)}: no prompts in the file; add JSONL rows with id, category and messages")
     return prompts
 
 
 def _row(path: Path, number: int, line: bytes) -> Prompt:
-    where = f"{path}:{number}"
+    where = f"{shown_path(path)}:{number}"
     try:
         row: Any = orjson.loads(line)
     except orjson.JSONDecodeError as exc:

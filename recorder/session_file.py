@@ -11,6 +11,7 @@ from tokenreel.model import Session
 from tokenreel.recorder.config import Config
 from tokenreel.recorder.runner import new_session
 from tokenreel.recorder.stream import one_line
+from tokenreel.safe_text import shown_path
 
 
 def remove_stale_temps(path: Path) -> list[str]:
@@ -73,11 +74,11 @@ def merge_config(session: Session, cfg: Config, path: Path, force_config: bool =
     ValueError (one line naming the file and each changed field) when the runs would not be
     like-for-like, unless `force_config`: then the config's arms replace the archived ones."""
     if [p.id for p in session.prompts] != [p.id for p in cfg.prompts]:
-        raise ValueError(f"{path}: its prompts differ from the config's suite; record into a new --out instead")
+        raise ValueError(f"{shown_path(path)}: its prompts differ from the config's suite; record into a new --out instead")
     changes = config_changes(session, cfg)
     if changes and not force_config:
         raise ValueError(
-            f"{path}: the config changes what the archive recorded: {'; '.join(changes)}; runs would not be"
+            f"{shown_path(path)}: the config changes what the archive recorded: {'; '.join(changes)}; runs would not be"
             " like-for-like: record into a new --out, or pass --force-config to record anyway"
         )
     session.settings.repeats = max(session.settings.repeats, cfg.settings.repeats)
@@ -100,7 +101,7 @@ def open_session(
     the config changes what it recorded (`merge_config`) without `force_config`."""
     if path.exists() and not force:
         if not (resume or arm_ids):
-            raise ValueError(f"{path} already exists; use --resume to continue it, --arms to add arms, or --force to start over")
+            raise ValueError(f"{shown_path(path)} already exists; use --resume to continue it, --arms to add arms, or --force to start over")
         session = load(path)
         merge_config(session, cfg, path, force_config)
         return session

@@ -42,7 +42,13 @@ MAX_SSE_LINE_BYTES = 4 << 20
 # - bytes of event data: 16 MiB + 8 KiB per token of the token bound (an event with a token and
 #   its logprobs is 0.3-3 KiB);
 # - a running count (usage, llama.cpp's predicted_n) that jumps by more than the token bound in
-#   one event, or goes backwards, is an impossible value: the run is quarantined (`invalid`).
+#   one event, or goes backwards, is an impossible value: the run is quarantined (`invalid`);
+# - time: a count (usage, predicted_n, token_ids) t seconds after send is at most
+#   TOKENS_AT_SEND + MAX_TOKENS_PER_SECOND * t. 10 M tok/s is some 600 times the fastest
+#   single-request decode published (about 17 k tok/s in 2026), and TOKENS_AT_SEND a step's worth
+#   (a drafter's window, a stream_interval's batch): a count past it is quarantined too. It is a
+#   bound on the whole time since send, not on the gap to the previous event, so a proxy that
+#   buffers the stream, or vLLM's one usage event at the end, stays within it.
 #   A request whose extra_body leaves max_tokens out is bounded as if it asked for
 #   UNSTATED_MAX_TOKENS (a long context's whole output).
 MIN_TOKEN_MARGIN = 64
@@ -50,6 +56,8 @@ UNSTATED_MAX_TOKENS = 1 << 17
 EXTRA_EVENTS = 1024
 BASE_RUN_BYTES = 16 << 20
 BYTES_PER_TOKEN = 8 << 10
+MAX_TOKENS_PER_SECOND = 10_000_000
+TOKENS_AT_SEND = 64
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -266,7 +274,7 @@ class StreamParser:
             timings = event.get("timings")
             if type(timings) is dict and type(timings.get("predicted_n")) is int:
                 predicted = timings["predicted_n"]
-        self._check(cum, predicted)
+        self._check(t_ns, cum, predicted, ids_n)
         self.chunks.append(t_ns, 0, content, reasoning, tool)
         self.event_ends.append(self._line_end)
         self._usage_cum.append(cum)
@@ -288,13 +296,16 @@ class StreamParser:
         if self.live_tokens > self.bounds.tokens:
             raise OverBound(self._over(f"{self.live_tokens} tokens, over max_tokens + its margin ({self.bounds.tokens})"))
 
-    def _check(self, cum: int | None, predicted: int | None) -> None:
-        """THE RUN BOUNDS on one event before it is kept: the event count, and each running count."""
+    def _check(self, t_ns: int, cum: int | None, predicted: int | None, ids_n: int | None) -> None:
+        """THE RUN BOUNDS on one event before it is kept: the event count, and each count it carries."""
         if len(self.chunks) >= self.bounds.events:
             raise OverBound(self._over(f"more than {self.bounds.events} events"))
         for name, value in (("usage.completion_tokens", cum), ("timings.predicted_n", predicted)):
             if value is not None:
                 self._check_running(name, value)
+                self._check_time(name, value, t_ns)
+        if ids_n is not None and cum is None and predicted is None:
+            self._check_time("token_ids", self.live_tokens + ids_n, t_ns)
 
     def _check_running(self, name: str, value: int) -> None:
         """A running count never goes back, and no one event carries more than a whole run may."""
@@ -308,6 +319,15 @@ class StreamParser:
                 f" the whole run may stream ({self.bounds.tokens} for max_tokens {self.bounds.max_tokens})"
             )
         self._running[name] = value
+
+    def _check_time(self, name: str, tokens: int, t_ns: int) -> None:
+        """No count runs ahead of what the time since send allows (THE RUN BOUNDS' time bound)."""
+        allowed = TOKENS_AT_SEND + MAX_TOKENS_PER_SECOND * max(t_ns, 0) // 1_000_000_000
+        if tokens > allowed:
+            raise ImpossibleCount(
+                f"{name} reached {tokens} tokens {max(t_ns, 0) / 1e6:.3g} ms after send at event {len(self.chunks)},"
+                f" more than the time allows ({allowed}: {TOKENS_AT_SEND} + {MAX_TOKENS_PER_SECOND:,} tok/s)"
+            )
 
     def _note_spec(self, holder: dict[str, Any]) -> None:
         """Remember the last per-response speculative-decoding stats (they ride on the final chunk)."""

@@ -23,6 +23,7 @@ import imageio_ffmpeg
 import numpy as np
 
 from tokenreel.renderer import yuv
+from tokenreel.safe_text import shown_path
 
 FORMATS = ("mp4", "webm", "gif", "png")
 
@@ -67,7 +68,7 @@ def output_format(path: str | os.PathLike[str]) -> str:
     if fmt not in FORMATS:
         supported = ", ".join(f".{f}" for f in FORMATS)
         shown = f"'{suffix}'" if suffix else "no extension"
-        raise ValueError(f"{Path(path).name}: unsupported output extension {shown}; supported: {supported}")
+        raise ValueError(f"{shown_path(Path(path).name)}: unsupported output extension {shown}; supported: {supported}")
     return fmt
 
 

@@ -26,6 +26,7 @@ from tokenreel.renderer.encode import Ffmpeg
 from tokenreel.renderer.plan import RenderOptions
 from tokenreel.theme import is_path as is_theme_path
 from tokenreel.archive import read_input
+from tokenreel.safe_text import shown_path
 
 FORMAT = "tokenreel.render"
 # 2 (issue 11): the manifest carries SEAL, the SHA-256 of its own content, so an edit to any of
@@ -51,7 +52,7 @@ class ManifestError(ValueError):
     def __init__(self, path: str | os.PathLike[str], field_name: str, problem: str) -> None:
         self.path = str(path)
         self.field = field_name
-        where = f"{self.path}: field '{field_name}'" if field_name else self.path
+        where = f"{shown_path(self.path)}: field '{field_name}'" if field_name else shown_path(self.path)
         super().__init__(f"{where}: {problem}")
 
 

@@ -26,6 +26,7 @@ from tokenreel.selection import RunSelection
 from tokenreel.metrics import first_token_index, last_token_index, output_tokens, run_metrics
 from tokenreel.theme import Theme, load_theme
 from tokenreel.theme import is_path as is_theme_path
+from tokenreel.safe_text import shown_path
 
 MIN_ARMS, MAX_ARMS = 2, 4
 MAX_SIDE = 3840  # 4K: the largest size the layouts are checked at
@@ -199,10 +200,10 @@ def _pinned(option: str, path: str, recorded: str | None) -> tuple[str, bytes]:
     try:
         payload = read_input(path, option)
     except OSError as exc:
-        raise ValueError(f"{option}: cannot read {path}: {exc.strerror or exc}") from None
+        raise ValueError(f"{option}: cannot read {shown_path(path)}: {exc.strerror or exc}") from None
     digest = hashlib.sha256(payload).hexdigest()
     if recorded is not None and digest != recorded:
-        raise ValueError(f"{option}: {path} changed since it was pinned (sha256 {digest[:12]}…, expected {recorded[:12]}…)")
+        raise ValueError(f"{option}: {shown_path(path)} changed since it was pinned (sha256 {digest[:12]}…, expected {recorded[:12]}…)")
     return digest, payload
 
 
@@ -224,10 +225,10 @@ def _logo(path: str, recorded: str | None, layout: FrameLayout) -> Logo:
     try:
         with Image.open(io.BytesIO(payload)) as image:
             if image.format != "PNG":
-                raise ValueError(f"logo: {path} is not a PNG image (it is {image.format or 'unknown'})")
+                raise ValueError(f"logo: {shown_path(path)} is not a PNG image (it is {image.format or 'unknown'})")
             rgba = image.convert("RGBA")
     except (OSError, Image.DecompressionBombError) as exc:
-        raise ValueError(f"logo: cannot read {path} as a PNG image: {exc}") from None
+        raise ValueError(f"logo: cannot read {shown_path(path)} as a PNG image: {exc}") from None
     height = max(1, round(LOGO_HEIGHT * layout.scale))
     width = max(1, min(round(rgba.width * height / rgba.height), LOGO_MAX_WIDTH * height))
     scaled = rgba.resize((width, height), Image.Resampling.LANCZOS)

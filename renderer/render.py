@@ -44,6 +44,7 @@ from tokenreel.renderer.yuv import Yuv420Converter
 from tokenreel import archive
 from tokenreel.files import commit
 from tokenreel.model import ArchiveError, Session
+from tokenreel.safe_text import shown_path
 
 # 8 s at 30 fps. Each chunk starts with a key frame, and x264 puts one every 250 frames anyway,
 # so chunks cost almost no size; encoder start-up is small next to 240 frames; and a one-minute
@@ -118,7 +119,7 @@ def regular_file_sha256(path: str | os.PathLike[str]) -> str:
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise OSError(f"{path}: not a regular file")
+            raise OSError(f"{shown_path(path)}: not a regular file")
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
@@ -364,7 +365,7 @@ def render(
     manifest_path = manifests.path_for(out)
     for target in (out, manifest_path):
         if target.is_symlink() or (target.exists() and not target.is_file()):
-            raise ValueError(f"{target}: exists and is not a regular file; remove it or choose another output")
+            raise ValueError(f"{shown_path(target)}: exists and is not a regular file; remove it or choose another output")
     out.parent.mkdir(parents=True, exist_ok=True)
     clean_stale(out.parent)
     with tempfile.TemporaryDirectory(prefix=staging_prefix(out.name), dir=out.parent) as tmp:

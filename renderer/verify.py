@@ -18,6 +18,7 @@ from pathlib import Path
 from tokenreel.archive import read_input
 from tokenreel.renderer import manifest as manifests
 from tokenreel.renderer.render import Progress, clean_stale, regular_file_sha256, render
+from tokenreel.safe_text import shown_path
 
 IDENTICAL = "identical"
 SESSION_MISSING = "session_missing"
@@ -172,20 +173,20 @@ def _compare(
         return VerifyResult(path, SESSION_CHANGED, message)
     state, detail = disk
     if state == "other":
-        message = f"{record.output} on disk is {detail}, not a regular file: it is not the output this manifest describes"
+        message = f"{shown_path(record.output)} on disk is {detail}, not a regular file: it is not the output this manifest describes"
         return VerifyResult(path, OUTPUT_NOT_FILE, message)
     if state == "file" and detail != record.output_sha256:
         message = (
-            f"{record.output} on disk was changed after it was rendered: its bytes differ from the manifest's,"
+            f"{shown_path(record.output)} on disk was changed after it was rendered: its bytes differ from the manifest's,"
             f" while a fresh re-render matches the manifest (render it again to get the original back)"
         )
         return VerifyResult(path, OUTPUT_CHANGED, message)
     if state == "absent" and require_output:
-        message = f"{record.output} is not on disk (--require-output); the re-render matches the manifest"
+        message = f"{shown_path(record.output)} is not on disk (--require-output); the re-render matches the manifest"
         return VerifyResult(path, OUTPUT_MISSING, message)
     note = (
         "" if state == "file"
-        else f" ({record.output} not on disk: only the re-render was compared with the manifest's hashes)"
+        else f" ({shown_path(record.output)} not on disk: only the re-render was compared with the manifest's hashes)"
     )
     if unsealed:
         message = f"frames and bytes re-render identically{note}, but {unsealed}"
@@ -265,7 +266,7 @@ def find_manifests(paths: list[Path]) -> list[Path]:
         if path.is_dir():
             inside = sorted(p for p in path.rglob("*.render.json") if p.is_file())
             if not inside:
-                raise ValueError(f"{path}: no *.render.json manifests in this folder")
+                raise ValueError(f"{shown_path(path)}: no *.render.json manifests in this folder")
             found.extend(inside)
         elif path.exists():  # a FIFO or a device too: reading it says what it is (never hangs)
             found.append(path)

@@ -98,6 +98,7 @@ def test_a_hostile_theme_for_render_and_plot_fails_at_once(hostile: tuple[Path, 
     for args in (("render", session_file, "--out", tmp_path / "x.png"), ("plot", session_file, "-o", tmp_path / "c")):
         result, seconds = hostile_run(*args, "--theme", path, hostile=path, missing=tmp_path / "missing.json")
         one_line_exit_2(result, "theme", str(path), kind)
+        print(f"{kind} as {args[0]}'s theme: fails {seconds:.2f} s beyond start-up")
         assert seconds < QUICK_S
 
 
@@ -106,6 +107,7 @@ def test_a_hostile_logo_fails_at_once(hostile: tuple[Path, str], session_file: P
     result, seconds = hostile_run("render", session_file, "--out", tmp_path / "x.png", "--logo", path,
                                   hostile=path, missing=tmp_path / "missing.png")
     one_line_exit_2(result, "logo", str(path), kind)
+    print(f"{kind} as the logo: fails {seconds:.2f} s beyond start-up")
     assert seconds < QUICK_S and not (tmp_path / "x.png").exists()
 
 
@@ -114,6 +116,7 @@ def test_a_hostile_config_fails_at_once(hostile: tuple[Path, str], tmp_path: Pat
     result, seconds = hostile_run("record", "--config", path, "--out", tmp_path / "s.json",
                                   hostile=path, missing=tmp_path / "missing.toml")
     one_line_exit_2(result, "--config", str(path), kind)
+    print(f"{kind} as --config: fails {seconds:.2f} s beyond start-up")
     assert seconds < QUICK_S
 
 
@@ -122,6 +125,7 @@ def test_a_hostile_prompt_file_fails_at_once(hostile: tuple[Path, str], tmp_path
     config, baseline = write_config_naming(tmp_path / "c.toml", path), write_config_naming(tmp_path / "b.toml", tmp_path / "no")
     result, seconds = hostile_run("record", "--config", config, "--out", tmp_path / "s.json", hostile=config, missing=baseline)
     one_line_exit_2(result, "prompts", str(path), kind)
+    print(f"{kind} as the prompt file: fails {seconds:.2f} s beyond start-up")
     assert seconds < QUICK_S
 
 
@@ -164,6 +168,7 @@ def test_verify_through_a_manifest_symlink_to_a_hostile_file_fails_at_once(
     result, seconds = cost(lambda: tokenreel("verify", logo_render), missing)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert kind in result.stdout + result.stderr and named in result.stdout + result.stderr
+    print(f"{kind} behind the manifest's {named}: verify fails {seconds:.2f} s beyond start-up")
     assert seconds < QUICK_S
 
 
@@ -281,6 +286,7 @@ def test_kills_at_random_moments_never_leave_a_partial_output(session_file: Path
     """Each command is timed once, then killed at seeded random moments of its last part (where
     it writes), on a nearly full file system every other time."""
     rng = random.Random(25)
+    kills = whole = 0
     for index, (args, _) in enumerate(outputs_of(session_file, tmp_path / "timing")):
         (tmp_path / "timing").mkdir(exist_ok=True)
         _, seconds = tokenreel(*args)
@@ -296,3 +302,6 @@ def test_kills_at_random_moments_never_leave_a_partial_output(session_file: Path
             child.wait(timeout=30)
             for path in finals:
                 assert not path.exists() or complete(path), (args, path)
+                whole += path.exists()
+            kills += 1
+    print(f"{kills} kills: {whole} whole outputs under their final names, no partial one")

@@ -159,6 +159,17 @@ def test_a_usage_counter_that_jumps_past_the_run_is_quarantined() -> None:
     assert len(run.chunks) == 0 and run.usage is None and "--resume" in run.error
 
 
+def test_a_count_ahead_of_the_time_since_send_is_quarantined() -> None:
+    """Within the token bound of a long run, but a million tokens moments after send (10 M tok/s
+    would need 100 ms): a jump over what the time allows is impossible too."""
+    body = sse(delta("a", 1), delta("b", 1_000_000), FINISH, "[DONE]")
+    run = asyncio.run(stream_via({"/v1/chat/completions": streaming(body)}, max_tokens=1_000_000))
+    assert run.status == "invalid" and "\n" not in run.error
+    assert "usage.completion_tokens reached 1000000 tokens" in run.error
+    assert "ms after send at event 1, more than the time allows" in run.error and "10,000,000 tok/s" in run.error
+    assert len(run.chunks) == 0 and run.usage is None
+
+
 def test_a_usage_counter_that_goes_backwards_says_so() -> None:
     events = [delta(c, n) for n, c in enumerate("abcdefghij", start=1)]
     body = sse(*events, FINISH | {"usage": {"completion_tokens": 5}}, "[DONE]")

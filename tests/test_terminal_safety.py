@@ -101,3 +101,42 @@ def test_strip_controls_removes_sequences_whole_and_keeps_text() -> None:
 
     assert strip_controls(f"a{CLEAR}b{TITLE}c\x1b]8;;http://x\x1b\\d\te\n") == "abcd\te\n"
     assert strip_controls("Original · bf16 ✓") == "Original · bf16 ✓"
+
+
+# --- paths are shown escaped, never stripped (issue 25, item 12) -----------------------------------
+
+# A file name no one types, but one a hostile archive or a careless script can leave: an escape
+# sequence, a right-to-left override, a newline and a byte that is not UTF-8.
+ODD_NAME = "run\x1b[2J\u202egnp\nx\udcff"
+
+
+def test_shown_path_escapes_controls_bidi_and_undecodable_bytes() -> None:
+    from tokenreel.safe_text import shown_path
+
+    assert shown_path(Path("/tmp") / f"{ODD_NAME}.json") == "/tmp/run\\x1b[2J\\u202egnp\\x0ax\\udcff.json"
+    assert shown_path("plain/session.json") == "plain/session.json"
+
+
+def test_printed_paths_name_the_real_file_escaped(tmp_path: Path) -> None:
+    """Stripped, "run\\x1b[2J..." would print as "run[2J...", a file that does not exist; escaped,
+    the line names the file, and a terminal still gets no control character from it."""
+    from tests.test_render_encode import write_session
+    from tokenreel.safe_text import shown_path
+
+    broken = tmp_path / f"{ODD_NAME}.json"
+    broken.write_bytes(b"{not json")
+    session = write_session(tmp_path / "s.json")
+    report = tmp_path / f"{ODD_NAME}.md"
+    runner = CliRunner()
+    cases = [
+        (("report", str(broken)), 2, f"tokenreel: {shown_path(broken)}: not valid JSON"),
+        (("report", str(tmp_path / f"{ODD_NAME}-missing.json")), 2, f"{shown_path(tmp_path / ODD_NAME)}-missing.json: no such file"),
+        (("report", str(session), "-o", str(report)), 0, f"report written to {shown_path(report)}"),
+        (("report", str(session), "-o", str(report)), 2, f"tokenreel: {shown_path(report)} already exists"),
+    ]
+    for args, code, expected in cases:
+        result = runner.invoke(app, list(args))
+        assert result.exit_code == code, (args, result.output)
+        assert expected in result.output, (args, result.output)
+        assert not INJECTED.search(result.output) and "\u202e" not in result.output
+    assert report.read_text().startswith("#")

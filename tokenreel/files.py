@@ -19,6 +19,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from tokenreel.safe_text import shown_path
+
 
 @dataclass(frozen=True)
 class InputKind:
@@ -92,7 +94,7 @@ def output_target(path: str | os.PathLike[str], option: str = "--out") -> Path:
     except FileNotFoundError:
         return target
     if not stat.S_ISREG(mode):
-        raise ValueError(f"{option} {path}: exists and is {file_kind(mode)}, not a regular file; "
+        raise ValueError(f"{option} {shown_path(path)}: exists and is {file_kind(mode)}, not a regular file; "
                          f"remove it or choose another {option}")
     return target
 

@@ -25,6 +25,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tokenreel.safe_text import shown_path
+
 FORMAT = "tokenreel.session"
 VERSION = 1
 
@@ -63,7 +65,7 @@ class ArchiveError(ValueError):
         self.path = str(path)
         self.field = field_name
         self.problem = problem
-        where = f"{self.path}: field '{field_name}'" if field_name else self.path
+        where = f"{shown_path(self.path)}: field '{field_name}'" if field_name else shown_path(self.path)
         super().__init__(f"{where}: {problem}")
 
 

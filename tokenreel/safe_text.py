@@ -6,6 +6,7 @@ names all use it, and the renderer's workers import it without pulling in a term
 
 from __future__ import annotations
 
+import os
 import re
 
 # THE TERMINAL RULE (issue 11): text from outside (server errors, session names, labels, prompt
@@ -30,6 +31,24 @@ _ESCAPES = re.compile(
 def strip_controls(text: str) -> str:
     """`text` without terminal control sequences or control characters (newline and tab stay)."""
     return _ESCAPES.sub("", text) if _ESCAPES.search(text) else text
+
+
+# A path is shown, not cleaned: stripping its control characters would name a file that does not
+# exist. Controls (newline and tab too), bidi controls and the lone surrogates that stand for
+# undecodable bytes of a file name are printed as their escapes instead.
+_PATH_UNSAFE = re.compile(rf"[\x00-\x1f\x7f-\x9f{BIDI_CONTROLS}\ud800-\udfff]")
+
+
+def shown_path(path: str | os.PathLike[str]) -> str:
+    """`path` as a message prints it: every control, bidi or undecodable character as its escape
+    (\\x1b, \\u202e, \\udcff), so what a terminal shows is the file's real name, legibly."""
+    text = os.fspath(path)
+    return _PATH_UNSAFE.sub(_escape, text) if _PATH_UNSAFE.search(text) else text
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def file_component(text: str) -> str:

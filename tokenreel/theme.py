@@ -14,6 +14,7 @@ import orjson
 
 from tokenreel import assets
 from tokenreel.files import read_input
+from tokenreel.safe_text import shown_path
 
 RGB = tuple[int, int, int]
 SYNTAX_STYLES = ("code", "keyword", "name", "builtin", "string", "number", "comment", "operator", "punctuation", "fence")
@@ -86,8 +87,8 @@ def load_theme(name: str) -> Theme:
         try:
             payload = read_input(name, "theme")
         except OSError as exc:
-            raise ValueError(f"theme: cannot read theme file {name}: {exc.strerror or exc}") from None
-        return _parse(payload, Path(name).name, name)
+            raise ValueError(f"theme: cannot read theme file {shown_path(name)}: {exc.strerror or exc}") from None
+        return _parse(payload, Path(name).name, shown_path(name))
     if name not in available():
         raise ValueError(f"theme: unknown theme {name!r} (known: {', '.join(available())}; or a path to a .json file)")
     return _parse(assets.file("themes", f"{name}.json").read_bytes(), name, f"{name}.json")
