@@ -21,6 +21,23 @@ CELL_KEYS = (
 ARM_CSV_KEYS = ("arm_fingerprint", "arm_settings")
 
 
+# Per arm, its ladder ratios over the suite with their 95 % intervals (empty, and the note says
+# why, where there is none); per cell, its category's vs_first likewise.
+RATIO_CSV_KEYS = tuple(
+    f"{scope}_{ratio}{part}" for scope, ratios in (("arm", ("vs_prior", "vs_first")), ("category", ("vs_first",)))
+    for ratio in ratios for part in ("", "_ci95_low", "_ci95_high", "_ci95_note")
+)
+
+
+def _ratio_columns(scope: str, row: dict, ratios: tuple[str, ...]) -> dict:
+    out = {}
+    for ratio in ratios:
+        ci = row[f"{ratio}_ci95"] or [None, None]
+        out |= {f"{scope}_{ratio}": row[ratio], f"{scope}_{ratio}_ci95_low": ci[0], f"{scope}_{ratio}_ci95_high": ci[1],
+                f"{scope}_{ratio}_ci95_note": row[f"{ratio}_ci95_note"]}
+    return out
+
+
 LATENCY_STATS = ("n", "min", "p50", "p90", "p99", "max")
 
 
@@ -45,17 +62,21 @@ def csv_value(value: object) -> object:
 def to_csv(report: dict) -> str:
     out = io.StringIO()
     writer = csv.DictWriter(
-        out, fieldnames=(*CELL_KEYS, *ARM_CSV_KEYS, *LATENCY_CSV_KEYS, *ANSWER_CSV_KEYS, "answer_note"), lineterminator="\n"
+        out, fieldnames=(*CELL_KEYS, *ARM_CSV_KEYS, *RATIO_CSV_KEYS, *LATENCY_CSV_KEYS, *ANSWER_CSV_KEYS, "answer_note"), lineterminator="\n"
     )
     answers = _answer_rows(report)
     writer.writeheader()
     arms = {a["arm"]: a for a in report["arms"]}
+    ladder = {row["arm"]: row for row in report["ladder"]}
+    by_category = {(category, row["arm"]): row for category, rows in report["category_ladders"].items() for row in rows}
     for cell, latency in zip(report["cells"], report["latency"]["cells"], strict=True):
         arm = arms[cell["arm"]]
         writer.writerow({
             **{k: csv_value(cell[k]) for k in CELL_KEYS},
             "arm_fingerprint": fingerprint_text(arm["fingerprint"], "; "),
             "arm_settings": "; ".join(f"{k}={v}" for k, v in arm["settings"].items()),
+            **_ratio_columns("arm", ladder[cell["arm"]], ("vs_prior", "vs_first")),
+            **_ratio_columns("category", by_category[cell["category"], cell["arm"]], ("vs_first",)),
             **{f"{name}_{stat}": latency[name][stat] for name, _, _ in LATENCY_FIGURES for stat in LATENCY_STATS},
             **{k: csv_value(answers[cell["arm"], cell["prompt"]][k]) for k in ANSWER_CSV_KEYS},
             "answer_note": answers[cell["arm"], cell["prompt"]]["note"],

@@ -11,7 +11,7 @@ from dataclasses import asdict
 from tokenreel.answers import build_answers
 from tokenreel.claims import DEFINITIONS, all_speedups, claim_text, headline, scope_text
 from tokenreel.model import Arm, Session, fingerprint_summary
-from tokenreel.ladder import build_cells, build_ladder, category_table, common_prompts, missing_cells
+from tokenreel.ladder import build_cells, build_ladder, category_ladders, category_table, common_prompts, missing_cells
 from tokenreel.latency import PERCENTILE_METHOD, Latency, LatencyRow, build_latency
 from tokenreel.report.wording import LATENCY_FIGURES
 from tokenreel.selection import DEFAULT_SELECTION, RunSelection, host_contended
@@ -46,6 +46,9 @@ def build_report(session: Session, baseline: str | None = None, selection: RunSe
         "ladder": [asdict(row) for row in ladder],
         "speedups": [asdict(s) for s in all_speedups(session, cells, selection)],
         "categories": category_table(session, cells),
+        "category_ladders": {
+            category: [asdict(row) for row in rows] for category, rows in category_ladders(session, cells, baseline).items()
+        },
         "cells": [_with_counts(session, asdict(cell)) for cell in cells],
         "arms": [_arm_entry(session, arm) for arm in session.arms],
         "missing_cells": [asdict(missing) for missing in missing_cells(session, selection)],

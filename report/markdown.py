@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import re
 
+from tokenreel.claims import RATIO_METRICS
+from tokenreel.ladder import ITSELF
 from tokenreel.model import Session
-from tokenreel.figures import figure, multiplier
+from tokenreel.figures import figure
 from tokenreel.report.wording import (
     ESTIMATED_NOTE, LATENCY_FIGURES, STEP_MARKS, acceptance_notes, acceptance_text, answers_legend, contended_text,
-    fingerprint_text, host_notes, host_text, ladder_note, latency_gaps, latency_legend, rate_text, repeats_summary,
-    run_names,
+    fingerprint_text, host_notes, host_text, interval_legend, ladder_note, latency_gaps, latency_legend, rate_text,
+    ratio_text, repeats_summary, run_names,
 )
 
 def _latency_figures(row: dict) -> str:
@@ -98,11 +100,34 @@ def _clock_notes(report: dict, session: Session) -> list[str]:
     return [*lines, "", *host_notes(report)]
 
 
+def _ratios_table(report: dict, labels: dict[str, str]) -> list[str]:
+    """Every arm against the prior and the first over the suite, in decode, end to end and first
+    token, each with its interval (or the reason it has none)."""
+    suite = {(s["metric"], s["arm"], s["vs"]): s for s in report["speedups"] if s["scope"] == "suite"}
+    arms = [row["arm"] for row in report["ladder"]]
+    lines = ["| Arm | vs. | Decode | End to end | First token |", "|---|---|---|---|---|"]
+    for i, arm in enumerate(arms[1:], start=1):
+        for vs in dict.fromkeys((arms[i - 1], arms[0])):
+            cells = [suite.get((metric, arm, vs)) for metric in RATIO_METRICS]
+            shown = " | ".join(ratio_text(s["value"], s["ci95"]) if s else "—" for s in cells)
+            lines.append(f"| {labels[arm]} | {labels[vs]} | {shown} |")
+    if len(lines) == 2:
+        return []
+    missing = list(dict.fromkeys(s["ci95_note"] for s in suite.values() if s["ci95"] is None))
+    legend = (
+        "Speed-ups over the suite (x times faster: a rate over a rate, or the other arm's time over this arm's;"
+        " first token is the mean TTFT's)." + (f" No interval: {'; '.join(missing)}." if missing else "")
+    )
+    return [legend, "", *lines, ""]
+
+
 def _headline(claim: dict | None) -> list[str]:
     """The story first, in the report's own words (the video's end card says the same)."""
     if claim is None:
         return ["One arm: no comparison to claim.", ""]
-    return [f"**{claim['text']}**: {claim['arm_label']} vs {claim['vs_label']}, {claim['scope_text']}. Speed-up in {claim['definition']}.", ""]
+    interval = f" (95 % interval {figure(claim['ci95'][0], 2)}–{figure(claim['ci95'][1], 2)}x)" if claim["ci95"] else ""
+    return [f"**{claim['text']}**{interval}: {claim['arm_label']} vs {claim['vs_label']}, {claim['scope_text']}."
+            f" Speed-up in {claim['definition']}.", ""]
 
 
 def to_markdown(report: dict, session: Session) -> str:
@@ -119,11 +144,12 @@ def to_markdown(report: dict, session: Session) -> str:
         mark = STEP_MARKS[i] if i < len(STEP_MARKS) else str(i + 1)
         decode = _est(figure(row["decode_tok_s"], 1, " tok/s"), row["arm"] in estimated_arms)
         lines.append(
-            f"| {mark} | {row['label']} | {decode} | {multiplier(row['vs_prior'])} "
-            f"| {multiplier(row['vs_first'])} | {figure(row['ttft_s'], 2, ' s')} "
+            f"| {mark} | {row['label']} | {decode} | {ratio_text(row['vs_prior'], row['vs_prior_ci95'])} "
+            f"| {ratio_text(row['vs_first'], row['vs_first_ci95'])} | {figure(row['ttft_s'], 2, ' s')} "
             f"| {acceptance_text(row['acceptance_length'], row['acceptance_approximate'])} | {rate_text(row['acceptance_rate'])} |"
         )
-    lines += ["", ladder_note(report), ""]
+    lines += ["", ladder_note(report), "", interval_legend(report), ""]
+    lines += _ratios_table(report, labels)
     if estimated_arms:
         lines += [ESTIMATED_NOTE, ""]
     lines += acceptance_notes(report)
@@ -142,13 +168,15 @@ def to_markdown(report: dict, session: Session) -> str:
     if report["categories"]:
         header = " | ".join(f"{STEP_MARKS[i] if i < len(STEP_MARKS) else i + 1} {labels[a]}" for i, a in enumerate(arm_ids))
         lines += [f"| Prompt | {header} | vs. original |", "|---|" + "---|" * (len(arm_ids) + 1)]
-        base = report["baseline"]
         for category, row in report["categories"].items():
             values = " | ".join(figure(row.get(a)) for a in arm_ids)
-            last, first = row.get(arm_ids[-1]), row.get(base)
-            speedup = multiplier(last / first) if last is not None and first else "—"
-            lines.append(f"| {category.capitalize()} | {values} | {speedup} |")
-        lines.append("")
+            last = report["category_ladders"][category][-1]
+            lines.append(f"| {category.capitalize()} | {values} | {ratio_text(last['vs_first'], last['vs_first_ci95'])} |")
+        notes = list(dict.fromkeys(
+            f"{category}: {rows[-1]['vs_first_ci95_note']}" for category, rows in report["category_ladders"].items()
+            if rows[-1]["vs_first_ci95"] is None and rows[-1]["vs_first_ci95_note"] != ITSELF
+        ))
+        lines += ["", f"No interval per category for {'; '.join(notes)}." if notes else "", ""]
     lines += [
         "| Arm | Prompt | Category | Runs | Tokens | TTFT s | TPOT ms | Decode tok/s | E2E tok/s | Spread | Accept. len | Accept. rate | Like-for-like | Contended | Host CPU pressure |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",

@@ -6,7 +6,8 @@ cannot give is never a bare dash, the wording says why.
 
 from __future__ import annotations
 
-from tokenreel.figures import figure
+from tokenreel.figures import figure, multiplier
+from tokenreel.ladder import ITSELF
 from tokenreel.latency import MISSING_REASONS, PERCENTILE_METHOD
 
 STEP_MARKS = "①②③④⑤⑥⑦⑧⑨⑩"
@@ -155,3 +156,29 @@ def repeats_summary(answers: dict) -> tuple[str, list[str]]:
             return f"Nondeterminism: none; in each of the {checked} cells with repeated runs every run gave the same text (temperature 0).", []
         return "Nondeterminism: not checked, no cell has two runs.", []
     return answers["note"][0].upper() + answers["note"][1:] + ".", []
+
+
+def ratio_text(value: float | None, ci95: list[float] | None) -> str:
+    """"1.22x [1.20–1.23]": a ratio and its 95 % interval, at the ratio's own precision; a ratio
+    without one is written alone, and `interval_legend` says why."""
+    if ci95 is None or value is None:
+        return multiplier(value)
+    return f"{multiplier(value)} [{figure(ci95[0], 2)}–{figure(ci95[1], 2)}]"
+
+
+INTERVAL_MEANING = (
+    "[low–high]: the 95 % interval over prompts. Had the suite been drawn again from prompts like these,"
+    " 95 % of such intervals would hold the speed-up; each arm keeps the same prompts (paired), the"
+    " categories are sampled in their proportions, and run-to-run noise counts through each prompt's median"
+    " (delta method on the ratio of means, Cochran 1977, 6.11)."
+)
+
+
+def interval_legend(report: dict) -> str:
+    """What the brackets mean, and why a ladder ratio has none where it has none (once per reason)."""
+    reasons = [
+        row[f"{ratio}_ci95_note"] for row in report["ladder"] for ratio in ("vs_prior", "vs_first")
+        if row[f"{ratio}_ci95"] is None and row[f"{ratio}_ci95_note"] != ITSELF
+    ]
+    missing = "; ".join(dict.fromkeys(reasons))
+    return INTERVAL_MEANING + (f" No interval: {missing}." if missing else "")

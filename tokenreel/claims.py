@@ -9,7 +9,12 @@ A speed-up compares one arm with another (`vs`) in one metric over one scope:
   the run the video and the HTML replay play, so a speed-up said beside a race is the race's
   own, even where a cell has an even number of runs and its median falls between two);
   scope "suite": the means of the cells' medians over the prompts every arm has (the ladder's
-  figures, so the suite decode speed-up vs the first arm is the ladder's vs_first).
+  figures, so the suite decode speed-up vs the first arm is the ladder's vs_first); scope
+  "category": the same over one category's prompts.
+- metric "ttft" (suite and category only, not a race's claim): the other arm's mean time to the
+  first token over this arm's.
+A suite or category speed-up carries its 95 % interval over the prompts (`tokenreel.intervals`),
+or the reason it has none; one prompt is one sample, so a prompt's speed-up has none.
 Values keep full precision; `claim_text` words one as a person reads it.
 """
 
@@ -18,19 +23,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tokenreel.figures import multiplier
-from tokenreel.ladder import Cell, common_prompts, mean_of, median_run
+from tokenreel.intervals import ratio_interval
+from tokenreel.ladder import Cell, common_prompts, mean_of, median_run, paired
 from tokenreel.metrics import RunMetrics, run_metrics
 from tokenreel.model import Run, Session
 from tokenreel.selection import DEFAULT_SELECTION, RunSelection
 
-METRICS = ("decode", "e2e")
-SCOPES = ("prompt", "suite")
+METRICS = ("decode", "e2e")  # a race's (a video's) metrics
+RATIO_METRICS = (*METRICS, "ttft")  # the report's ratios over prompts
+SCOPES = ("prompt", "suite", "category")
 # What each metric measures, said once wherever a speed-up is shown (long, short).
-METRIC_WORDS = {"decode": "decode", "e2e": "end to end"}
+METRIC_WORDS = {"decode": "decode", "e2e": "end to end", "ttft": "first token"}
 DEFINITIONS = {
     "decode": "decode tok/s: tokens after the first over the time from the first token to the last",
     "e2e": "end to end: the time from request send to the last token",
+    "ttft": "first token: the time from request send to the first token",
 }
+ONE_PROMPT = "one prompt: no interval (the prompt is the unit of sampling)"
 
 
 @dataclass(frozen=True)
@@ -45,10 +54,13 @@ class Speedup:
     value: float | None
     prompts: int  # prompts the figure covers: 1, or the suite's shared prompts
     runs: tuple[int, int] | None = None  # scope "prompt": the run indices compared (arm's, vs's)
+    category: str | None = None  # scope "category"
+    ci95: list[float] | None = None  # [low, high] over the prompts, None with ci95_note saying why
+    ci95_note: str = ONE_PROMPT
 
 
 def _ratio(metric: str, arm: float | None, vs: float | None) -> float | None:
-    """decode: a rate, arm over vs; e2e: a time, vs over arm (both read "x times faster")."""
+    """decode: a rate, arm over vs; e2e and ttft: a time, vs over arm (all read "x times faster")."""
     numerator, denominator = (arm, vs) if metric == "decode" else (vs, arm)
     if numerator is None or not denominator:
         return None
@@ -57,9 +69,11 @@ def _ratio(metric: str, arm: float | None, vs: float | None) -> float | None:
 
 def cell_figure(cell: Cell | RunMetrics | None, metric: str) -> float | None:
     """A cell's (or a run's) figure in a metric: decode tok/s, or seconds from request send to
-    the last token."""
+    the last token (e2e) or to the first (ttft)."""
     if cell is None:
         return None
+    if metric == "ttft":
+        return cell.ttft_s
     return cell.decode_tok_s if metric == "decode" else cell.e2e_s
 
 
@@ -85,22 +99,33 @@ def suite_figure(session: Session, cells: list[Cell], metric: str, arm: str) -> 
     return mean_of([cell_figure(c, metric) for c in cells if c.arm == arm and c.prompt in shared])
 
 
-def suite_speedup(session: Session, cells: list[Cell], metric: str, arm: str, vs: str) -> Speedup:
+def suite_speedup(session: Session, cells: list[Cell], metric: str, arm: str, vs: str, category: str | None = None) -> Speedup:
+    """Over the prompts every arm has (of `category` alone when given), with its interval."""
+    if category is not None:
+        cells = [c for c in cells if c.category == category]
     shared = common_prompts(session, cells)
     value = _ratio(metric, suite_figure(session, cells, metric, arm), suite_figure(session, cells, metric, vs))
-    return Speedup(metric, "suite", None, arm, vs, value, len(shared))
+    numerator, denominator = (arm, vs) if metric == "decode" else (vs, arm)  # as `_ratio` orders them
+    interval = ratio_interval(paired(cells, set(shared), lambda c: cell_figure(c, metric), numerator, denominator))
+    scope = "suite" if category is None else "category"
+    return Speedup(metric, scope, None, arm, vs, value, len(shared), None, category, interval.as_list(), interval.note)
 
 
 def all_speedups(session: Session, cells: list[Cell], selection: RunSelection = DEFAULT_SELECTION) -> list[Speedup]:
-    """Every arm against every arm before it in the session, in both metrics, for the suite and
-    for each prompt both arms have: every speed-up any view (or a video of any arms) can show."""
+    """Every arm against every arm before it in the session: in every metric for the suite and
+    each category, in the race's metrics for each prompt both arms have: every speed-up any view
+    (or a video of any arms) can show."""
     arms = [a.id for a in session.arms]
     have = {(c.arm, c.prompt) for c in cells}
+    categories = list(dict.fromkeys(c.category for c in cells))
     out = []
-    for metric in METRICS:
+    for metric in RATIO_METRICS:
         for i, arm in enumerate(arms):
             for vs in arms[:i]:
                 out.append(suite_speedup(session, cells, metric, arm, vs))
+                out += [suite_speedup(session, cells, metric, arm, vs, category) for category in categories]
+                if metric not in METRICS:
+                    continue
                 out += [
                     prompt_speedup(session, metric, p.id, arm, vs, selection)
                     for p in session.prompts
@@ -123,10 +148,11 @@ def claim_text(value: float | None, metric: str) -> str:
 
 
 def scope_text(speedup: Speedup) -> str:
-    """Which figure it is: "on this answer", "over 4 prompts"."""
+    """Which figure it is: "on this answer", "over 4 prompts", "over 8 code prompts"."""
     if speedup.scope == "prompt":
         return "on this answer"
-    return f"over {speedup.prompts} prompt{'' if speedup.prompts == 1 else 's'}"
+    kind = f"{speedup.category} " if speedup.category else ""
+    return f"over {speedup.prompts} {kind}prompt{'' if speedup.prompts == 1 else 's'}"
 
 
 def headline(session: Session, cells: list[Cell], metric: str = "decode") -> Speedup | None:

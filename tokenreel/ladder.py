@@ -14,8 +14,10 @@ figure (acceptance length, contention) the cell carries the reason, for the repo
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from tokenreel.intervals import Interval, Pair, ratio_interval
 from tokenreel.metrics import RunMetrics, run_metrics
 from tokenreel.model import Run, Session
 from tokenreel.selection import DEFAULT_SELECTION, RunSelection, client_busy_inexact, first_token_late, host_contended
@@ -76,6 +78,15 @@ class LadderRow:
     acceptance_rate: float | None = None
     acceptance_approximate: bool = False
     acceptance_note: str = ""
+    # 95 % intervals of vs_prior and vs_first over the prompts (tokenreel.intervals), [low, high],
+    # or None with the reason ("n = 4 prompts: no interval (it needs 6)").
+    vs_prior_ci95: list[float] | None = None
+    vs_prior_ci95_note: str = ""
+    vs_first_ci95: list[float] | None = None
+    vs_first_ci95_note: str = ""
+
+
+ITSELF = "the arm itself: no interval"  # an arm's ratio to itself (the first row's), always 1
 
 
 def usable_runs(session: Session, arm_id: str, prompt_id: str, selection: RunSelection = DEFAULT_SELECTION) -> list[Run]:
@@ -300,14 +311,45 @@ def build_ladder(session: Session, cells: list[Cell], baseline: str | None = Non
                 acceptance_note=_row_acceptance_note(mine),
             )
         )
-    reference = means.get(baseline) if baseline else (rows[0].decode_tok_s if rows else None)
+    reference_id = baseline or (rows[0].arm if rows else None)
+    reference = means.get(reference_id) if reference_id else None
     result = []
     for i, row in enumerate(rows):
         prior = rows[i - 1].decode_tok_s if i > 0 else row.decode_tok_s
-        result.append(
-            replace(row, vs_prior=_ratio(row.decode_tok_s, prior), vs_first=_ratio(row.decode_tok_s, reference))
-        )
+        prior_ci = _row_interval(cells, shared, row.arm, rows[i - 1].arm if i > 0 else row.arm)
+        first_ci = _row_interval(cells, shared, row.arm, reference_id or row.arm)
+        result.append(replace(
+            row, vs_prior=_ratio(row.decode_tok_s, prior), vs_first=_ratio(row.decode_tok_s, reference),
+            vs_prior_ci95=prior_ci.as_list(), vs_prior_ci95_note=prior_ci.note,
+            vs_first_ci95=first_ci.as_list(), vs_first_ci95_note=first_ci.note,
+        ))
     return result
+
+
+def paired(cells: list[Cell], prompts: set[str], figure: Callable[[Cell], float | None], arm: str, base: str) -> list[Pair]:
+    """Per prompt of `prompts` where both have the figure: `base`'s cell figure and `arm`'s,
+    in suite order (the sample an interval on arm / base is taken over)."""
+    mine = {c.prompt: c for c in cells if c.arm == arm and c.prompt in prompts}
+    pairs = []
+    for cell in cells:
+        if cell.arm == base and cell.prompt in mine:
+            a, b = figure(cell), figure(mine[cell.prompt])
+            if a is not None and b is not None:
+                pairs.append(Pair(cell.category, a, b))
+    return pairs
+
+
+def _row_interval(cells: list[Cell], shared: set[str], arm: str, base: str) -> Interval:
+    """The interval of the ladder's decode ratio arm / base; an arm against itself has none."""
+    if arm == base:
+        return Interval(1.0, None, None, 0, note=ITSELF)
+    return ratio_interval(paired(cells, shared, lambda c: c.decode_tok_s, arm, base))
+
+
+def category_ladders(session: Session, cells: list[Cell], baseline: str | None = None) -> dict[str, list[LadderRow]]:
+    """category -> the ladder over that category's prompts alone, with its intervals."""
+    categories = list(dict.fromkeys(c.category for c in cells))
+    return {category: build_ladder(session, [c for c in cells if c.category == category], baseline) for category in categories}
 
 
 def _commonest(items: list[str]) -> str:
