@@ -21,6 +21,9 @@ from tokenreel.safe_text import shown_path
 
 MAX_RANDOM_TOKENS = 1_000_000
 ROW_KEYS = {"id", "category", "messages", "prompt"}
+# The fewest prompts of one category for a per-category interval; every built-in suite but
+# ladder4 (a quick look: one prompt a category) has at least this many in each category.
+MIN_PER_CATEGORY = 8
 
 # Short, common English words: each is about one token in BPE vocabularies, so N words ~ N tokens.
 _WORDS = (

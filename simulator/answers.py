@@ -1,5 +1,5 @@
-'''Written answers to the built-in prompts (assets/prompts/*.jsonl), so a demo shows a reply
-about its own prompt.
+'''Written answers to the first built-in prompts (ladder4's, and mixed's first three of each
+category in assets/prompts/), so a demo shows a reply about its own prompt.
 
 Each entry is (answer id, category, prompt text, answer). The simulator picks an entry by the
 exact prompt text (whitespace collapsed); any other prompt falls back to text.py's category

@@ -3,8 +3,9 @@
 Recorder and renderer code must see text that looks like a model's output (indented code,
 newlines, multi-byte characters, words split into sub-word pieces), and the same prompt must
 always give the same tokens, like temperature 0, so recordings and videos are reproducible.
-The built-in prompts (assets/prompts/*.jsonl) get their own written answers (answers.py), picked
-by exact prompt text; any other prompt gets a passage of its category's pool, picked by digest.
+The first built-in prompts (answers.py says which) get their own written answers, picked by
+exact prompt text; any other prompt gets a passage of its category's pool (the category its
+words suggest: a request carries no suite category), picked by digest.
 '''
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from tests.test_recorder_support import seed
 from tokenreel import archive
 from tokenreel.ladder import build_cells, build_ladder
 
-COMMANDS = ["report", "compare", "plot", "record", "simulate", "render", "verify", "demo"]
+COMMANDS = ["report", "compare", "plot", "record", "simulate", "render", "verify", "demo", "prompts"]
 SEED_SESSION = REPO / "sessions" / "seed-ladder-demo.json"
 SEED_PROMPTS = ["conversation-1", "reasoning-1", "prose-1", "code-1"]
 LONG_LABEL = "Original checkpoint in bf16, served by vLLM with tensor parallel 8 on the old cluster"
@@ -52,7 +52,8 @@ def section(page: str, title: str) -> list[str]:
     return lines[start:end]
 
 
-@pytest.mark.parametrize("command", [[], *([c] for c in COMMANDS)], ids=["tokenreel", *COMMANDS])
+@pytest.mark.parametrize("command", [[], *([c] for c in COMMANDS), ["prompts", "import"]],
+                         ids=["tokenreel", *COMMANDS, "prompts-import"])
 def test_every_help_page_has_an_example_and_plain_metavars(command: list[str]) -> None:
     page = help_page(*command)
     assert "Example" in page
@@ -74,6 +75,14 @@ def test_metavars_are_words_for_the_value() -> None:
     record = help_page("record")
     for entry in ("-c, --config FILE", "--arms IDS", "--repeats N", "--warmup N"):
         assert entry in record
+
+
+def test_prompts_import_help_says_formats_columns_and_the_first_turn() -> None:
+    page = " ".join(help_page("prompts", "import").split())
+    assert "Usage: tokenreel prompts import [OPTIONS] FILE" in page
+    for words in (".jsonl or .json", ".csv", ".parquet", "--id-column COLUMN", "--prompt-column COLUMN",
+                  "only the first turn is used", "fewer than 8 prompts", "tokenreel prompts import qualitative.parquet"):
+        assert words in page, words
 
 
 def test_render_help_documents_the_default_out_arms_and_sizes() -> None:

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from tokenreel.recorder.prompts import PromptError, chat_messages, completion_text, load_prompts, random_prompt
+from tokenreel import assets
+from tokenreel.recorder.prompts import (
+    MIN_PER_CATEGORY, PromptError, chat_messages, completion_text, load_prompts, random_prompt,
+)
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_builtin_suite_loads() -> None:
@@ -75,3 +81,39 @@ def test_random_prompt_is_seeded_and_about_n_tokens() -> None:
     for bad in ("random:", "random:0", "random:x", "random:-5"):
         with pytest.raises(PromptError, match="random:N"):
             load_prompts(bad, Path("."))
+
+
+SUITES = assets.names("prompts", ".jsonl")
+QUICK_LOOK = {"ladder4"}  # one prompt a category, for the demo and smoke tests (README: "Prompt suites")
+
+
+@pytest.mark.parametrize("suite", SUITES)
+def test_builtin_suites_are_whole(suite: str) -> None:
+    """Unique ids, no blank prompt, and enough prompts in each category for a per-category claim."""
+    prompts = load_prompts(f"builtin:{suite}", Path("/nonexistent"))
+    assert len({p.id for p in prompts}) == len(prompts)
+    assert all(completion_text(p).strip() and [m for m in p.messages if m["role"] == "user"] for p in prompts)
+    counts = Counter(p.category for p in prompts)
+    if suite in QUICK_LOOK:
+        assert set(counts.values()) == {1} and 1 < MIN_PER_CATEGORY  # one a category: the exception
+    else:
+        assert min(counts.values()) >= MIN_PER_CATEGORY, counts
+
+
+def test_the_quick_look_suite_is_the_documented_exception() -> None:
+    assert set(SUITES) - QUICK_LOOK == {"mixed", "speed"}
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    assert "`builtin:ladder4` (4 prompts, one per category) is for a quick look" in readme
+    assert "too small for any interval or per-category claim" in readme
+
+
+def test_mixed_and_speed_have_the_documented_shape() -> None:
+    mixed = load_prompts("builtin:mixed", Path("."))
+    assert Counter(p.category for p in mixed) == dict.fromkeys(("conversation", "reasoning", "prose", "code"), 8)
+    assert [p.id for p in mixed[:12]] == [f"{c}-{n}" for c in ("conversation", "reasoning", "prose", "code") for n in (1, 2, 3)]
+    speed = load_prompts("builtin:speed", Path("."))
+    categories = ("coding", "math", "stem", "humanities", "writing", "summarization", "roleplay", "rag",
+                  "multilingual", "reasoning", "qa")
+    assert [p.id for p in speed] == [f"{c}-{n}" for c in categories for n in range(1, 9)]
+    system = {"role": "system", "content": "You are a helpful assistant."}
+    assert all(p.messages[0] == system and len(p.messages) == 2 for p in [*mixed, *speed])

@@ -9,11 +9,15 @@ import types
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 
+from tests.test_cli import run_cli, write_config
+from tokenreel import archive
 from tokenreel.model import Prompt
 from tokenreel.recorder.prompts import load_prompts, random_prompt
 from tokenreel.simulator.answers import BUILTIN
+from tokenreel.simulator.profiles import SEED_LADDER
 from tokenreel.simulator.server import SimCluster
 from tokenreel.simulator.text import Reply, builtin_answer, classify, reply_for, tokenize
 
@@ -37,15 +41,22 @@ TOPIC = {
     "code-2": ["class LRUCache", "def get(", "def put(", "O(1)", "doubly linked list"],
     "code-3": ["def parse_iso_datetime(", "trailing `Z`", "timezone", "fromisoformat", ">>> "],
 }
+ANSWERED_SUITES = ("ladder4", "mixed")  # speed's ids (reasoning-1...) are its own prompts
 # What the first DEMO_TOKENS tokens (what `tokenreel demo` shows) already contain: the whole
 # merge function, up to its closing fence.
 EARLY = {"code-1": "    return merged\n```", "reasoning-1": "312 ÷ 96", "conversation-1": "meet people"}
 
 
+def suite_prompts() -> list[tuple[str, Prompt]]:
+    """(suite, prompt) for every prompt of every built-in suite."""
+    return [(suite, prompt) for suite in SUITES for prompt in load_prompts(f"builtin:{suite}", REPO)]
+
+
 def builtin_prompts() -> list[Prompt]:
+    """The built-in prompts with written answers (ladder4's, and mixed's first three a category), once each."""
     seen: dict[str, Prompt] = {}
-    for suite in SUITES:
-        for prompt in load_prompts(f"builtin:{suite}", REPO):
+    for suite, prompt in suite_prompts():
+        if suite in ANSWERED_SUITES and prompt.id in TOPIC:
             seen.setdefault(prompt.id, prompt)
     return list(seen.values())
 
@@ -66,6 +77,37 @@ def test_every_builtin_prompt_has_its_own_answer() -> None:
         assert reply.category == prompt.category == classify(text)
         texts.add("".join(reply.tokens(reply.natural_len)))
     assert len(texts) == len(prompts)  # no two prompts share an answer
+
+
+def test_the_other_builtin_prompts_fall_back_to_the_category_pools() -> None:
+    """mixed's later prompts and all of speed's have no written answer: each gets a passage of a
+    pool, mixed's of its own category (so the simulated drafter's acceptance follows the suite)."""
+    others = [(suite, p) for suite, p in suite_prompts() if not (suite in ANSWERED_SUITES and p.id in TOPIC)]
+    assert len(others) == 20 + 88
+    for suite, prompt in others:
+        text = user_text(prompt)
+        reply = reply_for(text)
+        assert builtin_answer(text) is None and reply.answer is None and reply == reply_for(text)
+        assert reply.category == (prompt.category if suite == "mixed" else classify(text))
+        assert len(reply.tokens(SHIPPED_MAX_TOKENS)) == SHIPPED_MAX_TOKENS
+
+
+def test_speed_categories_record_and_report_against_the_simulator(tmp_path: Path, make_sim) -> None:
+    """The simulator sees the text, never the category, so speed's (rag, multilingual...) record
+    like any other; the report has a row for each. One prompt a category, two arms."""
+    firsts = [p for p in load_prompts("builtin:speed", REPO) if p.id.endswith("-1")]
+    suite = tmp_path / "speed-firsts.jsonl"
+    suite.write_bytes(b"".join(orjson.dumps({"id": p.id, "category": p.category, "messages": p.messages}) + b"\n"
+                               for p in firsts))
+    cluster = make_sim([SEED_LADDER[0], SEED_LADDER[2]])
+    config = write_config(tmp_path / "c.toml", cluster, max_tokens=32, prompts=str(suite))
+    record = run_cli("record", "--config", config, "--out", tmp_path / "s.json")
+    assert record.returncode == 0, record.stderr
+    session = archive.load(tmp_path / "s.json")
+    assert len(session.runs) == 2 * 11 and all(run.status == "ok" for run in session.runs)
+    report = run_cli("report", tmp_path / "s.json", "--format", "json")
+    assert report.returncode == 0, report.stderr
+    assert list(orjson.loads(report.stdout)["categories"]) == [p.category for p in firsts]
 
 
 @pytest.mark.parametrize("prompt_id", sorted(TOPIC))
