@@ -9,6 +9,7 @@ import typer
 
 from tokenreel.cli.app import app, check_writable, err, fail, user_errors
 from tokenreel.cli.terminal import Command, Group
+from tokenreel.safe_text import shown_path
 
 prompts_app = typer.Typer(
     cls=Group,
@@ -81,7 +82,7 @@ def import_set(
         write_suite(prompts, out)
     counts = category_counts(prompts)
     listed = ", ".join(f"{category} {count}" for category, count in counts.items())
-    err.print(f"{_many(len(prompts), 'prompt')} in {_many(len(counts), 'category', 'categories')} written to {out} "
+    err.print(f"{_many(len(prompts), 'prompt')} in {_many(len(counts), 'category', 'categories')} written to {shown_path(out)} "
               f"(category counts: {listed})", markup=False, soft_wrap=True)
     for category, count in counts.items():
         if count < MIN_PER_CATEGORY:

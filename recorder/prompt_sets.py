@@ -21,6 +21,7 @@ import orjson
 from tokenreel.files import INPUTS, read_input, write_atomic
 from tokenreel.model import Prompt
 from tokenreel.recorder.prompts import PromptError
+from tokenreel.safe_text import shown_path
 
 # Where the prompt text is looked for, in this order, when no column is named.
 PROMPT_COLUMNS = ("prompt", "question", "turns", "messages", "text")
@@ -56,24 +57,24 @@ def import_prompt_set(path: Path, columns: Columns = Columns(), system: str | No
     as the chat (`system` goes first when it has no system message of its own)."""
     reader = _READERS.get(path.suffix.lower())
     if reader is None:
-        raise PromptError(f"{path}: cannot tell the format from {path.suffix or 'a name without an extension'}; "
+        raise PromptError(f"{shown_path(path)}: cannot tell the format from {path.suffix or 'a name without an extension'}; "
                           f"give a .jsonl, .json, .csv or .parquet file")
     try:
         raw = read_input(path, "prompt set")
     except OSError as exc:
-        raise PromptError(f"{path}: {exc}") from None
+        raise PromptError(f"{shown_path(path)}: {exc}") from None
     table = reader(path, raw)
     if not table.header:
         raise _no_rows(path)
     prompt_column = columns.prompt or next((c for c in PROMPT_COLUMNS if c in table.header), None)
     if prompt_column is None:
-        raise PromptError(f"{path}: no prompt column (none of {', '.join(PROMPT_COLUMNS)}); name it with "
+        raise PromptError(f"{shown_path(path)}: no prompt column (none of {', '.join(PROMPT_COLUMNS)}); name it with "
                           f"--prompt-column; {_listing(table.header)}")
     id_column = columns.id or (ID_COLUMN if ID_COLUMN in table.header else None)
     needed = {"--category-column": columns.category, "--prompt-column": prompt_column, "--id-column": id_column}
     for option, name in needed.items():
         if name is not None and name not in table.header:
-            raise PromptError(f"{path}: no column {name!r} ({option}); {_listing(table.header)}")
+            raise PromptError(f"{shown_path(path)}: no column {name!r} ({option}); {_listing(table.header)}")
     rows = table.rows(list(dict.fromkeys(name for name in needed.values() if name is not None)))
     if not rows:
         raise _no_rows(path)
@@ -110,13 +111,13 @@ def write_suite(prompts: list[Prompt], out: Path) -> Path:
     )
     cap = INPUTS["prompts"].limit
     if len(data) > cap:
-        raise PromptError(f"--out {out}: the suite would be {len(data) / (1 << 20):.0f} MiB, more than the "
+        raise PromptError(f"--out {shown_path(out)}: the suite would be {len(data) / (1 << 20):.0f} MiB, more than the "
                           f"{cap >> 20} MiB tokenreel reads as a prompt file; import a part of the set")
     return write_atomic(out, data)
 
 
 def _no_rows(path: Path) -> PromptError:
-    return PromptError(f"{path}: no rows; a set needs one row per prompt, each with a category and a prompt")
+    return PromptError(f"{shown_path(path)}: no rows; a set needs one row per prompt, each with a category and a prompt")
 
 
 def _listing(header: list[str]) -> str:
@@ -184,10 +185,10 @@ def _jsonl(path: Path, raw: bytes) -> _Table:
         try:
             values = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
-            raise PromptError(f"{path}:{number}: not valid JSON ({exc}); give one JSON object per line") from None
+            raise PromptError(f"{shown_path(path)}:{number}: not valid JSON ({exc}); give one JSON object per line") from None
         if not isinstance(values, dict):
-            raise PromptError(f"{path}:{number}: expected one JSON object per line, found {type(values).__name__}")
-        rows.append(_Row(f"{path}:{number}", f"line {number}", values))
+            raise PromptError(f"{shown_path(path)}:{number}: expected one JSON object per line, found {type(values).__name__}")
+        rows.append(_Row(f"{shown_path(path)}:{number}", f"line {number}", values))
     return _Table(list(rows[0].values) if rows else [], lambda _: rows)
 
 
@@ -195,7 +196,7 @@ def _csv(path: Path, raw: bytes) -> _Table:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise PromptError(f"{path}: not UTF-8 text (byte {exc.start}); save the CSV as UTF-8") from None
+        raise PromptError(f"{shown_path(path)}: not UTF-8 text (byte {exc.start}); save the CSV as UTF-8") from None
     reader = csv.reader(io.StringIO(text, newline=""))
     rows = []
     limit = csv.field_size_limit(INPUTS["prompt set"].limit)  # a long-context prompt is one cell
@@ -204,12 +205,12 @@ def _csv(path: Path, raw: bytes) -> _Table:
         start = reader.line_num + 1
         for cells in reader:
             if len(cells) > len(header):
-                raise PromptError(f"{path}:{start}: {len(cells)} cells, but the header names {len(header)} columns")
+                raise PromptError(f"{shown_path(path)}:{start}: {len(cells)} cells, but the header names {len(header)} columns")
             if cells:  # a blank line
-                rows.append(_Row(f"{path}:{start}", f"line {start}", dict(zip(header, cells + [""] * len(header)))))
+                rows.append(_Row(f"{shown_path(path)}:{start}", f"line {start}", dict(zip(header, cells + [""] * len(header)))))
             start = reader.line_num + 1
     except csv.Error as exc:
-        raise PromptError(f"{path}:{reader.line_num}: not valid CSV ({exc})") from None
+        raise PromptError(f"{shown_path(path)}:{reader.line_num}: not valid CSV ({exc})") from None
     finally:
         csv.field_size_limit(limit)
     return _Table(header, lambda _: rows)
@@ -222,14 +223,14 @@ def _parquet(path: Path, raw: bytes) -> _Table:
     try:
         parquet = pq.ParquetFile(pa.BufferReader(raw))
     except pa.ArrowException as exc:
-        raise PromptError(f"{path}: not a Parquet file tokenreel can read ({exc})") from None
+        raise PromptError(f"{shown_path(path)}: not a Parquet file tokenreel can read ({exc})") from None
 
     def rows(columns: list[str]) -> list[_Row]:
         try:
             records = parquet.read(columns=columns).to_pylist()
         except pa.ArrowException as exc:
-            raise PromptError(f"{path}: cannot read its columns {', '.join(columns)} ({exc})") from None
-        return [_Row(f"{path} row {n}", f"row {n}", values) for n, values in enumerate(records, start=1)]
+            raise PromptError(f"{shown_path(path)}: cannot read its columns {', '.join(columns)} ({exc})") from None
+        return [_Row(f"{shown_path(path)} row {n}", f"row {n}", values) for n, values in enumerate(records, start=1)]
 
     return _Table(parquet.schema_arrow.names, rows)
 
