@@ -74,38 +74,55 @@ class Interval:
 
 def ratio_interval(pairs: Sequence[Pair], level: float = LEVEL) -> Interval:
     """mean(other) / mean(base) over `pairs` with its interval at `level` (the module's method)."""
-    n = len(pairs)
-    base_mean = math.fsum(p.base for p in pairs) / n if n else 0.0
-    ratio = math.fsum(p.other for p in pairs) / n / base_mean if n and base_mean > 0 else None
-    reason = _too_few(pairs)
-    if ratio is None or reason:
-        return Interval(ratio, None, None, n, level, reason or "no ratio: the first arm's figure is 0")
+    return contrast_interval([Sample(p.category, (p.base, p.other)) for p in pairs], (-1, 1), level)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One prompt's figures for a contrast of several means (two arms, or two arms in two sessions)."""
+
+    category: str
+    values: tuple[float, ...]
+
+
+def contrast_interval(samples: Sequence[Sample], powers: tuple[int, ...], level: float = LEVEL) -> Interval:
+    """prod_k mean_k ** powers[k] over `samples` (a ratio of means is powers (-1, 1); a ratio of two
+    sessions' ratios (-1, 1, 1, -1)) with its interval at `level`: the delta method on the log,
+    whose linearised value for a prompt is sum_k powers[k] * x_k / mean_k (the module's method)."""
+    n = len(samples)
+    means = [math.fsum(s.values[k] for s in samples) / n if n else 0.0 for k in range(len(powers))]
+    if not n or any(m <= 0 for m in means):
+        return Interval(None, None, None, n, level, "no ratio: a mean figure is 0 or missing")
+    # Numerator over denominator, so a ratio of means is the ladder's own float (mean / mean).
+    value = math.prod(m**p for m, p in zip(means, powers) if p > 0) / math.prod(m**-p for m, p in zip(means, powers) if p < 0)
+    reason = _too_few(samples)
+    if reason:
+        return Interval(value, None, None, n, level, reason)
     strata: dict[str, list[float]] = {}
-    for p in pairs:
-        strata.setdefault(p.category, []).append(p.other - ratio * p.base)
+    for s in samples:
+        strata.setdefault(s.category, []).append(math.fsum(p * x / m for p, x, m in zip(powers, s.values, means)))
     parts = []  # per stratum: W_h^2 s_h^2 / n_h, and n_h - 1 for the degrees of freedom
-    for residuals in strata.values():
-        k = len(residuals)
-        mean = math.fsum(residuals) / k
-        variance = math.fsum((e - mean) ** 2 for e in residuals) / (k - 1)
+    for linear in strata.values():
+        k = len(linear)
+        mean = math.fsum(linear) / k
+        variance = math.fsum((e - mean) ** 2 for e in linear) / (k - 1)
         parts.append(((k / n) ** 2 * variance / k, k - 1))
     variance = math.fsum(g for g, _ in parts)
     if variance == 0:
-        return Interval(ratio, ratio, ratio, n, level)
-    se_log = math.sqrt(variance) / base_mean / ratio
+        return Interval(value, value, value, n, level)
     dof = variance**2 / math.fsum(g * g / df for g, df in parts if g > 0)
-    spread = t_quantile(1 - (1 - level) / 2, dof) * se_log
-    return Interval(ratio, ratio * math.exp(-spread), ratio * math.exp(spread), n, level)
+    spread = t_quantile(1 - (1 - level) / 2, dof) * math.sqrt(variance)
+    return Interval(value, value * math.exp(-spread), value * math.exp(spread), n, level)
 
 
-def _too_few(pairs: Sequence[Pair]) -> str:
-    """Why `pairs` are too few for an interval ("n = 2 prompts: no interval"), or ""."""
-    n = len(pairs)
+def _too_few(samples: Sequence[Sample]) -> str:
+    """Why `samples` are too few for an interval ("n = 2 prompts: no interval"), or ""."""
+    n = len(samples)
     if n < MIN_PROMPTS:
         return f"n = {n} prompt{'' if n == 1 else 's'}: no interval (it needs {MIN_PROMPTS})"
     counts: dict[str, int] = {}
-    for p in pairs:
-        counts[p.category] = counts.get(p.category, 0) + 1
+    for s in samples:
+        counts[s.category] = counts.get(s.category, 0) + 1
     single = [c for c, k in counts.items() if k < MIN_PER_CATEGORY]
     if single:
         return f"n = {n} prompts, 1 in {', '.join(single)}: no interval (every category needs {MIN_PER_CATEGORY})"
