@@ -2,7 +2,7 @@
 
 A simulation study of tokenreel.intervals (issue 26). Each simulated session draws a suite from a
 known population of prompts, records it in the seeded stratified order `record --target-ci`
-uses, looks at the planned look sizes, and stops at the first look whose interval (at the
+uses (`stratified_order`), looks at the planned look sizes, and stops at the first look whose interval (at the
 repeated level of those looks) is within the target, or at the end of the suite. Over many sessions:
 
   coverage   how often the reported interval holds the population's true ratio (>= 94 % asked)
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokenreel.intervals import LEVEL, Pair, StoppingRule, first_look, look_sizes, ratio_interval
+from tokenreel.intervals import LEVEL, Pair, StoppingRule, first_look, look_sizes, ratio_interval, stratified_order
 
 DRAFT_WINDOW = 4
 DRAFT_COST = 0.08  # one drafter step, as a share of a target-model step
@@ -77,13 +77,6 @@ class Population:
         return drafted_sum / plain_sum
 
 
-def stratified_order(categories: int, per_category: int, rng: np.random.Generator) -> list[tuple[int, int]]:
-    """(category, index) in the order a --target-ci recording draws them: a seeded shuffle
-    within each category, then round-robin over the categories, so every prefix is balanced."""
-    orders = [rng.permutation(per_category) for _ in range(categories)]
-    return [(c, int(orders[c][i])) for i in range(per_category) for c in range(categories)]
-
-
 def cell(true_speed: np.ndarray, noise: float, rng: np.random.Generator) -> np.ndarray:
     """The median of REPEATS noisy runs per prompt."""
     runs = true_speed[:, None] * rng.lognormal(0, noise, (len(true_speed), REPEATS))
@@ -100,7 +93,9 @@ def one_session(population: Population, truth: float, categories: int, per_categ
                 rng: np.random.Generator) -> dict[str, float]:
     suite = [population.draw(c, per_category, rng) for c in range(categories)]
     observed = [(cell(plain, NOISE[0], rng), cell(drafted, NOISE[1], rng)) for plain, drafted in suite]
-    order = stratified_order(categories, per_category, rng)
+    seed = int(rng.integers(1 << 31))
+    ids = stratified_order([(f"{c}:{i}", str(c)) for c in range(categories) for i in range(per_category)], seed)
+    order = [(int(c), int(i)) for c, i in (prompt_id.split(":") for prompt_id in ids)]
     sizes = look_sizes(first_look(categories), len(order))
     rule = StoppingRule.plan(target, sizes)
     for size in sizes:

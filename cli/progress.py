@@ -36,6 +36,17 @@ from tokenreel.recorder.runner import (
     RunRetried,
     RunStarted,
 )
+from tokenreel.recorder.target import LookDone
+
+
+def look_line(event: LookDone) -> str:
+    """"look 3 of 11, 50 prompts: nvfp4 vs bf16 +-2.6 % ... (target +-2 %): going on"."""
+    widths = ", ".join(
+        f"{name} ±{figure(100 * width, 1, ' %')}" if width is not None else f"{name}: no interval yet"
+        for name, width in event.widths.items()
+    )
+    verdict = f"stopped: {event.stopped}" if event.stopped else "going on"
+    return f"look {event.look} of {event.looks}, {event.prompts} prompts: {widths} (target ±{100 * event.target:g} %): {verdict}"
 
 
 class RecordDisplay:
@@ -54,6 +65,7 @@ class RecordDisplay:
             transient=False,
         )
         self.tasks: dict[str, TaskID] = {}
+        self.totals: dict[str, int] = {}  # runs to do per arm, over every look so far
 
     def __enter__(self) -> RecordDisplay:
         self.progress.start()
@@ -92,10 +104,17 @@ class RecordDisplay:
                 markup=False, highlight=False,
             )
             return
-        if isinstance(event, ArmStarted):
-            self.tasks[event.arm] = self.progress.add_task(
-                "", total=event.runs_todo, arm=event.arm, status=f"{event.label}: checking the endpoint"
-            )
+        if isinstance(event, LookDone):
+            self.console.print(look_line(event), markup=False, highlight=False)
+            return
+        if isinstance(event, ArmStarted):  # under --target-ci once per look: one bar per arm grows
+            self.totals[event.arm] = self.totals.get(event.arm, 0) + event.runs_todo
+            if event.arm in self.tasks:
+                self.progress.update(self.tasks[event.arm], total=self.totals[event.arm], status=f"{event.label}: next look")
+            else:
+                self.tasks[event.arm] = self.progress.add_task(
+                    "", total=event.runs_todo, arm=event.arm, status=f"{event.label}: checking the endpoint"
+                )
             return
         task = self.tasks.get(event.arm)
         if task is None:

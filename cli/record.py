@@ -3,6 +3,9 @@ itself, resuming and Ctrl-C handling live in `tokenreel.recorder`)."""
 
 from __future__ import annotations
 
+import math
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -16,11 +19,12 @@ from tokenreel.safe_text import shown_path
 if TYPE_CHECKING:
     from tokenreel.model import Arm, Prompt, Settings
     from tokenreel.recorder.signals import RecordSignals
+    from tokenreel.recorder.target import TargetPlan
 
 
 def record_into(
     session: Session, path: Path, arm_ids: list[str] | None, fail_fast: bool, metrics_warned: set[str] | None = None,
-    signals: RecordSignals | None = None,
+    signals: RecordSignals | None = None, plan: TargetPlan | None = None,
 ) -> int:
     """Record with the live display, print the ladder and the outcome; returns the exit code."""
     # Lazy: asyncio and the recorder load only when a recording starts, not for `--help`.
@@ -34,7 +38,7 @@ def record_into(
     # Arms whose missing /metrics the preflight already named are not warned about twice.
     unsaved = f"the last run was not saved; {shown_path(path)} keeps every run saved before it (then --resume)"
     with user_errors(path, unsaved), RecordDisplay(err, metrics_warned) as display:
-        recording = record_session(session, path, arm_ids, display, fail_fast)
+        recording = record_session(session, path, arm_ids, display, fail_fast, plan)
         result = asyncio.run(signals.run(recording) if signals else recording)
     for table in summary_tables(session):
         out.print(table)
@@ -91,6 +95,21 @@ def record(
         bool,
         typer.Option(help="Check the arms before the first run (--no-preflight: an endpoint that hides /v1/models)."),
     ] = True,
+    target_ci: Annotated[
+        str | None,
+        typer.Option(
+            "--target-ci", metavar="PCT",
+            help="Record until every ladder ratio's 95 % interval is within +-PCT (e.g. 2%), drawing prompts in a seeded"
+            " stratified order; with --arms, until each chosen arm's own decode speed is.",
+        ),
+    ] = None,
+    max_prompts: Annotated[
+        int | None, typer.Option(min=1, help="With --target-ci: draw at most this many prompts (default: the whole suite).")
+    ] = None,
+    max_time: Annotated[
+        str | None,
+        typer.Option(metavar="DURATION", help="With --target-ci: stop after the arm recording when this much time has passed (90m, 2h, 3600s)."),
+    ] = None,
 ) -> None:
     """Record each arm alone, one request at a time, into a self-contained session file.
 
@@ -110,12 +129,20 @@ def record(
       tokenreel record --config ladder.toml
       tokenreel record --config ladder.toml --arms nvfp4 --out sessions/ladder.json
       tokenreel record --config ladder.toml --resume
+      tokenreel record --config ladder.toml --target-ci 2% --max-time 6h
+
+    With --target-ci the prompts are drawn in a seeded stratified order and recorded in looks of
+    growing size (each look on every arm in turn); after each look the ladder's intervals are
+    taken at the stopping rule's level (valid however often it looked), and recording stops once
+    all are within the target, or when --max-prompts, --max-time or the suite runs out. The
+    session keeps the rule: --resume continues it, and every report shows its intervals.
     """
     # First: Ctrl-C from here on (loading the config, the preflight, the runs) exits 130, one line.
     signals = record_signals("starting to record", "nothing was recorded")
     try:
+        stop = StopOptions(target_ci, max_prompts, max_time)
         code = _record(signals, config, out_path, arms, repeats, warmup, resume, fail_fast, force, force_config,
-                       check, preflight)
+                       check, preflight, stop)
     except KeyboardInterrupt:
         code = signals.exit_code(130, interrupted=True)
     finally:
@@ -126,6 +153,7 @@ def record(
 def _record(
     signals: RecordSignals, config: Path, out_path: Path | None, arms: str | None, repeats: int | None,
     warmup: int | None, resume: bool, fail_fast: bool, force: bool, force_config: bool, check: bool, preflight: bool,
+    stop: StopOptions,
 ) -> int:
     """The `record` command under its signal handler; returns the exit code."""
     from tokenreel.archive import SessionLock
@@ -161,6 +189,7 @@ def _record(
         with user_errors():  # read under the lock: merge with what is on disk now
             session = open_session(cfg, path, resume, arm_ids, force, force_config)
             selected = select_arms(session, arm_ids)
+            plan = stop.plan(session, arm_ids)
         signals.check()
         metrics_warned: set[str] = set()
         if preflight:
@@ -170,9 +199,66 @@ def _record(
             )
             if code:
                 return code
-        return record_into(session, path, arm_ids, fail_fast, metrics_warned, signals)
+        return record_into(session, path, arm_ids, fail_fast, metrics_warned, signals, plan)
     finally:
         lock.release()
+
+
+@dataclass(frozen=True)
+class StopOptions:
+    """--target-ci, --max-prompts and --max-time as given."""
+
+    target_ci: str | None
+    max_prompts: int | None
+    max_time: str | None
+
+    def plan(self, session: Session, arm_ids: list[str] | None) -> TargetPlan | None:
+        """The stopping rule to record under: a new one for a session without runs, the archived
+        one (with a new target) to continue; None without --target-ci. ValueError names the option."""
+        from tokenreel.recorder.target import TargetPlan, new_stopping
+
+        if self.target_ci is None:
+            if self.max_prompts is not None or self.max_time is not None:
+                raise ValueError("--max-prompts and --max-time set the budget of --target-ci: give --target-ci too")
+            return None
+        target, max_time_s = percent(self.target_ci), None if self.max_time is None else duration(self.max_time)
+        if session.stopping is None:
+            if session.runs:
+                raise ValueError("--target-ci: this session was recorded without it, so its prompts were not drawn in order;"
+                                 " record into a new --out")
+            session.stopping = new_stopping(session, target, self.max_prompts, max_time_s)
+        else:
+            rule = session.stopping
+            if self.max_prompts is not None and self.max_prompts != rule.looks[-1]:
+                raise ValueError(f"--max-prompts: the looks were planned when the session began (up to {rule.looks[-1]}"
+                                 " prompts); record into a new --out to plan others")
+            rule.target, rule.max_time_s = target, max_time_s
+            if rule.stopped == "target met" or rule.stopped == "max time":  # asked again: go on to the next look
+                rule.stopped = ""
+        return TargetPlan(session, arm_ids)
+
+
+def percent(text: str) -> float:
+    """'2%' or '2' -> 0.02; ValueError naming --target-ci otherwise."""
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        value = math.nan
+    if not 0 < value < 100:
+        raise ValueError(f"--target-ci: expected a percentage above 0 and below 100 such as 2%, got {text!r}")
+    return value / 100
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration(text: str) -> float:
+    """'90m', '2h', '1h30m', '3600s' or '3600' -> seconds; ValueError naming --max-time otherwise."""
+    parts = re.fullmatch(r"(?:\d+(?:\.\d+)?[smhd]?)+", text.strip()) and re.findall(r"(\d+(?:\.\d+)?)([smhd]?)", text.strip())
+    seconds = sum(float(number) * _UNITS[unit or "s"] for number, unit in parts) if parts else 0
+    if not seconds > 0:
+        raise ValueError(f"--max-time: expected a duration such as 90m, 2h or 3600s, got {text!r}")
+    return seconds
 
 
 def preflight_arms(

@@ -68,4 +68,23 @@ def outcome(session: Session, result: RecordResult, arm_ids: list[str] | None) -
         done.lines.append("some runs failed, were skipped or invalid (lines above); `tokenreel record --resume` retries them")
     if faulted or result.short or any(endpoint_caused(session, cell) for cell in missing):
         done.exit_code = 1
+    if session.stopping is not None:
+        done.lines.append(stopping_line(session))
     return done
+
+
+def stopping_line(session: Session) -> str:
+    """Where `record --target-ci` stands: which targets were met, and how far it got."""
+    rule = session.stopping
+    assert rule is not None
+    prompts = rule.looked[-1] if rule.looked else 0
+    widths = ", ".join(
+        f"{name} ±{100 * w:.1f} %" + (" met" if w <= rule.target else " not met") if w is not None else f"{name} no interval yet"
+        for name, w in rule.widths.items()
+    )
+    where = f"{prompts} of {len(rule.order)} prompts drawn, look {len(rule.looked)} of {len(rule.looks)}"
+    if rule.stopped == "target met":
+        return f"target ±{100 * rule.target:g} % met: {widths} ({where})"
+    why = f"stopped: {rule.stopped}" if rule.stopped else "not finished"
+    more = "" if rule.stopped in ("suite used up", "max prompts") else "; `tokenreel record --resume --target-ci` goes on"
+    return f"target ±{100 * rule.target:g} % not met ({why}): {widths or 'no look yet'} ({where}){more}"

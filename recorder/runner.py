@@ -26,6 +26,7 @@ from tokenreel.recorder.wakeup import prompt_wakeups
 from tokenreel.recorder.gate import contention, settle_after_run, wait_idle
 from tokenreel.recorder.host_gate import HostWatch, NoPressure, endpoint_is_local, find_psi
 from tokenreel.recorder.sse_client import ProgressFn, stream_run
+from tokenreel.recorder.target import LookDone, TargetPlan
 from tokenreel.archive import save
 from tokenreel.model import Arm, Prompt, Run, Session, Settings
 from tokenreel.validate import quarantine
@@ -151,7 +152,7 @@ class ArmFinished:
 
 RecordEvent = Union[
     ArmStarted, GateWaiting, RunStarted, RunProgress, RunFinished, ArmFinished, NoMetrics, HostWaitedOut, HostUnwatched,
-    RunRetried,
+    RunRetried, LookDone,
 ]
 EventFn = Callable[[RecordEvent], None]
 
@@ -194,6 +195,7 @@ async def record(
     arm_ids: list[str] | None = None,
     on_event: EventFn | None = None,
     fail_fast: bool = False,
+    plan: TargetPlan | None = None,
 ) -> RecordResult:
     """Record the selected arms (all by default) in config order into `path`.
 
@@ -201,9 +203,13 @@ async def record(
     retried and replaced. Ctrl-C or cancellation stops cleanly: completed runs are already
     saved, the result says `interrupted` (the cancellation is absorbed so the caller gets it).
     The caller holds `archive.SessionLock(path)` for the whole call, as `tokenreel record` does.
+    With a `plan` (`record --target-ci`), the arms record the plan's looks in turn until it
+    stops; in a session recorded under a stopping rule, other calls record only the prompts drawn.
     """
     arms = select_arms(session, arm_ids)
     result = RecordResult(Path(path))
+    selected = {arm.id for arm in arms}
+    result.already_ok = sum(1 for key in done_keys(session) if key[0] in selected)
     recorder = _Recorder(session, result, on_event or (lambda event: None), fail_fast)
     save(session, result.path)
     # One HTTP session for the whole recording: fingerprint, gate, metrics and runs share its connections,
@@ -214,12 +220,26 @@ async def record(
             headers={"User-Agent": f"tokenreel/{tokenreel.__version__}"}, connector=stamping_connector()
         ) as http:
             try:
-                for position, arm in enumerate(arms, start=1):
-                    if not await recorder.arm(http, arm, position, len(arms)):
-                        break
+                if plan is None:
+                    drawn = set(session.stopping.drawn) if session.stopping else None
+                    await recorder.arms(http, arms, drawn)
+                else:
+                    await _record_looks(recorder, http, arms, plan)
             except (asyncio.CancelledError, KeyboardInterrupt):
                 result.interrupted = True
     return result
+
+
+async def _record_looks(recorder: _Recorder, http: aiohttp.ClientSession, arms: list[Arm], plan: TargetPlan) -> None:
+    """Each look's prompts on every arm in turn, then the look; until the plan stops."""
+    for prompts in plan.batches():
+        if not await recorder.arms(http, arms, prompts, plan.out_of_time):
+            return
+        done = plan.look(len(prompts))
+        save(recorder.session, recorder.result.path)
+        recorder.emit(done)
+        if done.stopped:
+            return
 
 
 def select_arms(session: Session, arm_ids: list[str] | None) -> list[Arm]:
@@ -238,20 +258,26 @@ def select_arms_of(arms: list[Arm], arm_ids: list[str] | None) -> list[Arm]:
     return [arm for arm in arms if arm.id in arm_ids]
 
 
-def runs_todo(session: Session, arm: Arm) -> list[tuple[Prompt, int]]:
-    """The (prompt, run index) pairs of an arm that are not ok yet: what recording it would do.
+def done_keys(session: Session) -> set[tuple[str, str, int]]:
+    """(arm, prompt, index) of the runs recording would not redo (`runs_todo`)."""
+    return {run.key for run in session.runs if run.status == "ok" and (run.warmup or DEFAULT_SELECTION.counts(run))}
+
+
+def runs_todo(session: Session, arm: Arm, prompts: set[str] | None = None) -> list[tuple[Prompt, int]]:
+    """The (prompt, run index) pairs of an arm that are not ok yet: what recording it would do
+    (of `prompts` alone when given).
 
     A measured run the figures leave out for a reason a new recording can change (contended by
     other traffic, or timed late by a busy client on the user-space clock) is redone too:
     `--resume` fills a cell whose runs were all contended. Runs kept by the run selection, host
     contended ones included, are done.
     """
-    done = {
-        run.key for run in session.runs
-        if run.status == "ok" and (run.warmup or DEFAULT_SELECTION.counts(run))
-    }
+    done = done_keys(session)
     runs = range(session.settings.warmup + session.settings.repeats)
-    return [(prompt, index) for prompt in session.prompts for index in runs if (arm.id, prompt.id, index) not in done]
+    return [
+        (prompt, index) for prompt in session.prompts for index in runs
+        if (arm.id, prompt.id, index) not in done and (prompts is None or prompt.id in prompts)
+    ]
 
 
 class _Recorder:
@@ -264,11 +290,19 @@ class _Recorder:
         self.host: HostWatch | None = None  # the arm's host gate; None: not watched (host_note says why)
         self.host_note = ""
 
-    async def arm(self, http: aiohttp.ClientSession, arm: Arm, position: int, arms: int) -> bool:
+    async def arms(self, http: aiohttp.ClientSession, arms: list[Arm], prompts: set[str] | None,
+                   out_of_time: Callable[[], bool] = lambda: False) -> bool:
+        """Record the arms one after another (of `prompts` alone when given); False when recording
+        must stop (fail_fast, or out of time)."""
+        for position, arm in enumerate(arms, start=1):
+            if not await self.arm(http, arm, position, len(arms), prompts) or out_of_time():
+                return False
+        return True
+
+    async def arm(self, http: aiohttp.ClientSession, arm: Arm, position: int, arms: int, prompts: set[str] | None) -> bool:
         """Record one arm; False when recording must stop (fail_fast)."""
-        session, settings = self.session, self.session.settings
-        todo = runs_todo(session, arm)
-        self.result.already_ok += len(session.prompts) * (settings.warmup + settings.repeats) - len(todo)
+        session = self.session
+        todo = runs_todo(session, arm, prompts)
         if not todo:
             return True
         self.emit(ArmStarted(arm.id, arm.label, position, arms, len(todo)))

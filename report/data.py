@@ -43,6 +43,7 @@ def build_report(session: Session, baseline: str | None = None, selection: RunSe
         ),
         "selection": {"exclude_host_contended": selection.exclude_host_contended, "rule": selection.describe()},
         "headline": headline_entry(session, cells),
+        "stopping": asdict(session.stopping) if session.stopping else None,
         "ladder": [asdict(row) for row in ladder],
         "speedups": [asdict(s) for s in all_speedups(session, cells, selection)],
         "categories": category_table(session, cells),

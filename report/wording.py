@@ -174,6 +174,20 @@ INTERVAL_MEANING = (
 )
 
 
+def stopping_text(stopping: dict | None) -> str:
+    """How a `record --target-ci` session stopped, and what that does to its intervals; "" otherwise."""
+    if stopping is None:
+        return ""
+    prompts = stopping["looked"][-1] if stopping["looked"] else 0
+    why = stopping["stopped"] or "not finished"
+    return (
+        f" Recorded with --target-ci ±{100 * stopping['target']:g} %: {prompts} of {len(stopping['order'])} prompts drawn"
+        f" in {len(stopping['looked'])} of {len(stopping['looks'])} planned looks ({why}). Every interval is taken at"
+        f" {100 * stopping['level']:.2f} %, the level at which all the looks together hold the truth 95 % of the time,"
+        " so it stays a 95 % interval however the looks decided."
+    )
+
+
 def interval_legend(report: dict) -> str:
     """What the brackets mean, and why a ladder ratio has none where it has none (once per reason)."""
     reasons = [
@@ -181,4 +195,4 @@ def interval_legend(report: dict) -> str:
         if row[f"{ratio}_ci95"] is None and row[f"{ratio}_ci95_note"] != ITSELF
     ]
     missing = "; ".join(dict.fromkeys(reasons))
-    return INTERVAL_MEANING + (f" No interval: {missing}." if missing else "")
+    return INTERVAL_MEANING + stopping_text(report["stopping"]) + (f" No interval: {missing}." if missing else "")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from tokenreel.figures import multiplier
 from tokenreel.intervals import ratio_interval
-from tokenreel.ladder import Cell, common_prompts, mean_of, median_run, paired
+from tokenreel.ladder import Cell, common_prompts, interval_level, mean_of, median_run, paired
 from tokenreel.metrics import RunMetrics, run_metrics
 from tokenreel.model import Run, Session
 from tokenreel.selection import DEFAULT_SELECTION, RunSelection
@@ -106,7 +106,8 @@ def suite_speedup(session: Session, cells: list[Cell], metric: str, arm: str, vs
     shared = common_prompts(session, cells)
     value = _ratio(metric, suite_figure(session, cells, metric, arm), suite_figure(session, cells, metric, vs))
     numerator, denominator = (arm, vs) if metric == "decode" else (vs, arm)  # as `_ratio` orders them
-    interval = ratio_interval(paired(cells, set(shared), lambda c: cell_figure(c, metric), numerator, denominator))
+    pairs = paired(cells, set(shared), lambda c: cell_figure(c, metric), numerator, denominator)
+    interval = ratio_interval(pairs, interval_level(session))
     scope = "suite" if category is None else "category"
     return Speedup(metric, scope, None, arm, vs, value, len(shared), None, category, interval.as_list(), interval.note)
 

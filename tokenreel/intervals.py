@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import math
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -188,6 +189,22 @@ def look_sizes(first: int, budget: int, growth: float = LOOK_GROWTH) -> list[int
     while sizes[-1] < budget:
         sizes.append(min(budget, max(sizes[-1] + 1, math.ceil(sizes[-1] * growth))))
     return sizes
+
+
+def stratified_order(prompts: Sequence[tuple[str, str]], seed: int) -> list[str]:
+    """The ids of (id, category) `prompts` in the order `record --target-ci` draws them: a seeded
+    shuffle within each category, then the categories interleaved by each one's share (its i-th
+    of n prompts at (i + 1/2) / n of the way; round-robin when all are the same size), so every
+    prefix holds the categories in the suite's proportions as nearly as a prefix can."""
+    rng = random.Random(seed)
+    by_category: dict[str, list[str]] = {}
+    for prompt_id, category in prompts:
+        by_category.setdefault(category, []).append(prompt_id)
+    keyed = []
+    for rank, ids in enumerate(by_category.values()):
+        rng.shuffle(ids)
+        keyed += [((i + 0.5) / len(ids), rank, prompt_id) for i, prompt_id in enumerate(ids)]
+    return [prompt_id for _, _, prompt_id in sorted(keyed)]
 
 
 def first_look(categories: int) -> int:

@@ -17,7 +17,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from tokenreel.intervals import Interval, Pair, ratio_interval
+from tokenreel.intervals import LEVEL, Interval, Pair, ratio_interval
 from tokenreel.metrics import RunMetrics, run_metrics
 from tokenreel.model import Run, Session
 from tokenreel.selection import DEFAULT_SELECTION, RunSelection, client_busy_inexact, first_token_late, host_contended
@@ -213,11 +213,13 @@ def _acceptance_note(runs: list[Run]) -> str:
 
 
 def missing_cells(session: Session, selection: RunSelection = DEFAULT_SELECTION) -> list[MissingCell]:
-    """Every arm × prompt without a usable measured run, with the reason, in ladder order."""
+    """Every arm × prompt without a usable measured run, with the reason, in ladder order. Under
+    `record --target-ci` only the prompts drawn count: the rest of the suite was never asked for."""
+    drawn = set(session.stopping.drawn) if session.stopping else None
     missing = []
     for arm in session.arms:
         for prompt in session.prompts:
-            if usable_runs(session, arm.id, prompt.id, selection):
+            if (drawn is not None and prompt.id not in drawn) or usable_runs(session, arm.id, prompt.id, selection):
                 continue
             runs = session.runs_of(arm.id, prompt.id)
             missing.append(MissingCell(arm.id, prompt.id, prompt.category, len(runs), _missing_reason(runs, selection)))
@@ -316,8 +318,9 @@ def build_ladder(session: Session, cells: list[Cell], baseline: str | None = Non
     result = []
     for i, row in enumerate(rows):
         prior = rows[i - 1].decode_tok_s if i > 0 else row.decode_tok_s
-        prior_ci = _row_interval(cells, shared, row.arm, rows[i - 1].arm if i > 0 else row.arm)
-        first_ci = _row_interval(cells, shared, row.arm, reference_id or row.arm)
+        level = interval_level(session)
+        prior_ci = _row_interval(cells, shared, row.arm, rows[i - 1].arm if i > 0 else row.arm, level)
+        first_ci = _row_interval(cells, shared, row.arm, reference_id or row.arm, level)
         result.append(replace(
             row, vs_prior=_ratio(row.decode_tok_s, prior), vs_first=_ratio(row.decode_tok_s, reference),
             vs_prior_ci95=prior_ci.as_list(), vs_prior_ci95_note=prior_ci.note,
@@ -339,11 +342,17 @@ def paired(cells: list[Cell], prompts: set[str], figure: Callable[[Cell], float 
     return pairs
 
 
-def _row_interval(cells: list[Cell], shared: set[str], arm: str, base: str) -> Interval:
+def _row_interval(cells: list[Cell], shared: set[str], arm: str, base: str, level: float) -> Interval:
     """The interval of the ladder's decode ratio arm / base; an arm against itself has none."""
     if arm == base:
         return Interval(1.0, None, None, 0, note=ITSELF)
-    return ratio_interval(paired(cells, shared, lambda c: c.decode_tok_s, arm, base))
+    return ratio_interval(paired(cells, shared, lambda c: c.decode_tok_s, arm, base), level)
+
+
+def interval_level(session: Session) -> float:
+    """The level a session's intervals are taken at: 95 %, or under `record --target-ci` the
+    stopping rule's repeated level, at which they are 95 % intervals whenever it stopped."""
+    return session.stopping.level if session.stopping else LEVEL
 
 
 def category_ladders(session: Session, cells: list[Cell], baseline: str | None = None) -> dict[str, list[LadderRow]]:

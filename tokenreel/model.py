@@ -263,6 +263,35 @@ class Run:
 
 
 @dataclass
+class Stopping:
+    """`record --target-ci`: the stopping rule a session was recorded under, and how far it got.
+
+    Prompts are drawn in `order` (a seeded shuffle within each category, then round-robin over
+    the categories: `tokenreel.intervals.stratified_order`); the rule looks once the first
+    `looks[i]` of them are recorded on every arm, and stops at the first look where every
+    targeted interval, taken at `level` (`tokenreel.intervals.repeated_level`), is within
+    `target` (relative half-width). Every interval of the session is reported at `level`.
+    """
+
+    target: float
+    level: float
+    looks: list[int]
+    order: list[str]
+    seed: int
+    max_time_s: float | None = None
+    looked: list[int] = field(default_factory=list)  # the looks taken so far, in prompts
+    widths: dict[str, float | None] = field(default_factory=dict)  # each targeted ratio's half-width at the last look
+    stopped: str = ""  # why it stopped ("target met", "max prompts", "max time", "suite used up"); "" while going
+
+    @property
+    def drawn(self) -> list[str]:
+        """The prompts drawn so far: up to the look being recorded (all planned ones once stopped)."""
+        done = self.looked[-1] if self.looked else 0
+        upcoming = next((look for look in self.looks if look > done), done)
+        return self.order[: done if self.stopped else upcoming]
+
+
+@dataclass
 class Session:
     """A whole recording: what was asked, of which endpoints, and every run's stream."""
 
@@ -275,6 +304,7 @@ class Session:
     host: dict[str, str] = field(default_factory=dict)
     created_at: str = ""
     simulated: bool = False
+    stopping: Stopping | None = None  # recorded with --target-ci; absent from the file otherwise
 
     def arm(self, arm_id: str) -> Arm:
         for arm in self.arms:
@@ -337,6 +367,9 @@ def session_to_dict(session: Session) -> dict[str, Any]:
             out[name] = asdict(value)
         elif name in ("prompts", "arms"):
             out[name] = [asdict(item) for item in value]
+        elif name == "stopping":
+            if value is not None:
+                out[name] = asdict(value)
         else:
             out[name] = value
     return out

@@ -25,7 +25,7 @@ from tokenreel.model import (
     CLIENT_BUSY_P99_MS, CLOCK_SOURCES, FORMAT, GATE_STATUSES, HOST_PRESSURE_PCT, HOST_WAIT_S,
     MAX_ACCEPTANCE_LENGTH, MAX_CHUNKS_PER_RUN, MAX_COUNT, MAX_OFFSET_NS, MAX_RUNS,
     MAX_TOKENS_PER_EVENT, RUN_STATUSES, TOKEN_SOURCES, VERSION, Acceptance, ArchiveError, Arm,
-    Chunks, Clock, Gate, HostPressure, Prompt, Run, Session, Settings, run_to_dict, session_to_dict,
+    Chunks, Clock, Gate, HostPressure, Prompt, Run, Session, Settings, Stopping, run_to_dict, session_to_dict,
 )
 
 
@@ -351,9 +351,31 @@ def from_dict(data: Any, path: str = "<session>") -> Session:
         host=r.get(d, "host", "", r.str_map, {}),
         created_at=r.get(d, "created_at", "", r.str_, ""),
         simulated=r.get(d, "simulated", "", r.bool_, False),
+        stopping=_stopping(r, d["stopping"], "stopping") if "stopping" in d else None,
     )
     _check_references(r, session)
     return session
+
+
+def _stopping(r: _Reader, data: Any, where: str) -> Stopping:
+    d = r.obj(data, where)
+    looks = [r.nonneg_int(v, f"{where}.looks[{i}]") for i, v in enumerate(r.get(d, "looks", where, r.list_))]
+    stopping = Stopping(
+        target=r.get(d, "target", where, r.nonneg_num),
+        level=r.get(d, "level", where, r.nonneg_num),
+        looks=looks,
+        order=[r.str_(v, f"{where}.order[{i}]") for i, v in enumerate(r.get(d, "order", where, r.list_))],
+        seed=r.get(d, "seed", where, r.int_),
+        max_time_s=r.get(d, "max_time_s", where, r.opt_num, None),
+        looked=[r.nonneg_int(v, f"{where}.looked[{i}]") for i, v in enumerate(r.get(d, "looked", where, r.list_, []))],
+        widths={k: r.opt_num(v, f"{where}.widths.{k}") for k, v in r.get(d, "widths", where, r.any_obj, {}).items()},
+        stopped=r.get(d, "stopped", where, r.str_, ""),
+    )
+    if not 0 < stopping.level < 1:
+        raise r.fail(f"{where}.level", f"expected a level between 0 and 1, got {stopping.level}")
+    if looks != sorted(set(looks)) or (looks and looks[-1] > len(stopping.order)):
+        raise r.fail(f"{where}.looks", "expected increasing prompt counts, at most the drawn order's length")
+    return stopping
 
 
 def _check_references(r: _Reader, session: Session) -> None:
@@ -371,6 +393,11 @@ def _check_references(r: _Reader, session: Session) -> None:
             raise r.fail(f"runs[{i}].arm", f"unknown arm {run.arm!r}")
         if run.prompt not in prompt_ids:
             raise r.fail(f"runs[{i}].prompt", f"unknown prompt {run.prompt!r}")
+    drawn: set[str] = set()
+    for i, prompt_id in enumerate(session.stopping.order if session.stopping else []):
+        if prompt_id not in prompt_ids or prompt_id in drawn:
+            raise r.fail(f"stopping.order[{i}]", f"{'repeated' if prompt_id in drawn else 'unknown'} prompt {prompt_id!r}")
+        drawn.add(prompt_id)
 
 
 # ---------------------------------------------------------------------------------------------
