@@ -21,6 +21,7 @@ from tokenreel.cli import render  # noqa: F401
 from tokenreel.cli import verify  # noqa: F401
 from tokenreel.cli import demo  # noqa: F401
 from tokenreel.cli import prompts  # noqa: F401
+from tokenreel.cli import plan  # noqa: F401
 from tokenreel.cli.app import app
 
 __all__ = ["app"]

@@ -174,7 +174,11 @@ def _record(
     if check:
         with user_errors():
             selected = select_arms_of(cfg.arms, arm_ids)
-        return preflight_arms(selected, cfg.prompts, cfg.settings, verbose=True, signals=signals)
+        code = preflight_arms(selected, cfg.prompts, cfg.settings, verbose=True, signals=signals)
+        if stop.target_ci is not None:
+            with user_errors():
+                stop.estimate(path, len(cfg.prompts))
+        return code
     with user_errors():
         output_target(path)  # a device or FIFO is refused, --force or not; a symlink is written through
         lock = SessionLock(path).acquire()  # one writer per session (archive.SessionLock), on the link's target
@@ -236,6 +240,20 @@ class StopOptions:
             if rule.stopped == "target met" or rule.stopped == "max time":  # asked again: go on to the next look
                 rule.stopped = ""
         return TargetPlan(session, arm_ids)
+
+
+    def estimate(self, path: Path, suite_size: int) -> None:
+        """`record --check --target-ci`: the plan from the session at --out as a pilot, or how to get one."""
+        from tokenreel.archive import load
+        from tokenreel.cli.plan import print_plan
+
+        target = percent(self.target_ci or "")
+        pilot = load(path) if path.exists() else None
+        if pilot is None or not pilot.runs:
+            out.print(f"no pilot at {shown_path(path)} to estimate ±{100 * target:g} % from: record a few prompts per category"
+                      " first (record --target-ci with --max-prompts), then check again", markup=False, soft_wrap=True)
+            return
+        print_plan(pilot, target, suite_size)
 
 
 def percent(text: str) -> float:
