@@ -110,6 +110,10 @@ def record(
         str | None,
         typer.Option(metavar="DURATION", help="With --target-ci: stop after the arm recording when this much time has passed (90m, 2h, 3600s)."),
     ] = None,
+    target_ratio: Annotated[
+        list[str] | None,
+        typer.Option(metavar="NAME", help="With --target-ci: aim only at this ratio, e.g. 'nvfp4 vs bf16' (repeatable; default: every one)."),
+    ] = None,
 ) -> None:
     """Record each arm alone, one request at a time, into a self-contained session file.
 
@@ -140,7 +144,7 @@ def record(
     # First: Ctrl-C from here on (loading the config, the preflight, the runs) exits 130, one line.
     signals = record_signals("starting to record", "nothing was recorded")
     try:
-        stop = StopOptions(target_ci, max_prompts, max_time)
+        stop = StopOptions(target_ci, max_prompts, max_time, target_ratio or [])
         code = _record(signals, config, out_path, arms, repeats, warmup, resume, fail_fast, force, force_config,
                        check, preflight, stop)
     except KeyboardInterrupt:
@@ -215,28 +219,30 @@ class StopOptions:
     target_ci: str | None
     max_prompts: int | None
     max_time: str | None
+    targets: list[str]
 
     def plan(self, session: Session, arm_ids: list[str] | None) -> TargetPlan | None:
         """The stopping rule to record under: a new one for a session without runs, the archived
         one (with a new target) to continue; None without --target-ci. ValueError names the option."""
-        from tokenreel.recorder.target import TargetPlan, new_stopping
+        from tokenreel.recorder.target import TargetPlan, check_targets, new_stopping
 
         if self.target_ci is None:
-            if self.max_prompts is not None or self.max_time is not None:
-                raise ValueError("--max-prompts and --max-time set the budget of --target-ci: give --target-ci too")
+            if self.max_prompts is not None or self.max_time is not None or self.targets:
+                raise ValueError("--max-prompts, --max-time and --target-ratio shape --target-ci: give --target-ci too")
             return None
         target, max_time_s = percent(self.target_ci), None if self.max_time is None else duration(self.max_time)
+        check_targets(session, arm_ids, self.targets)
         if session.stopping is None:
             if session.runs:
                 raise ValueError("--target-ci: this session was recorded without it, so its prompts were not drawn in order;"
                                  " record into a new --out")
-            session.stopping = new_stopping(session, target, self.max_prompts, max_time_s)
+            session.stopping = new_stopping(session, target, self.max_prompts, max_time_s, self.targets)
         else:
             rule = session.stopping
             if self.max_prompts is not None and self.max_prompts != rule.looks[-1]:
                 raise ValueError(f"--max-prompts: the looks were planned when the session began (up to {rule.looks[-1]}"
                                  " prompts); record into a new --out to plan others")
-            rule.target, rule.max_time_s = target, max_time_s
+            rule.target, rule.max_time_s, rule.targets = target, max_time_s, self.targets
             if rule.stopped == "target met" or rule.stopped == "max time":  # asked again: go on to the next look
                 rule.stopped = ""
         return TargetPlan(session, arm_ids)

@@ -11,7 +11,7 @@ where it stopped and every report shows the intervals at the rule's level.
 What is targeted:
 - all arms at once (every endpoint up): every ladder ratio, each arm against the arm before it
   and against the first, in decode tok/s over the prompts every arm has;
-- some arms (`--arms`, one server up at a time): each selected arm's own mean decode tok/s, so
+- some arms (`--arms`, one server up at a time), or a session of one arm: each arm's own mean decode tok/s, so
   arm 1 records until its figure is known; the other arms then record the same prompts
   (`record --arms B` without --target-ci records only the prompts drawn), and `--resume
   --target-ci` with an arm adds a look when the ratio needs more.
@@ -43,27 +43,50 @@ class LookDone:
 
 
 def new_stopping(session: Session, target: float, max_prompts: int | None, max_time_s: float | None,
-                 seed: int = DEFAULT_SEED) -> Stopping:
+                 targets: list[str], seed: int = DEFAULT_SEED) -> Stopping:
     """The rule for a fresh session: the draw order, the looks up to the budget, their level."""
     order = stratified_order([(p.id, p.category) for p in session.prompts], seed)
     budget = min(max_prompts or len(order), len(order))
     categories = len({p.category for p in session.prompts})
     looks = look_sizes(min(first_look(categories), budget), budget)
-    return Stopping(target, repeated_level(tuple(looks)), looks, order, seed, max_time_s)
+    return Stopping(target, repeated_level(tuple(looks)), looks, order, seed, max_time_s, targets)
 
 
-def targeted(session: Session, arm_ids: list[str] | None, level: float) -> dict[str, Interval]:
-    """The intervals the rule waits for (this module's docstring), by name."""
+def target_names(session: Session, arm_ids: list[str] | None) -> list[str]:
+    """What can be targeted: each chosen arm's own decode speed (or the only arm's), or with every
+    arm each ladder ratio."""
+    arms = [a.id for a in session.arms]
+    if arm_ids is not None or len(arms) == 1:
+        return [f"{arm} decode tok/s" for arm in arm_ids or arms]
+    return [f"{arm} vs {base}" for i, arm in enumerate(arms[1:], start=1) for base in dict.fromkeys((arms[i - 1], arms[0]))]
+
+
+def check_targets(session: Session, arm_ids: list[str] | None, targets: list[str]) -> None:
+    """ValueError naming --target-ratio and the known names for a ratio this recording cannot give."""
+    known = target_names(session, arm_ids)
+    unknown = [t for t in targets if t not in known]
+    if unknown:
+        raise ValueError(f"--target-ratio: no ratio {unknown[0]!r} in this recording; choose among: {', '.join(known)}")
+
+
+def targeted(session: Session, arm_ids: list[str] | None, level: float, targets: list[str] = ()) -> dict[str, Interval]:
+    """The intervals the rule waits for (this module's docstring; those named in `targets` when
+    any are), by name."""
+    every = _intervals(session, arm_ids, level)
+    return {name: interval for name, interval in every.items() if not targets or name in targets}
+
+
+def _intervals(session: Session, arm_ids: list[str] | None, level: float) -> dict[str, Interval]:
     cells = build_cells(session)
-    if arm_ids is not None:
+    arms = [a.id for a in session.arms]
+    if arm_ids is not None or len(arms) == 1:
         return {
             f"{arm} decode tok/s": contrast_interval(
                 [Sample(c.category, (c.decode_tok_s,)) for c in cells if c.arm == arm and c.decode_tok_s is not None],
                 (1,), level,
             )
-            for arm in arm_ids
+            for arm in arm_ids or arms
         }
-    arms = [a.id for a in session.arms]
     have: dict[str, set[str]] = {}
     for cell in cells:
         have.setdefault(cell.prompt, set()).add(cell.arm)
@@ -103,7 +126,7 @@ class TargetPlan:
         """Take the look at `prompts` drawn: the intervals, and whether (and why) to stop."""
         rule = self.rule
         rule.looked.append(prompts)
-        intervals = targeted(self.session, self.arm_ids, rule.level)
+        intervals = targeted(self.session, self.arm_ids, rule.level, rule.targets)
         rule.widths = {name: interval.half_width for name, interval in intervals.items()}
         met = bool(intervals) and all(w is not None and w <= rule.target for w in rule.widths.values())
         if met:

@@ -279,6 +279,7 @@ class Stopping:
     order: list[str]
     seed: int
     max_time_s: float | None = None
+    targets: list[str] = field(default_factory=list)  # the ratios aimed at ("nvfp4 vs bf16"); empty: every one
     looked: list[int] = field(default_factory=list)  # the looks taken so far, in prompts
     widths: dict[str, float | None] = field(default_factory=dict)  # each targeted ratio's half-width at the last look
     stopped: str = ""  # why it stopped ("target met", "max prompts", "max time", "suite used up"); "" while going

@@ -367,6 +367,7 @@ def _stopping(r: _Reader, data: Any, where: str) -> Stopping:
         order=[r.str_(v, f"{where}.order[{i}]") for i, v in enumerate(r.get(d, "order", where, r.list_))],
         seed=r.get(d, "seed", where, r.int_),
         max_time_s=r.get(d, "max_time_s", where, r.opt_num, None),
+        targets=[r.str_(v, f"{where}.targets[{i}]") for i, v in enumerate(r.get(d, "targets", where, r.list_, []))],
         looked=[r.nonneg_int(v, f"{where}.looked[{i}]") for i, v in enumerate(r.get(d, "looked", where, r.list_, []))],
         widths={k: r.opt_num(v, f"{where}.widths.{k}") for k, v in r.get(d, "widths", where, r.any_obj, {}).items()},
         stopped=r.get(d, "stopped", where, r.str_, ""),
