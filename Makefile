@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast engine tools golden bench verify clean lock check-lock wheel
+.PHONY: demo test test-fast engine tools golden bench bench-ci verify clean lock check-lock wheel
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,12 @@ bench: $(STAMP)
 	$(BIN)/python bench/render_throughput.py
 	$(BIN)/python bench/recorder_fidelity.py
 	$(BIN)/python bench/busy_host.py
+	$(BIN)/python bench/ci_coverage.py
+
+# The stopping rule's simulation study alone (issue 26): coverage, prompts used, hours saved.
+bench-ci: $(STAMP)
+	$(BIN)/python bench/ci_coverage.py --target 0.02
+	$(BIN)/python bench/ci_coverage.py --target 0.03
 
 clean:
 	rm -rf $(VENV) out .pytest_cache
