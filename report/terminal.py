@@ -16,8 +16,9 @@ from rich.text import Text
 
 from tokenreel.claims import claim_text, headline, scope_text
 from tokenreel.model import Session
-from tokenreel.figures import figure, multiplier
-from tokenreel.ladder import build_cells, build_ladder, category_table
+from tokenreel.figures import figure
+from tokenreel.ladder import ITSELF, build_cells, build_ladder, category_table
+from tokenreel.report.wording import ratio_text
 
 
 MIN_LABEL = 6  # a label column narrower than this would say nothing ("Orig…")
@@ -100,6 +101,8 @@ def summary_tables(session: Session) -> list[Table]:
     if claim is not None:  # the story in the words the report and the video's end card use
         labels = {a.id: a.label for a in session.arms}
         caption = Text(f"{claim_text(claim.value, claim.metric)}: {labels[claim.arm]} vs {labels[claim.vs]}, {scope_text(claim)}")
+        missing = next((r.vs_first_ci95_note for r in ladder if r.vs_first_ci95 is None and r.vs_first_ci95_note != ITSELF), "")
+        caption.append("; [low–high]: 95 % interval over prompts" if claim.ci95 else f"; {missing}" if missing else "")
     table = FitTable(title=Text(title, style="table.title"), title_justify="left", caption=caption, caption_justify="left")
     table.number_column("Step", justify="left")
     table.label_column("Arm")
@@ -116,8 +119,8 @@ def summary_tables(session: Session) -> list[Table]:
             str(i),
             Text(row.label),
             figure(row.decode_tok_s),
-            multiplier(row.vs_prior),
-            multiplier(row.vs_first),
+            ratio_text(row.vs_prior, row.vs_prior_ci95),
+            ratio_text(row.vs_first, row.vs_first_ci95),
             figure(row.ttft_s, 2),
             length,
             *rate,

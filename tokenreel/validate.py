@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable
 
+from tokenreel.field_reader import FieldReader, T
 from tokenreel.model import (
     CLIENT_BUSY_P99_MS, CLOCK_SOURCES, FORMAT, GATE_STATUSES, HOST_PRESSURE_PCT, HOST_WAIT_S,
     MAX_ACCEPTANCE_LENGTH, MAX_CHUNKS_PER_RUN, MAX_COUNT, MAX_OFFSET_NS, MAX_RUNS,
@@ -32,105 +33,7 @@ from tokenreel.model import (
 # ---------------------------------------------------------------------------------------------
 # Reading: every field checked, the first bad one named
 
-T = TypeVar("T")
-
-
-class _Reader:
-    """Typed field access that raises ArchiveError with a dotted field path."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def fail(self, where: str, problem: str) -> ArchiveError:
-        return ArchiveError(self.path, where, problem)
-
-    def obj(self, value: Any, where: str) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise self.fail(where, f"expected an object, got {type(value).__name__}")
-        return value
-
-    def get(self, data: dict[str, Any], key: str, where: str, kind: Callable[[Any, str], T], default: Any = ...) -> T:
-        if key not in data:
-            if default is ...:
-                raise self.fail(f"{where}.{key}".lstrip("."), "missing")
-            return default
-        return kind(data[key], f"{where}.{key}".lstrip("."))
-
-    def str_(self, value: Any, where: str) -> str:
-        if not isinstance(value, str):
-            raise self.fail(where, f"expected a string, got {type(value).__name__}")
-        return value
-
-    def opt_str(self, value: Any, where: str) -> str | None:
-        return None if value is None else self.str_(value, where)
-
-    def bool_(self, value: Any, where: str) -> bool:
-        if not isinstance(value, bool):
-            raise self.fail(where, f"expected true or false, got {type(value).__name__}")
-        return value
-
-    def opt_bool(self, value: Any, where: str) -> bool | None:
-        return None if value is None else self.bool_(value, where)
-
-    def int_(self, value: Any, where: str) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(where, f"expected an integer, got {type(value).__name__}")
-        return value
-
-    def nonneg_int(self, value: Any, where: str) -> int:
-        number = self.int_(value, where)
-        if number < 0:
-            raise self.fail(where, f"must not be negative, got {number}")
-        return number
-
-    def opt_int(self, value: Any, where: str) -> int | None:
-        return None if value is None else self.nonneg_int(value, where)
-
-    def num(self, value: Any, where: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.fail(where, f"expected a number, got {type(value).__name__}")
-        if not math.isfinite(value):
-            raise self.fail(where, f"must be a finite number, got {value}")
-        return float(value)
-
-    def nonneg_num(self, value: Any, where: str) -> float:
-        number = self.num(value, where)
-        if number < 0:
-            raise self.fail(where, f"must not be negative, got {number}")
-        return number
-
-    def opt_num(self, value: Any, where: str) -> float | None:
-        return None if value is None else self.nonneg_num(value, where)
-
-    def list_(self, value: Any, where: str) -> list[Any]:
-        if not isinstance(value, list):
-            raise self.fail(where, f"expected a list, got {type(value).__name__}")
-        return value
-
-    def any_obj(self, value: Any, where: str) -> dict[str, Any]:
-        return self.obj(value, where)
-
-    def str_map(self, value: Any, where: str) -> dict[str, str]:
-        data = self.obj(value, where)
-        for key, item in data.items():
-            self.str_(item, f"{where}.{key}")
-        return data
-
-    def num_map(self, value: Any, where: str) -> dict[str, float]:
-        data = self.obj(value, where)
-        return {key: self.nonneg_num(item, f"{where}.{key}") for key, item in data.items()}
-
-    def one_of(self, choices: tuple[str, ...]) -> Callable[[Any, str], str]:
-        def check(value: Any, where: str) -> str:
-            text = self.str_(value, where)
-            if text not in choices:
-                raise self.fail(where, f"must be one of {', '.join(choices)}, got {text!r}")
-            return text
-
-        return check
-
-
-def _prompt(r: _Reader, data: Any, where: str) -> Prompt:
+def _prompt(r: FieldReader, data: Any, where: str) -> Prompt:
     d = r.obj(data, where)
     messages = r.get(d, "messages", where, r.list_, [])
     for i, message in enumerate(messages):
@@ -143,7 +46,7 @@ def _prompt(r: _Reader, data: Any, where: str) -> Prompt:
     )
 
 
-def _arm(r: _Reader, data: Any, where: str) -> Arm:
+def _arm(r: FieldReader, data: Any, where: str) -> Arm:
     d = r.obj(data, where)
     recorded = r.get(d, "recorded", where, r.list_, [])
     for i, item in enumerate(recorded):
@@ -165,7 +68,7 @@ def _arm(r: _Reader, data: Any, where: str) -> Arm:
     )
 
 
-def _settings(r: _Reader, data: Any, where: str) -> Settings:
+def _settings(r: FieldReader, data: Any, where: str) -> Settings:
     d = r.obj(data, where)
     return Settings(
         prompts=r.get(d, "prompts", where, r.str_),
@@ -182,7 +85,7 @@ def _settings(r: _Reader, data: Any, where: str) -> Settings:
     )
 
 
-def _chunks(r: _Reader, data: Any, where: str) -> Chunks:
+def _chunks(r: FieldReader, data: Any, where: str) -> Chunks:
     d = r.obj(data, where)
     t_ns = r.get(d, "t_ns", where, r.list_)
     n = len(t_ns)
@@ -227,7 +130,7 @@ def _chunks(r: _Reader, data: Any, where: str) -> Chunks:
     return Chunks(t_ns=t_ns, tokens=tokens, **texts, client_delay_us=delays)
 
 
-def _gate(r: _Reader, data: Any, where: str) -> Gate:
+def _gate(r: FieldReader, data: Any, where: str) -> Gate:
     d = r.obj(data, where)
     return Gate(
         status=r.get(d, "status", where, r.one_of(GATE_STATUSES)),
@@ -238,7 +141,7 @@ def _gate(r: _Reader, data: Any, where: str) -> Gate:
     )
 
 
-def _acceptance(r: _Reader, data: Any, where: str) -> Acceptance | None:
+def _acceptance(r: FieldReader, data: Any, where: str) -> Acceptance | None:
     if data is None:
         return None
     d = r.obj(data, where)
@@ -254,7 +157,7 @@ def _acceptance(r: _Reader, data: Any, where: str) -> Acceptance | None:
     )
 
 
-def _clock(r: _Reader, data: Any, where: str) -> Clock | None:
+def _clock(r: FieldReader, data: Any, where: str) -> Clock | None:
     if data is None:
         return None
     d = r.obj(data, where)
@@ -268,7 +171,7 @@ def _clock(r: _Reader, data: Any, where: str) -> Clock | None:
     )
 
 
-def _host(r: _Reader, data: Any, where: str) -> HostPressure | None:
+def _host(r: FieldReader, data: Any, where: str) -> HostPressure | None:
     if data is None:
         return None
     d = r.obj(data, where)
@@ -281,7 +184,7 @@ def _host(r: _Reader, data: Any, where: str) -> HostPressure | None:
     )
 
 
-def _usage(r: _Reader, data: Any, where: str) -> dict[str, int] | None:
+def _usage(r: FieldReader, data: Any, where: str) -> dict[str, int] | None:
     if data is None:
         return None
     d = r.obj(data, where)
@@ -292,7 +195,7 @@ def _usage(r: _Reader, data: Any, where: str) -> dict[str, int] | None:
     return usage
 
 
-def _run(r: _Reader, data: Any, where: str) -> Run:
+def _run(r: FieldReader, data: Any, where: str) -> Run:
     d = r.obj(data, where)
     run = Run(
         arm=r.get(d, "arm", where, r.str_),
@@ -322,7 +225,7 @@ def _run(r: _Reader, data: Any, where: str) -> Run:
     return run
 
 
-def _list_of(r: _Reader, data: dict[str, Any], key: str, build: Callable[[_Reader, Any, str], T]) -> list[T]:
+def _list_of(r: FieldReader, data: dict[str, Any], key: str, build: Callable[[FieldReader, Any, str], T]) -> list[T]:
     items = r.get(data, key, "", r.list_)
     if len(items) > MAX_RUNS:
         raise r.fail(key, f"{len(items)} entries is more than the limit of {MAX_RUNS}")
@@ -331,7 +234,7 @@ def _list_of(r: _Reader, data: dict[str, Any], key: str, build: Callable[[_Reade
 
 def from_dict(data: Any, path: str = "<session>") -> Session:
     """Validate and build a Session; raises ArchiveError naming the first bad field."""
-    r = _Reader(path)
+    r = FieldReader(path)
     d = r.obj(data, "")
     fmt = d.get("format")
     if fmt != FORMAT:
@@ -357,29 +260,22 @@ def from_dict(data: Any, path: str = "<session>") -> Session:
     return session
 
 
-def _stopping(r: _Reader, data: Any, where: str) -> Stopping:
+def _stopping(r: FieldReader, data: Any, where: str) -> Stopping:
     d = r.obj(data, where)
-    looks = [r.nonneg_int(v, f"{where}.looks[{i}]") for i, v in enumerate(r.get(d, "looks", where, r.list_))]
-    stopping = Stopping(
-        target=r.get(d, "target", where, r.nonneg_num),
-        level=r.get(d, "level", where, r.nonneg_num),
-        looks=looks,
-        order=[r.str_(v, f"{where}.order[{i}]") for i, v in enumerate(r.get(d, "order", where, r.list_))],
-        seed=r.get(d, "seed", where, r.int_),
-        max_time_s=r.get(d, "max_time_s", where, r.opt_num, None),
-        targets=[r.str_(v, f"{where}.targets[{i}]") for i, v in enumerate(r.get(d, "targets", where, r.list_, []))],
-        looked=[r.nonneg_int(v, f"{where}.looked[{i}]") for i, v in enumerate(r.get(d, "looked", where, r.list_, []))],
-        widths={k: r.opt_num(v, f"{where}.widths.{k}") for k, v in r.get(d, "widths", where, r.any_obj, {}).items()},
-        stopped=r.get(d, "stopped", where, r.str_, ""),
+    items = lambda key, kind: [kind(v, f"{where}.{key}[{i}]") for i, v in enumerate(r.get(d, key, where, r.list_, []))]  # noqa: E731
+    rule = Stopping(
+        r.get(d, "target", where, r.nonneg_num), r.get(d, "level", where, r.nonneg_num), items("looks", r.nonneg_int),
+        items("order", r.str_), r.get(d, "seed", where, r.int_), r.get(d, "max_time_s", where, r.opt_num, None),
+        items("targets", r.str_), items("looked", r.nonneg_int),
+        {k: r.opt_num(v, f"{where}.widths.{k}") for k, v in r.get(d, "widths", where, r.any_obj, {}).items()},
+        r.get(d, "stopped", where, r.str_, ""),
     )
-    if not 0 < stopping.level < 1:
-        raise r.fail(f"{where}.level", f"expected a level between 0 and 1, got {stopping.level}")
-    if looks != sorted(set(looks)) or (looks and looks[-1] > len(stopping.order)):
-        raise r.fail(f"{where}.looks", "expected increasing prompt counts, at most the drawn order's length")
-    return stopping
+    if not 0 < rule.level < 1 or rule.looks != sorted(set(rule.looks)) or rule.looks[-1:] > [len(rule.order)]:
+        raise r.fail(where, "expected a level in (0, 1) and looks that grow up to the drawn order's length")
+    return rule
 
 
-def _check_references(r: _Reader, session: Session) -> None:
+def _check_references(r: FieldReader, session: Session) -> None:
     """Ids must be unique and every run must name a known arm and prompt."""
     for name, items in (("arms", session.arms), ("prompts", session.prompts)):
         seen: set[str] = set()
@@ -471,7 +367,7 @@ def quarantine(run: Run, path: str = "<session>") -> str:
     reasons: list[str] = []
     for _ in range(len(_DROPPABLE) + 1):
         try:
-            _run(_Reader(path), run_to_dict(run), "run")
+            _run(FieldReader(path), run_to_dict(run), "run")
         except ArchiveError as exc:
             where = exc.field.removeprefix("run.")
             part = re.split(r"[.\[]", where, maxsplit=1)[0]
