@@ -1,16 +1,17 @@
 """The end card: the race's verdict on a frame of its own, held at the end of the video.
 
 It never covers the race (whose text it would cut): the last arm against the first in the video's
-one metric (tokenreel.claims), what that compares, the suite's figure for the same arms, a row
-per arm on screen, and what the arms ran on and when. Its texts are the claims the plan lists
-(renderer.plan.drawn_claims); every size is the layout's, legible at 640 px wide.
+one metric (tokenreel.claims), what that compares, the suite's figure for the same arms with its
+95 % interval where the suite has one, a row per arm on screen, and what the arms ran on and
+when. Its texts are the claims the plan lists (renderer.plan.drawn_claims); every size is the
+layout's, legible at 640 px wide.
 """
 
 from __future__ import annotations
 
 from functools import cached_property
 
-from tokenreel.claims import claim_text, scope_text
+from tokenreel.claims import claim_text, interval_text, scope_text
 from tokenreel.figures import clock_seconds, figure, multiplier
 from tokenreel.renderer.canvas import Canvas, label_spans, text_w
 from tokenreel.renderer.layout import Rect
@@ -41,6 +42,18 @@ class EndCard:
             return ""
         return f"{claim_text(suite.value, suite.metric)} {scope_text(suite)}"
 
+    def interval_line(self) -> str:
+        """The suite figure's 95 % interval, on a line under it ("95 % interval 1.97–2.31x");
+        empty where the suite has none (fewer than 6 prompts): nothing is drawn in its place."""
+        suite = self.plan.suite
+        return "" if suite is None else interval_text(suite.value, suite.ci95)
+
+    def _gap_h(self) -> int:
+        """Room between the suite's line and the rows' headings: half a line, or the interval's
+        line where there is one (so it adds little to the card's height)."""
+        gap = self.painters["label"].line_h // 2
+        return max(gap, self.painters["small"].line_h) if self.interval_line() else gap
+
     def headings(self) -> tuple[str, ...]:
         return ("done in", "decode", "vs prior", "vs first") if self.plan.metric == "decode" else ("TTFT", "done in", "vs prior", "vs first")
 
@@ -67,7 +80,8 @@ class EndCard:
     def _block_h(self, row_h: int, compact: bool) -> int:
         label, small = self.painters["label"], self.painters["small"]
         gap, facts = label.line_h // 2, len(self.facts_lines(compact))
-        return self._headline_h() + 2 * label.line_h + gap + small.line_h + row_h * len(self.plan.arms) + gap + facts * small.line_h
+        rows = small.line_h + row_h * len(self.plan.arms)
+        return self._headline_h() + 2 * label.line_h + self._gap_h() + rows + gap + facts * small.line_h
 
     def _row_h(self, with_model: bool) -> int:
         label, small = self.painters["label"], self.painters["small"]
@@ -125,10 +139,13 @@ class EndCard:
         y += head.line_h
         canvas.spans(Rect(x, y, w, label.line_h), "label", bg, label_spans(self.painters, what, w, "label", "dim"))
         y += label.line_h
-        suite = self.suite_line()
+        suite, interval = self.suite_line(), self.interval_line()
         if suite:
             canvas.spans(Rect(x, y, w, label.line_h), "label", bg, ((suite, "label", "title"),))
-        y += label.line_h + label.line_h // 2
+        y += label.line_h
+        if interval:
+            canvas.spans(Rect(x, y, w, small.line_h), "small", bg, ((interval, "small", "text"),))
+        y += self._gap_h()
         self._rows(canvas, Rect(x, y, w, small.line_h + row_h * len(plan.arms)), row_h, self.rows())
         y += small.line_h + row_h * len(plan.arms) + label.line_h // 2
         for line in self.facts_lines(self.compact):

@@ -19,7 +19,7 @@ from tokenreel.renderer.timeline import Clock, first_frame_showing
 from tokenreel.answers import compare
 from tokenreel.figures import multiplier
 from tokenreel.files import read_input
-from tokenreel.claims import METRICS, Speedup, claim_text, run_speedup, scope_text, suite_speedup
+from tokenreel.claims import METRICS, Speedup, claim_text, interval_text, run_speedup, scope_text, suite_speedup
 from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, median_run, missing_cells
 from tokenreel.model import Arm, Prompt, Run, Session, fingerprint_summary
 from tokenreel.selection import RunSelection
@@ -466,7 +466,8 @@ def evidence_frame(clock: Clock, *tracks: ArmTrack) -> int:
 def drawn_claims(clock: Clock, tracks: list[ArmTrack], metric: str, scope: str, suite: Speedup | None, prompt: str) -> list[Claim]:
     """Every speed-up the frames draw, with the text frames.py draws it with: each column's
     verdict (from the frame both it and the first arm are done), then the end card's headline
-    (the last arm against the first), each row's vs prior and vs first, and the suite's figure."""
+    (the last arm against the first), each row's vs prior and vs first, and the suite's figure
+    with its 95 % interval (a claim of its own, of the suite's figure) where it has one."""
     first, last, end = tracks[0], tracks[-1], clock.title_frames + clock.replay_frames
 
     def claim(text: str, track: ArmTrack, vs: ArmTrack, value: float | None, frame: int | None, where: str) -> Claim:
@@ -482,8 +483,12 @@ def drawn_claims(clock: Clock, tracks: list[ArmTrack], metric: str, scope: str, 
         if n > 1:
             claims.append(claim(multiplier(track.vs_first), track, first, track.vs_first, end, "end card"))
     if suite is not None:
+        evidence = evidence_frame(clock, first, last)
         text = f"{claim_text(suite.value, metric)} {scope_text(suite)}"
-        claims.append(Claim(text, metric, "suite", None, suite.arm, suite.vs, suite.value, end, evidence_frame(clock, first, last), "end card"))
+        claims.append(Claim(text, metric, "suite", None, suite.arm, suite.vs, suite.value, end, evidence, "end card"))
+        interval = interval_text(suite.value, suite.ci95)  # none, and nothing drawn, with fewer than 6 prompts
+        if interval:
+            claims.append(Claim(interval, metric, "suite", None, suite.arm, suite.vs, suite.value, end, evidence, "end card"))
     return claims
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from tokenreel.answers import build_answers
-from tokenreel.claims import DEFINITIONS, all_speedups, claim_text, headline, scope_text
+from tokenreel.claims import DEFINITIONS, all_speedups, claim_text, headline, interval_text, scope_text
 from tokenreel.model import Arm, Session, fingerprint_summary
 from tokenreel.ladder import build_cells, build_ladder, category_ladders, category_table, common_prompts, missing_cells
 from tokenreel.latency import PERCENTILE_METHOD, Latency, LatencyRow, build_latency
@@ -70,6 +70,7 @@ def headline_entry(session: Session, cells: list) -> dict | None:
     return {
         **asdict(claim),
         "text": claim_text(claim.value, claim.metric),
+        "interval_text": interval_text(claim.value, claim.ci95),
         "scope_text": scope_text(claim),
         "arm_label": labels[claim.arm],
         "vs_label": labels[claim.vs],

@@ -30,13 +30,14 @@ import orjson
 
 from tokenreel import assets
 from tokenreel.model import Run, Session
-from tokenreel.figures import MISSING, figure, multiplier
+from tokenreel.figures import MISSING, figure
 from tokenreel.ladder import median_run
 from tokenreel.metrics import NS_PER_S, first_token_index, last_token_index, output_tokens, run_metrics
 from tokenreel.report.charts import chart_svgs
 from tokenreel.report.wording import (
     ESTIMATED_NOTE, LATENCY_FIGURES, STEP_MARKS, acceptance_text, acceptance_notes, contended_text, fingerprint_text, rate_text,
-    answers_legend, host_notes, host_text, ladder_note, latency_gaps, latency_legend, repeats_summary,
+    answers_legend, category_interval_note, host_notes, host_text, interval_legend, ladder_note, latency_gaps, latency_legend,
+    ratio_text, repeats_summary,
 )
 from tokenreel.report.data import report_selection
 from tokenreel.safe_text import BIDI_CONTROLS, strip_controls
@@ -83,6 +84,13 @@ def _markdown_inline(text: str) -> str:
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
 
 
+def _ratio(value: float | None, ci95: list[float] | None) -> str:
+    """`ratio_text`'s "1.22x [1.20–1.23]", its interval in a span of its own (dimmed, and kept
+    whole when a phone's card wraps it under the ratio)."""
+    ratio, _, interval = ratio_text(value, ci95).partition(" ")
+    return _e(ratio) + (f' <span class="ci">{_e(interval)}</span>' if interval else "")
+
+
 def _arm_name(label: str, color: str) -> str:
     return f'<span class="arm-name"><span class="dot" style="--accent:{color}"></span>{_e(label)}</span>'
 
@@ -110,9 +118,11 @@ def _headline(claim: dict | None) -> str:
     """The story first: the report's headline claim in its own words (no figure computed here)."""
     if claim is None:
         return '<p class="claim none">One arm: no comparison to claim.</p>'
+    interval = claim["interval_text"] or claim["ci95_note"]  # the interval, or why there is none
     return (
         f'<p class="claim"><span class="claim-text">{_e(claim["text"])}</span>'
         f'<span class="claim-scope">{_e(claim["arm_label"])} vs {_e(claim["vs_label"])}, {_e(claim["scope_text"])}</span>'
+        f'<span class="claim-interval">{_e(interval)}</span>'
         f'<span class="claim-definition">{_e(claim["definition"])}</span></p>'
     )
 
@@ -126,11 +136,11 @@ def _ladder(report: dict, colors: dict[str, str]) -> str:
         width = 0 if best is None or row["decode_tok_s"] is None else 100 * row["decode_tok_s"] / best
         bar = f'<span class="bar" style="--accent:{colors[row["arm"]]};--w:{width:.1f}%"></span>'
         rows.append([
-            _step(i), _arm_name(row["label"], colors[row["arm"]]), f"{_e(decode)}{bar}", multiplier(row["vs_prior"]),
-            multiplier(row["vs_first"]), figure(row["ttft_s"], 2, " s"),
+            _step(i), _arm_name(row["label"], colors[row["arm"]]), f"{_e(decode)}{bar}", _ratio(row["vs_prior"], row["vs_prior_ci95"]),
+            _ratio(row["vs_first"], row["vs_first_ci95"]), figure(row["ttft_s"], 2, " s"),
             _e(acceptance_text(row["acceptance_length"], row["acceptance_approximate"])), _e(rate_text(row["acceptance_rate"])),
         ])
-    notes = [f"<p class=note>{_e(ladder_note(report))}</p>"]
+    notes = [f"<p class=note>{_e(ladder_note(report))}</p>", f"<p class=note>{_e(interval_legend(report))}</p>"]
     if estimated:
         notes.append(f"<p class=note>{_markdown_inline(ESTIMATED_NOTE)}</p>")
     acceptance = [line.removeprefix("- ") for line in acceptance_notes(report) if line.startswith("- ")]
@@ -151,15 +161,17 @@ def _categories(report: dict, labels: dict[str, str]) -> str:
     base = report["baseline"]
     rows = []
     for category, row in report["categories"].items():
-        last, first = row.get(arm_ids[-1]), row.get(base)
-        speedup = multiplier(last / first) if last is not None and first else MISSING
+        last = report["category_ladders"][category][-1]
+        speedup = _ratio(last["vs_first"], last["vs_first_ci95"])
         rows.append([_e(category.capitalize()), *(figure(row.get(a)) for a in arm_ids), speedup])
     headers = ["Category", *(f"{_step(i)} {_e(labels[a])}" for i, a in enumerate(arm_ids)), "vs. original"]
     table = _table(headers, rows, numeric=tuple(range(1, len(arm_ids) + 2)))
+    gaps = category_interval_note(report)
     return (
         f'<section id="categories"><h2>Per category</h2>{table}'
         f"<p class=note>Decode tok/s, mean over each category's prompts; vs. original: the last arm over "
-        f"{_e(labels.get(base, base))}.</p></section>"
+        f"{_e(labels.get(base, base))}, with its 95 % interval over the category's prompts where it has one.</p>"
+        + (f"<p class=note>{_e(gaps)}</p>" if gaps else "") + "</section>"
     )
 
 

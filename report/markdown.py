@@ -6,12 +6,11 @@ from __future__ import annotations
 import re
 
 from tokenreel.claims import RATIO_METRICS
-from tokenreel.ladder import ITSELF
 from tokenreel.model import Session
 from tokenreel.figures import figure
 from tokenreel.report.wording import (
-    ESTIMATED_NOTE, LATENCY_FIGURES, STEP_MARKS, acceptance_notes, acceptance_text, answers_legend, contended_text,
-    fingerprint_text, host_notes, host_text, interval_legend, ladder_note, latency_gaps, latency_legend, rate_text,
+    ESTIMATED_NOTE, LATENCY_FIGURES, STEP_MARKS, acceptance_notes, acceptance_text, answers_legend, category_interval_note,
+    contended_text, fingerprint_text, host_notes, host_text, interval_legend, ladder_note, latency_gaps, latency_legend, rate_text,
     ratio_text, repeats_summary, run_names,
 )
 
@@ -125,7 +124,7 @@ def _headline(claim: dict | None) -> list[str]:
     """The story first, in the report's own words (the video's end card says the same)."""
     if claim is None:
         return ["One arm: no comparison to claim.", ""]
-    interval = f" (95 % interval {figure(claim['ci95'][0], 2)}–{figure(claim['ci95'][1], 2)}x)" if claim["ci95"] else ""
+    interval = f" ({claim['interval_text']})" if claim["interval_text"] else ""
     return [f"**{claim['text']}**{interval}: {claim['arm_label']} vs {claim['vs_label']}, {claim['scope_text']}."
             f" Speed-up in {claim['definition']}.", ""]
 
@@ -172,11 +171,7 @@ def to_markdown(report: dict, session: Session) -> str:
             values = " | ".join(figure(row.get(a)) for a in arm_ids)
             last = report["category_ladders"][category][-1]
             lines.append(f"| {category.capitalize()} | {values} | {ratio_text(last['vs_first'], last['vs_first_ci95'])} |")
-        notes = list(dict.fromkeys(
-            f"{category}: {rows[-1]['vs_first_ci95_note']}" for category, rows in report["category_ladders"].items()
-            if rows[-1]["vs_first_ci95"] is None and rows[-1]["vs_first_ci95_note"] != ITSELF
-        ))
-        lines += ["", f"No interval per category for {'; '.join(notes)}." if notes else "", ""]
+        lines += ["", category_interval_note(report), ""]
     lines += [
         "| Arm | Prompt | Category | Runs | Tokens | TTFT s | TPOT ms | Decode tok/s | E2E tok/s | Spread | Accept. len | Accept. rate | Like-for-like | Contended | Host CPU pressure |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",

@@ -188,11 +188,23 @@ def stopping_text(stopping: dict | None) -> str:
     )
 
 
+def interval_gaps(rows: list[dict], ratios: tuple[str, ...] = ("vs_prior", "vs_first")) -> list[str]:
+    """Why the ladder rows' ratios have no interval, once per reason (an arm against itself is no gap)."""
+    return list(dict.fromkeys(
+        row[f"{ratio}_ci95_note"] for row in rows for ratio in ratios
+        if row[f"{ratio}_ci95"] is None and row[f"{ratio}_ci95_note"] != ITSELF
+    ))
+
+
 def interval_legend(report: dict) -> str:
     """What the brackets mean, and why a ladder ratio has none where it has none (once per reason)."""
-    reasons = [
-        row[f"{ratio}_ci95_note"] for row in report["ladder"] for ratio in ("vs_prior", "vs_first")
-        if row[f"{ratio}_ci95"] is None and row[f"{ratio}_ci95_note"] != ITSELF
-    ]
-    missing = "; ".join(dict.fromkeys(reasons))
+    missing = "; ".join(interval_gaps(report["ladder"]))
     return INTERVAL_MEANING + stopping_text(report["stopping"]) + (f" No interval: {missing}." if missing else "")
+
+
+def category_interval_note(report: dict) -> str:
+    """Why a category's last arm vs the first has no interval ("No interval per category for
+    code: n = 3 prompts: ..."), or "" when every category has one."""
+    gaps = [f"{category}: {gap}" for category, rows in report["category_ladders"].items()
+            for gap in interval_gaps(rows[-1:], ("vs_first",))]
+    return f"No interval per category for {'; '.join(gaps)}." if gaps else ""

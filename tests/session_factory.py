@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from tokenreel.model import Acceptance, Arm, Chunks, Prompt, Run, Session, Settings
 
@@ -56,17 +57,33 @@ def session(
     )
     for arm_id, _, runs in arms:
         for index, chunks in enumerate(runs):
-            length = (acceptance or {}).get(arm_id)
-            session.runs.append(
-                Run(
-                    arm=arm_id,
-                    prompt="p1",
-                    index=index,
-                    warmup=False,
-                    usage={"completion_tokens": sum(chunks.tokens)},
-                    token_source="usage_delta",  # counted by the server, as a real recording of vLLM
-                    acceptance=Acceptance(mean_length=length, source="metrics") if length else None,
-                    chunks=chunks,
-                )
-            )
+            session.runs.append(_run(arm_id, "p1", index, chunks, (acceptance or {}).get(arm_id)))
     return session
+
+
+def _run(arm_id: str, prompt_id: str, index: int, chunks: Chunks, acceptance: float | None = None) -> Run:
+    """A measured, ok run whose token counts came from the server, as a real recording of vLLM."""
+    return Run(
+        arm=arm_id,
+        prompt=prompt_id,
+        index=index,
+        warmup=False,
+        usage={"completion_tokens": sum(chunks.tokens)},
+        token_source="usage_delta",
+        acceptance=Acceptance(mean_length=acceptance, source="metrics") if acceptance else None,
+        chunks=chunks,
+    )
+
+
+def suite(arms: Sequence[tuple[str, str, int]], categories: Sequence[str] = ("prose", "code", "reasoning"), per_category: int = 2) -> Session:
+    """A suite of per_category prompts in each category ("prose-1", ...), one run per arm and
+    prompt: arm (id, label, ms per token) streams 24 words, a little slower on some prompts than
+    others (by prompt and arm alike), so its speed-up over another arm varies and has an interval."""
+    first = session([(a, label, []) for a, label, _ in arms], name="Synthetic suite")
+    prompt = first.prompts[0]
+    first.prompts = [replace(prompt, id=f"{c}-{n + 1}", category=c) for c in categories for n in range(per_category)]
+    for k, p in enumerate(first.prompts):
+        for i, (arm_id, _, step_ms) in enumerate(arms):
+            step_ns = step_ms * MS * (100 + 3 * ((k * (i + 2)) % 5)) // 100
+            first.runs.append(_run(arm_id, p.id, 0, stream(words(24), 40 * MS, step_ns)))
+    return first

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy
 import pytest
 from matplotlib import font_manager
+from matplotlib.container import ErrorbarContainer
 from matplotlib.text import Text
 from PIL import Image
 
@@ -37,6 +38,7 @@ from tokenreel.theme import load_theme
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "sessions" / "seed-ladder-demo.json"
+H200 = REPO / "tests" / "data" / "h200-llamacpp" / "session-default-cache.json"  # 12 prompts, 3 per category
 PNG_SIZE = (1280, 720)
 SVG_SIZE = ("576pt", "324pt")
 SVG = "{http://www.w3.org/2000/svg}"
@@ -142,9 +144,9 @@ def test_ladder_labels_are_the_reports_figures(demo: Session, demo_charts: Path)
         speed, vs_prior, vs_first = cells[2], cells[3], cells[4]  # "97.1 tok/s", "1.00x", "1.00x"
         assert speed == figure(row["decode_tok_s"], 1, " tok/s")
         assert speed in texts, f"{row['arm']}: {speed} not drawn ({texts})"
-        wanted = f"{vs_prior} vs prior · {vs_first} vs {report['baseline']}"
-        assert wanted in texts, f"{row['arm']}: {wanted!r} not drawn"
-        assert f"{row['label']}: {speed}, {wanted}" in title
+        wanted = [f"{vs_prior} vs prior", f"{vs_first} vs {report['baseline']}"]
+        assert all(line in texts for line in wanted), f"{row['arm']}: {wanted!r} not drawn"
+        assert f"{row['label']}: {speed}, {' · '.join(wanted)}" in title
     box = chart.figure.axes[0].get_window_extent()
     for text in chart.figure.axes[0].texts:  # every label right of its bar ends inside the axes
         assert box.x0 <= text.get_window_extent().x0 and text.get_window_extent().x1 <= box.x1, text.get_text()
@@ -286,3 +288,48 @@ def test_plot_a_freshly_recorded_session(tmp_path: Path, sim) -> None:  # noqa: 
     title = ET.parse(tmp_path / "charts" / "ladder.svg").getroot().find(f"{SVG}title").text
     for row in build_report(session)["ladder"]:
         assert f"{row['label']}: {figure(row['decode_tok_s'], 1, ' tok/s')}" in title
+
+
+def whiskers(chart) -> list[float]:  # noqa: ANN001 (a Chart)
+    """Low, high of every error bar drawn in turn, in data units along the bar."""
+    out = []
+    for container in chart.figure.axes[0].containers:
+        if isinstance(container, ErrorbarContainer):
+            (segment,) = container.lines[2][0].get_segments()
+            horizontal = segment[0][1] == segment[1][1]
+            out += sorted(point[0 if horizontal else 1] for point in segment)
+    return out
+
+
+def test_ladder_whiskers_are_the_reports_intervals_or_the_note_says_why() -> None:
+    """H200 (12 prompts): each arm's vs-first interval is a whisker (the first arm's tok/s times
+    its bounds, so it brackets the bar's end) and both ratios carry it in brackets; the demo (4
+    prompts) draws none and its note gives the report's reason."""
+    report = build_report(archive.load(H200))
+    chart = drawn(ladder_chart, report)
+    base = report["ladder"][0]["decode_tok_s"]
+    rows = report["ladder"][1:]
+    assert whiskers(chart) == pytest.approx([base * bound for r in rows for bound in r["vs_first_ci95"]], rel=1e-12)
+    texts = all_texts(chart)
+    assert "1.76x [1.62–1.91] vs prior" in texts and "2.14x [1.97–2.31] vs f16" in texts
+    assert any(t.startswith("[low–high]: 95 % interval over prompts; whisker: the vs-f16 interval") for t in texts), texts
+    assert not any("No interval" in t for t in texts)
+
+    demo = drawn(ladder_chart, build_report(archive.load(DEMO)))
+    assert whiskers(demo) == [] and "No interval: n = 4 prompts: no interval (it needs 6)" in all_texts(demo)
+
+
+def test_category_whiskers_where_a_category_has_its_interval() -> None:
+    """Six prompts a category: every bar has its whisker, the category ladder's interval; with
+    three (H200) none has, and the note names the categories and the reason."""
+    session = sf.suite([("a", "Arm A", 20), ("b", "Arm B", 10), ("c", "Arm C", 5)], categories=("prose", "code"), per_category=6)
+    report = build_report(session)
+    chart = drawn(categories_chart, report)
+    expected = [bound for i in (1, 2) for c in ("prose", "code") for bound in report["category_ladders"][c][i]["vs_first_ci95"]]
+    assert whiskers(chart) == pytest.approx(expected, rel=1e-12)
+    assert "whisker: 95 % interval of the speed-up over the category's prompts" in all_texts(chart)
+
+    h200 = drawn(categories_chart, build_report(archive.load(H200)))
+    assert whiskers(h200) == []
+    note = "No interval for conversation, reasoning, prose, code: n = 3 prompts: no interval (it needs 6)"
+    assert note in " ".join(" ".join(all_texts(h200)).split())  # the note wraps

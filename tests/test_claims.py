@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tokenreel import archive
-from tokenreel.claims import all_speedups, claim_text, headline, scope_text
+from tokenreel.claims import all_speedups, claim_text, headline, interval_text, scope_text
 from tokenreel.ladder import build_cells, build_ladder, median_run
 from tokenreel.metrics import run_metrics
 from tokenreel.report.data import build_report
@@ -49,6 +49,14 @@ def test_words_invert_a_slower_arm_and_say_a_missing_figure() -> None:
     assert claim_text(4.419, "decode") == "4.42x faster decode"
     assert claim_text(0.8, "e2e") == "1.25x slower end to end"
     assert claim_text(None, "decode") == "no decode figure"
+
+
+def test_an_interval_is_worded_as_its_claim_is() -> None:
+    """The bounds of a slower arm's interval are inverted with its multiplier, so they bracket it."""
+    assert interval_text(2.14, [1.97, 2.31]) == "95 % interval 1.97–2.31x"
+    assert claim_text(0.5, "decode") == "2.00x slower decode"
+    assert interval_text(0.5, [0.45, 0.55]) == "95 % interval 1.82–2.22x"
+    assert interval_text(4.42, None) == "" and interval_text(None, [1.0, 2.0]) == ""
 
 
 def test_a_one_arm_session_has_no_headline_and_a_slow_pair_says_so() -> None:

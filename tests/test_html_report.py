@@ -28,10 +28,12 @@ from tokenreel.model import Chunks, Clock, HostPressure, Run, Session
 from tokenreel.recorder.runner import new_session, record
 from tokenreel.selection import RunSelection
 from tokenreel.report import build_report, render_report, to_html
+from tokenreel.report.wording import INTERVAL_MEANING, ratio_text
 from tokenreel.simulator.server import SimCluster
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "sessions" / "seed-ladder-demo.json"
+H200 = REPO / "tests" / "data" / "h200-llamacpp" / "session-default-cache.json"  # 12 prompts, 3 per category
 NS_PER_MS = 1_000_000
 CHARTS = ("chart-ladder", "chart-categories", "chart-race", "chart-itl")  # the four charts of issue 12
 
@@ -463,3 +465,46 @@ def test_notes_tables_and_replay_follow_the_reports_selection(browser: Chromium,
     else:
         assert b["run"] == 0 and b["tokens"] == 8, b
         assert "<td class=num>0 ▶</td>" in row and "<td>yes</td>" in row and "left out" not in row, row
+
+
+# --- 95 % intervals (issue 26) -----------------------------------------------------------------
+
+INTERVALS_SHOWN = (
+    "(() => { const text = el => el ? el.textContent : null;"
+    " const rows = sel => Array.from(document.querySelectorAll(sel + ' tbody tr')).map(r => Array.from(r.cells).map(text));"
+    " const notes = sel => Array.from(document.querySelectorAll(sel + ' p.note')).map(text).join(' ');"
+    " return {interval: text(document.querySelector('.claim-interval')), ladder: rows('#ladder'),"
+    " ladderNotes: notes('#ladder'), categories: rows('#categories'), categoryNotes: notes('#categories')}; })()"
+)
+
+
+@pytest.mark.parametrize("path", [H200, DEMO], ids=["h200-12-prompts", "demo-4-prompts"])
+def test_every_ratio_shows_its_interval_or_says_why_not(browser: Chromium, tmp_path: Path, path: Path) -> None:
+    """The headline, the ladder's vs prior and vs original and the per-category vs original
+    read in the browser as the markdown writes them ("1.22x [1.20–1.23]"), under the legend of
+    what the brackets mean; where the report has no interval the page says why."""
+    session = load(path)
+    report = build_report(session)
+    page_path = tmp_path / f"{path.stem}.html"
+    page_path.write_text(to_html(report, session), encoding="utf-8")
+    page = open_page(browser, page_path)
+    try:
+        seen = page.evaluate(INTERVALS_SHOWN)
+        assert offline_problems(page, page_path) == []
+    finally:
+        page.close()
+    for row, cells in zip(report["ladder"], seen["ladder"], strict=True):
+        assert cells[3:5] == [ratio_text(row["vs_prior"], row["vs_prior_ci95"]), ratio_text(row["vs_first"], row["vs_first_ci95"])]
+    for (category, rows), cells in zip(report["category_ladders"].items(), seen["categories"], strict=True):
+        assert cells[0] == category.capitalize() and cells[-1] == ratio_text(rows[-1]["vs_first"], rows[-1]["vs_first_ci95"])
+    assert INTERVAL_MEANING in seen["ladderNotes"]
+    if path == H200:
+        assert seen["interval"] == "95 % interval 1.97–2.31x" == report["headline"]["interval_text"]
+        assert seen["ladder"][-1][3:5] == ["1.76x [1.62–1.91]", "2.14x [1.97–2.31]"]
+        assert "No interval:" not in seen["ladderNotes"]
+        assert "No interval per category for conversation: n = 3 prompts: no interval (it needs 6);" in seen["categoryNotes"]
+    else:
+        assert seen["interval"] == "n = 4 prompts: no interval (it needs 6)"
+        assert "No interval: n = 4 prompts: no interval (it needs 6)." in seen["ladderNotes"]
+        assert not any("[" in cell for row in seen["ladder"] + seen["categories"] for cell in row)
+        assert "No interval per category for conversation: n = 1 prompt: no interval (it needs 6);" in seen["categoryNotes"]

@@ -13,8 +13,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests import session_factory as sf
 from tokenreel import archive
 from tokenreel.claims import claim_text
+from tokenreel.report import build_report
 from tokenreel.renderer.canvas import TextBox
 from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.plan import RenderOptions, RenderPlan, build_plan
@@ -116,3 +118,28 @@ def test_archived_render_manifests_agree_with_the_report(archived: tuple[Path, d
         for claim in claims:
             assert claim["value"] == report_figure(report, claim), (manifest.name, claim)
             assert claim["first_frame"] >= claim["evidence_frame"]
+
+
+SUITE_ARMS = [("a", "Arm A", 20), ("b", "Arm B", 10), ("c", "Arm C", 5)]
+
+
+@pytest.mark.parametrize("size", LAYOUTS)
+def test_the_end_card_gives_the_suite_figure_s_interval_where_it_has_one(size: str) -> None:
+    """Six prompts, two per category: under the suite's figure, its 95 % interval in the report's
+    words, listed with the claims as the suite's; the demo (4 prompts) has none and draws nothing
+    in its place (its archived renders stay pixel for pixel, `tokenreel verify`)."""
+    session = sf.suite(SUITE_ARMS)
+    headline = build_report(session)["headline"]
+    plan = build_plan(session, RenderOptions(size=size, fps=10))
+    boxes: list[TextBox] = []
+    renderer = FrameRenderer(plan, boxes)
+    end_card = drawn(renderer, boxes, plan.frame_count - 1)
+    assert headline["interval_text"] == "95 % interval 3.80–4.21x" and headline["interval_text"] in end_card
+    (claim,) = [c for c in plan.claims if c.text == headline["interval_text"]]
+    assert (claim.scope, claim.arm, claim.vs, claim.value, claim.where) == ("suite", "c", "a", headline["value"], "end card")
+    assert all(box.rect.bottom <= plan.layout.footer.y for box in boxes if box.rect.y != plan.layout.footer.y)
+
+    demo = build_plan(archive.load(SESSIONS[0].parent / "seed-ladder-demo.json"), RenderOptions(size=size, fps=10))
+    demo_boxes: list[TextBox] = []
+    assert not any("interval" in text for text in drawn(FrameRenderer(demo, demo_boxes), demo_boxes, demo.frame_count - 1))
+    assert not any("interval" in c.text for c in demo.claims)

@@ -12,7 +12,7 @@ import pytest
 from tokenreel.renderer.canvas import TextBox
 from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.plan import RenderOptions, build_plan
-from tests.session_factory import MS, session, stream, words
+from tests.session_factory import MS, session, stream, suite, words
 
 IDS = ("alpha", "beta", "gamma", "delta")
 LONG_LABEL = "Original checkpoint in brain floating point served with every default left alone ({})"
@@ -101,16 +101,26 @@ def test_unsupported_sizes_and_arm_counts_are_refused_in_one_line(size: str, arm
     assert "\n" not in str(error.value)
 
 
+def interval_suite(arms: int) -> object:
+    """Six prompts, two per category, long labels and models: the suite's figure has its interval line."""
+    s = suite([(arm_id, LONG_LABEL.format(arm_id), 20 - 4 * i) for i, arm_id in enumerate(IDS[:arms])])
+    for arm in s.arms:
+        arm.model = LONG_MODEL.format(arm.id)
+    return s
+
+
 @pytest.mark.parametrize(("size", "arms"), LAYOUTS)
-def test_the_end_card_stays_above_its_footer(size: str, arms: int) -> None:
-    """The full-frame end card (headline, suite line, rows, small print) fits between the top
-    margin and the footer that defines its figures, for every layout and arm count."""
-    plan = build_plan(ladder(arms, True), RenderOptions(size=size, hold_s="0.5", title_s="0"))
+@pytest.mark.parametrize("interval", [False, True])
+def test_the_end_card_stays_above_its_footer(size: str, arms: int, interval: bool) -> None:
+    """The full-frame end card (headline, suite line and its interval, rows, small print) fits
+    between the top margin and the footer that defines its figures, for every layout and arm count."""
+    plan = build_plan(interval_suite(arms) if interval else ladder(arms, True), RenderOptions(size=size, hold_s="0.5", title_s="0"))
     boxes: list[TextBox] = []
     FrameRenderer(plan, boxes).frame(plan.frame_count - 1)
     footer = plan.layout.footer
     card = [box for box in boxes if box.rect.y != footer.y]
     assert len(card) > 4 * arms
+    assert any(box.text.startswith("95 % interval") for box in card) is interval
     assert all(plan.layout.title.y <= box.rect.y and box.rect.bottom <= footer.y for box in card), size
 
 

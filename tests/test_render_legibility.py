@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from tests.session_factory import suite
 from tokenreel import archive
 from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.layout import Rect
@@ -77,3 +78,15 @@ def test_the_end_card_reads_back_at_640_px(size: str, tmp_path: Path) -> None:
     suite = Rect(box.x, box.bottom + label_h, box.w, label_h)
     assert read_back(plan, frame, suite, tmp_path) == renderer.end_card.suite_line()
     assert renderer.end_card.suite_line().endswith("faster decode over 4 prompts")
+
+
+@pytest.mark.parametrize("size", ["1920x1080", "1080x1920", "1080x1080"])
+def test_the_suite_interval_reads_back_at_640_px(size: str, tmp_path: Path) -> None:
+    """The interval line under the suite's figure (six prompts, two per category) reads back too."""
+    plan = build_plan(suite([("a", "Arm A", 20), ("b", "Arm B", 10), ("c", "Arm C", 5)]), RenderOptions(size=size))
+    renderer = FrameRenderer(plan)
+    frame = renderer.render(plan.frame_count - 1)
+    box, label_h = renderer.end_card.headline_box(), renderer.painters["label"].line_h
+    line = Rect(box.x, box.bottom + 2 * label_h, box.w, renderer.painters["small"].line_h)
+    assert renderer.end_card.interval_line() == "95 % interval 3.80–4.21x"
+    assert read_back(plan, frame, line, tmp_path).replace("-", "–") == renderer.end_card.interval_line()

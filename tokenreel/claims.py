@@ -15,14 +15,14 @@ A speed-up compares one arm with another (`vs`) in one metric over one scope:
   first token over this arm's.
 A suite or category speed-up carries its 95 % interval over the prompts (`tokenreel.intervals`),
 or the reason it has none; one prompt is one sample, so a prompt's speed-up has none.
-Values keep full precision; `claim_text` words one as a person reads it.
+Values keep full precision; `claim_text` words one as a person reads it, `interval_text` its interval.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tokenreel.figures import multiplier
+from tokenreel.figures import figure, multiplier
 from tokenreel.intervals import ratio_interval
 from tokenreel.ladder import Cell, common_prompts, interval_level, mean_of, median_run, paired
 from tokenreel.metrics import RunMetrics, run_metrics
@@ -146,6 +146,15 @@ def claim_text(value: float | None, metric: str) -> str:
         return f"no {METRIC_WORDS[metric]} figure"
     shown = value if value >= 1 else 1 / value
     return f"{multiplier(shown)} {faster_word(value)} {METRIC_WORDS[metric]}"
+
+
+def interval_text(value: float | None, ci95: list[float] | None) -> str:
+    """"95 % interval 1.97–2.31x": a claim's interval as `claim_text` words its value, so a
+    slower arm's bounds are inverted with it and bracket the multiplier shown; "" with none."""
+    if value is None or ci95 is None:
+        return ""
+    low, high = ci95 if value >= 1 else (1 / ci95[1], 1 / ci95[0])
+    return f"95 % interval {figure(low, 2)}–{figure(high, 2)}x"
 
 
 def scope_text(speedup: Speedup) -> str:
