@@ -1,4 +1,4 @@
-"""`tokenreel compare A B`: did re-recording give the same numbers? Exit 0 yes, 1 no."""
+"""`tokenreel compare A B`: did re-recording give the same numbers? Exit 0 yes, 1 no, 3 can't tell yet."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def compare(
     a_path: Annotated[Path, typer.Argument(metavar="A", help="The reference session file.")],
     b_path: Annotated[Path, typer.Argument(metavar="B", help="The session to check against A (e.g. a re-recording).")],
     tolerance: Annotated[
-        str, typer.Option(metavar="PERCENT", help="Largest |B - A| / A of a cell's decode tok/s that still reproduces.")
+        str, typer.Option(metavar="PERCENT", help="The band of \"same\": a difference whose 95 % interval lies within ±PERCENT.")
     ] = "2",
     fmt: Annotated[
         str | None,
@@ -32,19 +32,28 @@ def compare(
     ] = None,
     force: Annotated[bool, typer.Option(help="Overwrite --out if it exists.")] = False,
 ) -> None:
-    """Compare two sessions of the same ladder: per arm and cell, both figures and the difference.
+    """Compare two sessions of the same ladder: each difference, its 95 % interval and a verdict.
 
     Arms are matched by id, prompts by id. Every matched cell shows decode tok/s, TTFT, TPOT
     and end-to-end tok/s of both, the difference (B - A) / A in %, and whether it lies within
-    the runs' spread: |B - A| <= the larger of the two cells' spreads (max - min of that figure
-    over the cell's usable runs). The ladder rows (mean decode tok/s, speed-up vs the first
-    arm) are compared too.
+    the runs' spread. Each decode tok/s difference gets a 95 % interval and a verdict: "same"
+    when the interval lies inside ±--tolerance %, "faster" or "slower" when it lies wholly
+    outside on that side, else "can't tell yet" with about how many more prompts (ladder) or
+    runs (cell) would settle it. Ladder rows (each arm's mean, B / A) and ladder ratios (each
+    arm vs the first and vs the prior arm, B's over A's) are judged over prompts, a cell over
+    its runs.
 
-    Decode tok/s gates (the ladder's headline; TPOT is 1000 / decode and TTFT is too short for a
-    relative tolerance): exit 0 when every matched cell's decode tok/s is within --tolerance %;
-    1 when one is not, or when anything could not be matched (an arm or prompt in one session
-    only, a prompt whose text changed, a cell without a usable run on one side: all listed);
-    2 for bad input. The format rule is report's.
+    The ladder rows and ratios gate; cells are shown, not gated (a cell's runs miss how it
+    moves between sessions). Exit codes:
+
+    \b
+      0  reproduced: every ladder row and ratio is "same"
+      1  not reproduced: one is "faster" or "slower", or an arm, a prompt or a
+         cell is in one session only (listed)
+      2  bad input (an unreadable session, a bad option)
+      3  can't tell yet: none differs, but one or more can't tell yet
+
+    The format rule is report's.
 
     Examples:
 
@@ -52,7 +61,7 @@ def compare(
       tokenreel compare sessions/ladder.json sessions/ladder-rerun.json
       tokenreel compare sessions/ladder.json sessions/ladder-rerun.json --tolerance 1 -o compare.csv
     """
-    from tokenreel.comparison import compare_sessions
+    from tokenreel.comparison import EXIT_CODES, compare_sessions
     from tokenreel.report.compare import render_comparison, summary_line
 
     try:
@@ -75,4 +84,4 @@ def compare(
             write_atomic(out_path, text.encode("utf-8"))
         err.print(f"comparison written to {shown_path(out_path)}", markup=False)
     err.print(strip_controls(summary_line(comparison)), markup=False, soft_wrap=True)
-    raise typer.Exit(0 if comparison.reproduced else 1)
+    raise typer.Exit(EXIT_CODES[comparison.outcome])

@@ -1,5 +1,5 @@
 """`tokenreel compare A B` as md, json or csv: both sessions' figures per cell, the difference,
-the spread and the verdict (the comparison itself is `tokenreel.comparison`)."""
+its 95 % interval and verdict, the spread (the comparison itself is `tokenreel.comparison`)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,22 @@ import csv
 import io
 from dataclasses import asdict
 
-from tokenreel.comparison import FIGURES, GATE, GATE_RULE, SPREAD_RULE, Comparison
+from tokenreel.comparison import (
+    EXIT_CODES, FIGURES, GATE, GATE_RULE, NOT_REPRODUCED, REPRODUCED, SPREAD_RULE, CellDiff, Comparison, LadderDiff, RatioDiff,
+)
 from tokenreel.figures import figure, multiplier
 from tokenreel.report.csv_format import csv_value
 from tokenreel.report.json_format import to_json
 from tokenreel.safe_text import strip_controls
+from tokenreel.verdicts import CANT_TELL, VERDICTS, Verdict
 
 COMPARE_FORMAT = "tokenreel.compare"
-COMPARE_VERSION = 1
+COMPARE_VERSION = 2  # 2: verdicts with intervals; cells no longer gate
+METHOD = (
+    "a ladder figure's over prompts (paired by prompt, stratified by category: the delta method on "
+    "Cochran's combined ratio estimate, *Sampling Techniques* 1977, 6.11-6.12), a cell's over its runs "
+    "(Welch's t on the log of the ratio of the means)"
+)
 
 
 def _pct(value: float | None) -> str:
@@ -26,36 +34,60 @@ def _pct(value: float | None) -> str:
     return f"{sign}{text} %"
 
 
+def _interval(v: Verdict) -> str:
+    return figure(None) if v.diff_ci95 is None else f"[{_pct(v.diff_ci95[0])}, {_pct(v.diff_ci95[1])}]"
+
+
 def _yes(value: bool | None) -> str:
     return "—" if value is None else ("yes" if value else "no")
 
 
+def _counts(verdicts: list[Verdict]) -> str:
+    """"1 same, 2 slower, 33 can't tell yet": the verdicts present, in VERDICTS' order."""
+    counts = {name: sum(v.verdict == name for v in verdicts) for name in VERDICTS}
+    return ", ".join(f"{k} {name}" for name, k in counts.items() if k) or "none"
+
+
+def _judged(what: str, v: Verdict) -> str:
+    """"q4_0 decode slower (-5.00 % [-5.50 %, -4.50 %])", or "... : about 8 more prompts"."""
+    shown = f"{_pct(v.estimate_pct)} {_interval(v)}" if v.diff_ci95 is not None else _pct(v.estimate_pct)
+    if v.verdict == CANT_TELL:
+        return f"{what} {shown}: {v.reason}"
+    return f"{what} {v.verdict} ({shown})"
+
+
+def _named(gated: list[tuple[str, Verdict]]) -> list[str]:
+    """The gated figures that are not "same": those that differ, then those that can't tell yet,
+    a reason without an interval said once for all it holds for."""
+    unsettled = [(what, v) for what, v in gated if v.verdict == CANT_TELL]
+    named = [_judged(what, v) for what, v in gated if v.differs]
+    named += [_judged(what, v) for what, v in unsettled if v.diff_ci95 is not None]
+    for note in dict.fromkeys(v.note for _, v in unsettled if v.diff_ci95 is None):
+        whats = [what for what, v in unsettled if v.diff_ci95 is None and v.note == note]
+        named.append(f"{'all' if len(whats) == len(gated) else ', '.join(whats)}: {note}")
+    return named
+
+
 def summary_line(c: Comparison) -> str:
-    """One line for the terminal: the verdict, led by its reason."""
-    matched, tol = len(c.cells), f"±{c.tolerance_pct:g} %"
-    total = matched + sum(u.what == "cell" for u in c.unmatched)
+    """One line for the terminal: the outcome, led by what was not matched, then the ladder's
+    verdict counts (naming what is not "same") and the cells'."""
+    matched = len(c.cells)
+    parts = []
+    cells = [u for u in c.unmatched if u.what == "cell"]
+    if cells:
+        shown = "; ".join(f"{u.arm} / {u.prompt}: {u.reason}" for u in cells[:3])
+        more = f"; and {len(cells) - 3} more" if len(cells) > 3 else ""
+        parts.append(f"{len(cells)} of {matched + len(cells)} cells have no usable run on one side ({shown}{more})")
+    parts += [f"{u.what} {u.arm or u.prompt} {u.reason}" for u in c.unmatched if u.what != "cell"]
+    named = _named(c.gated)
+    parts.append(f"ladder (decode tok/s, gated, ±{c.tolerance_pct:g} %): {_counts([v for _, v in c.gated])}"
+                 + (f" ({'; '.join(named)})" if named else ""))
+    parts.append(f"{matched} cell{'' if matched == 1 else 's'} (not gated): {_counts([d.verdict for d in c.cells])}")
     parted = [d for d in c.cells if d.answers_diverge_at is not None]
-    answers = ""
     if parted:
-        answers = "; answers differ in " + ", ".join(f"{d.arm} / {d.prompt} (from token {d.answers_diverge_at})" for d in parted)
-    if c.reproduced:
-        return f"reproduced: all {matched} cells agree within {tol} on decode tok/s{answers}"
-    reasons = []
-    if c.unmatched:
-        cells = [u for u in c.unmatched if u.what == "cell"]
-        others = [u for u in c.unmatched if u.what != "cell"]
-        if cells:
-            shown = "; ".join(f"{u.arm} / {u.prompt}: {u.reason}" for u in cells[:3])
-            more = f"; and {len(cells) - 3} more" if len(cells) > 3 else ""
-            reasons.append(f"{len(cells)} of {total} cells have no usable run on one side ({shown}{more})")
-        reasons += [f"{u.what} {u.arm or u.prompt} {u.reason}" for u in others]
-    if c.failing:
-        outside = ", ".join(f"{d.arm} / {d.prompt} ({_pct(d.figures[GATE].diff_pct)})" for d in c.failing)
-        reasons.append(f"{len(c.failing)} of {matched} matched cells are outside {tol} on decode tok/s: {outside}")
-    agree = matched - len(c.failing)
-    rest = f"; the {agree} other matched cells agree within {tol}" if c.failing and agree else (
-        f"; the {agree} matched agree within {tol}" if agree else "")
-    return "NOT reproduced: " + "; ".join(reasons) + rest + answers
+        parts.append("answers differ in " + ", ".join(f"{d.arm} / {d.prompt} (from token {d.answers_diverge_at})"
+                                                      for d in parted))
+    return f"{'NOT reproduced' if c.outcome == NOT_REPRODUCED else c.outcome}: " + "; ".join(parts)
 
 
 def to_markdown(c: Comparison) -> str:
@@ -67,18 +99,18 @@ def to_markdown(c: Comparison) -> str:
         "",
         f"**{summary_line(c)}**",
         "",
-        f"Gate: {GATE_RULE}. Tolerance {tol}. In spread: {SPREAD_RULE}.",
+        f"Verdicts: \"same\" when the 95 % interval of Δ lies inside {tol}, \"faster\" or \"slower\" when it lies "
+        f"wholly outside on that side, else \"can't tell yet\", with about how many more prompts or runs would settle it. "
+        f"Intervals: {METHOD}. Gate: {GATE_RULE}. In spread: {SPREAD_RULE}.",
         "",
     ]
-    if c.failing:
-        lines += ["Not reproduced:", ""]
-        for d in c.failing:
-            g = d.figures[GATE]
-            lines.append(
-                f"- {d.arm} / {d.prompt}: decode {figure(g.a)} → {figure(g.b)} tok/s ({_pct(g.diff_pct)}), "
-                f"outside {tol}" + (f"; {d.note}" if d.note else "")
-            )
-        lines.append("")
+    differ = [(what, v) for what, v in c.gated if v.differs]
+    if differ:
+        lines += ["Not reproduced:", "", *(f"- {_judged(what, v)}, outside {tol}" for what, v in differ), ""]
+    moved = [d for d in c.cells if d.verdict.differs]
+    if moved:
+        lines += ["Cells that differ (shown, not gated):", "",
+                  *(f"- {_judged(f'{d.arm} / {d.prompt}', d.verdict)}" for d in moved), ""]
     if c.unmatched:
         lines += [
             "Not matched (counted as not reproduced):", "",
@@ -89,19 +121,30 @@ def to_markdown(c: Comparison) -> str:
     if c.notes:
         lines += ["Recorded differently (context, not gated):", "", *(f"- {n}" for n in c.notes), ""]
     lines += [
-        f"| Arm | Decode tok/s A | Decode tok/s B | Δ | vs. original A | vs. original B | Within {tol} |",
-        "|---|---|---|---|---|---|---|",
+        "| Arm | Decode tok/s A | Decode tok/s B | Δ | 95 % interval | vs. original A | vs. original B | Verdict |",
+        "|---|---|---|---|---|---|---|---|",
         *(
             f"| {r.label} | {figure(r.decode_tok_s.a)} | {figure(r.decode_tok_s.b)} | {_pct(r.decode_tok_s.diff_pct)} "
-            f"| {multiplier(r.vs_first_a)} | {multiplier(r.vs_first_b)} | {_yes(r.within_tolerance)} |"
+            f"| {_interval(r.verdict)} | {multiplier(r.vs_first_a)} | {multiplier(r.vs_first_b)} | {r.verdict.text} |"
             for r in c.ladder
         ),
         "",
     ]
+    if c.ratios:
+        lines += [
+            "| Ladder ratio | A | B | Δ | 95 % interval | Verdict |",
+            "|---|---|---|---|---|---|",
+            *(
+                f"| {r.arm} / {r.base} (vs {r.vs}) | {multiplier(r.a)} | {multiplier(r.b)} | {_pct(r.verdict.estimate_pct)} "
+                f"| {_interval(r.verdict)} | {r.verdict.text} |"
+                for r in c.ratios
+            ),
+            "",
+        ]
     header = " | ".join(f"{label} A → B | Δ | In spread" for _, label, _ in FIGURES)
     lines += [
-        f"| Arm | Prompt | Runs A/B | {header} | Tokens A/B | Reproduced |",
-        "|---|---|---|" + "---|---|---|" * len(FIGURES) + "---|---|",
+        f"| Arm | Prompt | Runs A/B | {header} | Tokens A/B | Decode 95 % interval | Verdict |",
+        "|---|---|---|" + "---|---|---|" * len(FIGURES) + "---|---|---|",
     ]
     for d in c.cells:
         values = " | ".join(
@@ -109,12 +152,24 @@ def to_markdown(c: Comparison) -> str:
             f"| {_pct(d.figures[key].diff_pct)} | {_yes(d.figures[key].within_spread)}"
             for key, _, digits in FIGURES
         )
-        verdict = "yes" if d.reproduced else "**no**"
+        verdict = f"**{d.verdict.text}**" if d.verdict.differs else d.verdict.text
         lines.append(
             f"| {d.arm} | {d.prompt} | {d.runs_a}/{d.runs_b} | {values} | {d.tokens_a}/{d.tokens_b} "
-            f"| {verdict}{' (' + d.note + ')' if d.note else ''} |"
+            f"| {_interval(d.verdict)} | {verdict}{' (' + d.note + ')' if d.note else ''} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _verdict_data(v: Verdict) -> dict:
+    """A verdict's figures, flat beside the row's own: full precision, the interval in %."""
+    return {"estimate_pct": v.estimate_pct, "diff_ci95": v.diff_ci95, "diff_ci95_note": v.note,
+            "verdict": v.verdict, f"more_{v.unit}": v.more}
+
+
+def _judged_data(item: LadderDiff | RatioDiff | CellDiff) -> dict:
+    data = asdict(item)
+    del data["verdict"]
+    return {**data, **_verdict_data(item.verdict)}
 
 
 def to_data(c: Comparison) -> dict:
@@ -135,28 +190,41 @@ def to_data(c: Comparison) -> dict:
         "gate": GATE,
         "gate_rule": GATE_RULE,
         "spread_rule": SPREAD_RULE,
-        "reproduced": c.reproduced,
+        "outcome": c.outcome,
+        "exit_code": EXIT_CODES[c.outcome],
+        "reproduced": c.outcome == REPRODUCED,
+        "verdicts": {
+            "ladder": {name: sum(v.verdict == name for _, v in c.gated) for name in VERDICTS},
+            "cells": {name: sum(d.verdict.verdict == name for d in c.cells) for name in VERDICTS},
+        },
         "cells_compared": len(c.cells),
-        "cells_reproduced": len(c.cells) - len(c.failing),
         "cells_with_other_answers": sum(cell.answers_diverge_at is not None for cell in c.cells),
         "not_matched": len(c.unmatched),
-        "ladder": [asdict(row) for row in c.ladder],
-        "cells": [asdict(cell) for cell in c.cells],
+        "ladder": [_judged_data(row) for row in c.ladder],
+        "ratios": [_judged_data(ratio) for ratio in c.ratios],
+        "cells": [_judged_data(cell) for cell in c.cells],
         "unmatched": [asdict(u) for u in c.unmatched],
         "notes": c.notes,
     })
 
 
 FIGURE_CSV_PARTS = ("a", "b", "diff_pct", "spread_a", "spread_b", "within_spread")
+VERDICT_CSV_KEYS = ("estimate_pct", "diff_ci95_low", "diff_ci95_high", "diff_ci95_note", "verdict", "more_prompts", "more_runs")
 CSV_KEYS = (
     "row", "arm", "prompt", "category", "runs_a", "runs_b", "tokens_a", "tokens_b",
     *(f"{key}_{part}" for key, _, _ in FIGURES for part in FIGURE_CSV_PARTS),
-    "vs_first_a", "vs_first_b", "reproduced", "note",
+    "vs_first_a", "vs_first_b", "base", "ratio_a", "ratio_b", *VERDICT_CSV_KEYS, "note",
 )
 
 
+def _verdict_csv(row: dict) -> dict:
+    low, high = row["diff_ci95"] or (None, None)
+    return {**{k: row[k] for k in VERDICT_CSV_KEYS if k in row}, "diff_ci95_low": low, "diff_ci95_high": high}
+
+
 def to_csv(c: Comparison) -> str:
-    """One row per ladder row ("ladder"), matched cell ("cell") and unmatched item ("unmatched arm"...)."""
+    """One row per ladder row ("ladder"), ladder ratio ("ratio", `base` its denominator), matched
+    cell ("cell") and unmatched item ("unmatched arm"...)."""
     data = to_data(c)
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=CSV_KEYS, lineterminator="\n")
@@ -168,18 +236,18 @@ def to_csv(c: Comparison) -> str:
     for r in data["ladder"]:
         write({
             "row": "ladder", "arm": r["arm"], "vs_first_a": r["vs_first_a"], "vs_first_b": r["vs_first_b"],
-            "reproduced": r["within_tolerance"],
-            **{f"{GATE}_{part}": r["decode_tok_s"][part] for part in FIGURE_CSV_PARTS},
+            **{f"{GATE}_{part}": r["decode_tok_s"][part] for part in FIGURE_CSV_PARTS}, **_verdict_csv(r),
         })
+    for r in data["ratios"]:
+        write({"row": "ratio", "arm": r["arm"], "base": r["base"], "ratio_a": r["a"], "ratio_b": r["b"], **_verdict_csv(r)})
     for d in data["cells"]:
         write({
             "row": "cell", **{k: d[k] for k in ("arm", "prompt", "category", "runs_a", "runs_b", "tokens_a", "tokens_b")},
             **{f"{key}_{part}": d["figures"][key][part] for key, _, _ in FIGURES for part in FIGURE_CSV_PARTS},
-            "reproduced": d["reproduced"], "note": d["note"],
+            **_verdict_csv(d), "note": d["note"],
         })
     for u in data["unmatched"]:
-        write({"row": f"unmatched {u['what']}", "arm": u["arm"], "prompt": u["prompt"], "reproduced": False,
-               "note": u["reason"]})
+        write({"row": f"unmatched {u['what']}", "arm": u["arm"], "prompt": u["prompt"], "note": u["reason"]})
     return out.getvalue()
 
 

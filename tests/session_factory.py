@@ -41,6 +41,28 @@ def words(count: int, start: int = 0) -> list[str]:
     return out
 
 
+def ladder(speeds: dict[str, dict[str, Sequence[float]]], tokens: int = 32, name: str = "Synthetic ladder") -> Session:
+    """A ladder of several prompts at known speeds: arm -> prompt id -> each run's decode tok/s.
+    Runs stream one token a chunk, evenly spaced, so each decodes at its speed (to the nanosecond
+    the step is rounded to); a prompt's category is its id up to the last "-" ("code-2": code)."""
+    prompt_ids = list(dict.fromkeys(p for runs in speeds.values() for p in runs))
+    session = Session(
+        name=name,
+        settings=Settings(max_tokens=1024, ignore_eos=False, warmup=0,
+                          repeats=max(len(runs) for prompts in speeds.values() for runs in prompts.values())),
+        prompts=[Prompt(id=p, category=p.rsplit("-", 1)[0], messages=[{"role": "user", "content": f"Prompt {p}."}], prompt="")
+                 for p in prompt_ids],
+        arms=[Arm(id=a, label=a.upper(), base_url="http://127.0.0.1:9/v1", model=f"model-{a}") for a in speeds],
+    )
+    for arm_id, prompts in speeds.items():
+        for prompt_id, runs in prompts.items():
+            for index, speed in enumerate(runs):
+                chunks = stream(words(tokens), 50 * MS, round(1e9 / speed))
+                session.runs.append(Run(arm=arm_id, prompt=prompt_id, index=index, warmup=False,
+                                        usage={"completion_tokens": tokens}, token_source="usage_delta", chunks=chunks))
+    return session
+
+
 def session(
     arms: Sequence[tuple[str, str, Sequence[Chunks]]],
     prompt: str = "Explain how speculative decoding speeds up generation.",

@@ -18,6 +18,7 @@ report/; cli/ is the top floor):
 - latency.py: p50/p90/p99 of TTFT, TPOT and inter-token latency
 - answers.py: whether the arms give the same answers
 - comparison.py: two recordings of one ladder, figure by figure
+- verdicts.py: same, faster, slower or can't tell yet: a difference judged by its interval
 - figures.py: one rounding for every figure shown
 - theme.py: colour themes, shared by the charts and the video
 - safe_text.py: text from outside made safe to print and to name files with

@@ -1,5 +1,5 @@
-"""Did re-recording give the same numbers? Two sessions compared cell by cell (the views of a
-comparison, md/json/csv, are in `tokenreel.report.compare`).
+"""Did re-recording give the same numbers? Two sessions compared, each difference with its 95 %
+interval and a verdict (the views, md/json/csv, are in `tokenreel.report.compare`).
 
 Two sessions of the same ladder (a re-recording, another day, another driver) are matched arm by
 arm (by id) and prompt by prompt (by id). Every matched cell shows both sessions' figures
@@ -11,14 +11,33 @@ that agree exactly would otherwise call any difference at all out of spread. Whe
 ran at temperature 0, each cell also says whether the answers are the same, and if not, the
 token where B's first usable run parts from A's (`tokenreel.answers`).
 
-The gate is decode tok/s: a cell reproduces when |B - A| / A <= the tolerance. Decode speed is
-the ladder's headline and every speed-up is a ratio of it; TPOT is 1000 / decode, so gating on
-it too would count the same thing twice; TTFT is a fraction of a second, where a few ms of
-scheduling noise is several per cent, so it would fail reproductions that are not in doubt;
-end-to-end speed mixes the two. Those are shown, with their spread, but do not gate. Anything
-that cannot be matched (an arm or a prompt in one session only, a prompt id whose text
-changed, a cell without a usable run on one side) is listed and counts as not reproduced:
-a comparison that silently skipped it would claim more than it checked.
+Each decode tok/s difference gets a verdict, "same", "faster", "slower" or "can't tell yet", from
+its 95 % interval against the tolerance band (`tokenreel.verdicts`, which gives the method and its
+references):
+
+- a ladder row: the arm's mean decode tok/s, B / A, over the prompts where both sessions have the
+  arm's cell, paired by prompt (`ratio_interval`: the prompt is the unit, stratified by category);
+- a ladder ratio: each arm's speed-up over A's first arm, and over the arm before it, B's ratio
+  over A's (`contrast_interval` of the means of A base, A arm, B base, B arm with powers 1, -1,
+  -1, 1), over the prompts where all four cells are;
+- a cell (one arm, one prompt): B / A of the mean over its runs, Welch's interval with the run as
+  the unit (`runs_interval`); fewer than 2 runs on a side: no interval, and it says so.
+
+The ladder rows and ratios gate: they are the ladder's claims, and their intervals over prompts
+count how much a cell moves from one session to the next. The cells do not: a cell's interval
+sees only how its own runs scatter within a session, not a cell that moves as a whole between
+sessions (a cache, a clock, drafts accepted differently: the real H200 sessions in
+tests/data/h200-llamacpp/ move single cells by up to 14 %, yet no ladder figure differs beyond
+2 %), and with 2 runs a side its t quantile is 4.3 to 12.7, so few cells can ever be "same";
+gating on dozens of them would fail or stall reproductions that are not in doubt. They are
+shown, verdicts and all, to find what moved. Decode tok/s is the figure judged: the ladder's headline and every speed-up
+is a ratio of it; TPOT is 1000 / decode, TTFT is a fraction of a second where a few ms of
+scheduling noise is several per cent, end-to-end mixes the two: shown with their spread.
+
+The outcome: "reproduced" when every gated verdict is "same"; "not reproduced" when one is
+"faster" or "slower", or when anything could not be matched (an arm or a prompt in one session
+only, a prompt id whose text changed, a cell without a usable run on one side: listed, since a
+comparison that silently skipped it would claim more than it checked); else "can't tell yet".
 """
 
 from __future__ import annotations
@@ -26,9 +45,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tokenreel.answers import compare as compare_answers
-from tokenreel.model import Session
-from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, missing_cells, usable_runs
+from tokenreel.intervals import Pair, Sample, contrast_interval, ratio_interval
+from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, mean_of, missing_cells, usable_runs
 from tokenreel.metrics import run_metrics
+from tokenreel.model import Session
+from tokenreel.verdicts import CANT_TELL, SAME, Verdict, judge, runs_interval
 
 GATE = "decode_tok_s"
 DEFAULT_TOLERANCE_PCT = 2.0
@@ -45,9 +66,12 @@ SPREAD_RULE = (
     f" or {SPREAD_FLOOR_PCT:g} % of A where the spreads are smaller"
 )
 GATE_RULE = (
-    "decode tok/s: a cell reproduces when |B - A| / A <= the tolerance (the ladder's headline; "
-    "TPOT is 1000 / decode, TTFT is too short for a relative tolerance, end-to-end mixes both: shown, not gated)"
+    "decode tok/s: each ladder row (an arm's mean, B / A) and each ladder ratio (B's speed-up over A's) "
+    "by its 95 % interval over prompts; cells are judged by their runs but do not gate (a cell's runs "
+    "miss how it moves between sessions, and 2 runs a side seldom settle it)"
 )
+REPRODUCED, NOT_REPRODUCED = "reproduced", "not reproduced"
+EXIT_CODES = {REPRODUCED: 0, NOT_REPRODUCED: 1, CANT_TELL: 3}  # 2 is bad input, as for every command
 
 
 @dataclass(frozen=True)
@@ -70,7 +94,7 @@ class CellDiff:
     tokens_a: int | None
     tokens_b: int | None
     figures: dict[str, FigureDiff]
-    reproduced: bool
+    verdict: Verdict  # decode tok/s, B / A of the means over runs: shown, not gated
     note: str = ""
     answers_diverge_at: int | None = None  # 1-based token where B's answer parts from A's; None: the same, or not compared
     answers_compared: bool = False  # both sessions at temperature 0, a usable run on each side
@@ -85,7 +109,19 @@ class LadderDiff:
     decode_tok_s: FigureDiff
     vs_first_a: float | None
     vs_first_b: float | None
-    within_tolerance: bool
+    verdict: Verdict  # B / A of the arm's mean decode tok/s, paired by prompt: gated
+
+
+@dataclass(frozen=True)
+class RatioDiff:
+    """A ladder ratio, arm / base, in both sessions (over the prompts where all four cells are)."""
+
+    arm: str
+    base: str
+    vs: str  # "first" or "prior"
+    a: float | None
+    b: float | None
+    verdict: Verdict  # B's ratio over A's: gated
 
 
 @dataclass(frozen=True)
@@ -104,17 +140,22 @@ class Comparison:
     session_b: str
     tolerance_pct: float
     ladder: list[LadderDiff]
+    ratios: list[RatioDiff]
     cells: list[CellDiff]
     unmatched: list[Unmatched]
     notes: list[str]  # differences in settings or models: context, not gated
 
     @property
-    def failing(self) -> list[CellDiff]:
-        return [c for c in self.cells if not c.reproduced]
+    def gated(self) -> list[tuple[str, Verdict]]:
+        """(what, verdict) of every figure the outcome follows: the ladder rows, then the ratios."""
+        return [(f"{r.arm} decode", r.verdict) for r in self.ladder] + [(f"{r.arm} / {r.base}", r.verdict) for r in self.ratios]
 
     @property
-    def reproduced(self) -> bool:
-        return not self.failing and not self.unmatched
+    def outcome(self) -> str:
+        verdicts = [v for _, v in self.gated]
+        if self.unmatched or any(v.differs for v in verdicts):
+            return NOT_REPRODUCED
+        return REPRODUCED if all(v.verdict == SAME for v in verdicts) else CANT_TELL
 
 
 def _diff(a: float | None, b: float | None, spread_a: float | None = None, spread_b: float | None = None) -> FigureDiff:
@@ -125,24 +166,19 @@ def _diff(a: float | None, b: float | None, spread_a: float | None = None, sprea
     return FigureDiff(a, b, pct, spread_a, spread_b, within)
 
 
-def _spreads(session: Session, cell: Cell) -> dict[str, float | None]:
-    """max - min of each compared figure over the cell's usable runs (the runs its medians use)."""
+def _run_figures(session: Session, cell: Cell) -> dict[str, list[float]]:
+    """Each compared figure over the cell's usable runs (the runs its medians use)."""
     metrics = [run_metrics(run) for run in usable_runs(session, cell.arm, cell.prompt)]
-    spreads: dict[str, float | None] = {}
-    for key, _, _ in FIGURES:
-        values = [getattr(m, key) for m in metrics if getattr(m, key) is not None]
-        spreads[key] = max(values) - min(values) if values else None
-    return spreads
+    return {key: [v for v in (getattr(m, key) for m in metrics) if v is not None] for key, _, _ in FIGURES}
 
 
 def _cell_diff(a: Session, b: Session, ca: Cell, cb: Cell, tolerance: float) -> CellDiff:
-    spreads_a, spreads_b = _spreads(a, ca), _spreads(b, cb)
+    runs_a, runs_b = _run_figures(a, ca), _run_figures(b, cb)
     figures = {
-        key: _diff(getattr(ca, key), getattr(cb, key), spreads_a[key], spreads_b[key]) for key, _, _ in FIGURES
+        key: _diff(getattr(ca, key), getattr(cb, key), _spread(runs_a[key]), _spread(runs_b[key])) for key, _, _ in FIGURES
     }
-    gate = figures[GATE].diff_pct
     notes = []
-    if gate is None:
+    if figures[GATE].diff_pct is None:
         sides = [side for side, cell in (("A", ca), ("B", cb)) if not cell.decode_tok_s]
         notes.append(f"no decode tok/s in {' and '.join(sides)} (no token after the first token event): nothing to compare")
     if ca.output_tokens != cb.output_tokens:
@@ -153,9 +189,13 @@ def _cell_diff(a: Session, b: Session, ca: Cell, cb: Cell, tolerance: float) -> 
     return CellDiff(
         arm=ca.arm, prompt=ca.prompt, category=ca.category, runs_a=ca.runs, runs_b=cb.runs,
         tokens_a=ca.output_tokens, tokens_b=cb.output_tokens, figures=figures,
-        reproduced=gate is not None and abs(gate) <= tolerance, note="; ".join(notes),
+        verdict=judge(runs_interval(runs_a[GATE], runs_b[GATE]), tolerance, "runs"), note="; ".join(notes),
         answers_diverge_at=diverges, answers_compared=compared,
     )
+
+
+def _spread(values: list[float]) -> float | None:
+    return max(values) - min(values) if values else None
 
 
 def _answers(a: Session, b: Session, ca: Cell, cb: Cell) -> tuple[int | None, bool]:
@@ -192,7 +232,8 @@ def _notes(a: Session, b: Session) -> list[str]:
 def compare_sessions(
     a: Session, b: Session, tolerance_pct: float = DEFAULT_TOLERANCE_PCT, names: tuple[str, str] = ("A", "B")
 ) -> Comparison:
-    """Match arms and prompts by id (in A's order, then B's extras) and compare every cell."""
+    """Match arms and prompts by id (in A's order, then B's extras), compare every cell, and
+    judge every cell, ladder row and ladder ratio against ±tolerance_pct."""
     unmatched: list[Unmatched] = []
     arms_b = {arm.id for arm in b.arms}
     arms_a = {arm.id for arm in a.arms}
@@ -219,8 +260,9 @@ def compare_sessions(
     all_a, all_b = build_cells(a), build_cells(b)
     cells_a = {(c.arm, c.prompt): c for c in all_a}
     cells_b = {(c.arm, c.prompt): c for c in all_b}
+    both = [arm.id for arm in a.arms if arm.id in arms_b]
     diffs = []
-    for arm in (arm.id for arm in a.arms if arm.id in arms_b):
+    for arm in both:
         for prompt in shared_prompts:
             ca, cb = cells_a.get((arm, prompt)), cells_b.get((arm, prompt))
             if ca is not None and cb is not None:
@@ -238,23 +280,60 @@ def compare_sessions(
         )
     return Comparison(
         a=names[0], b=names[1], session_a=a.name, session_b=b.name, tolerance_pct=tolerance_pct,
-        ladder=_ladder_diffs(build_ladder(a, all_a), build_ladder(b, all_b), tolerance_pct),
-        cells=diffs, unmatched=unmatched, notes=notes,
+        ladder=_ladder_diffs(build_ladder(a, all_a), build_ladder(b, all_b), diffs, tolerance_pct),
+        ratios=_ratio_diffs(both, diffs, tolerance_pct), cells=diffs, unmatched=unmatched, notes=notes,
     )
 
 
-def _ladder_diffs(ladder_a: list[LadderRow], ladder_b: list[LadderRow], tolerance: float) -> list[LadderDiff]:
+def _decodes(cells: list[CellDiff], arm: str) -> dict[str, tuple[str, float, float]]:
+    """prompt -> (category, A's decode tok/s, B's) of `arm`'s matched cells with both figures."""
+    found = {}
+    for cell in cells:
+        gate = cell.figures[GATE]
+        if cell.arm == arm and gate.a is not None and gate.b is not None:
+            found[cell.prompt] = (cell.category, gate.a, gate.b)
+    return found
+
+
+def _ladder_diffs(
+    ladder_a: list[LadderRow], ladder_b: list[LadderRow], cells: list[CellDiff], tolerance: float
+) -> list[LadderDiff]:
     """Ladder rows of the arms in both sessions (each session's own ladder: its first arm, its
-    shared prompts). Shown, not gated: a row is the mean of its cells, which are gated."""
+    shared prompts), each judged on B / A of its mean over the prompts both sessions have."""
     rows_b = {row.arm: row for row in ladder_b}
     result = []
     for row in ladder_a:
         other = rows_b.get(row.arm)
         if other is None:
             continue
-        diff = _diff(row.decode_tok_s, other.decode_tok_s)
+        pairs = [Pair(category, a, b) for category, a, b in _decodes(cells, row.arm).values()]
         result.append(LadderDiff(
-            arm=row.arm, label=row.label, decode_tok_s=diff, vs_first_a=row.vs_first, vs_first_b=other.vs_first,
-            within_tolerance=diff.diff_pct is not None and abs(diff.diff_pct) <= tolerance,
+            arm=row.arm, label=row.label, decode_tok_s=_diff(row.decode_tok_s, other.decode_tok_s),
+            vs_first_a=row.vs_first, vs_first_b=other.vs_first, verdict=judge(ratio_interval(pairs), tolerance, "prompts"),
         ))
     return result
+
+
+def _ratio_diffs(arms: list[str], cells: list[CellDiff], tolerance: float) -> list[RatioDiff]:
+    """Every arm over the first of `arms` (A's order) and, from the third on, over the arm before."""
+    decodes = {arm: _decodes(cells, arm) for arm in arms}
+    result = []
+    for i, arm in enumerate(arms[1:], start=1):
+        mine = decodes[arm]
+        for base in dict.fromkeys((arms[0], arms[i - 1])):  # the second arm's prior is the first
+            samples = [
+                Sample(category, (base_a, mine[prompt][1], base_b, mine[prompt][2]))
+                for prompt, (category, base_a, base_b) in decodes[base].items() if prompt in mine
+            ]
+            result.append(RatioDiff(
+                arm=arm, base=base, vs="first" if base == arms[0] else "prior",
+                a=_mean_ratio(samples, 1, 0), b=_mean_ratio(samples, 3, 2),
+                verdict=judge(contrast_interval(samples, (1, -1, -1, 1)), tolerance, "prompts"),
+            ))
+    return result
+
+
+def _mean_ratio(samples: list[Sample], numerator: int, denominator: int) -> float | None:
+    """mean of values[numerator] / mean of values[denominator], as the ladder divides its means."""
+    below = mean_of([s.values[denominator] for s in samples])
+    return mean_of([s.values[numerator] for s in samples]) / below if below else None

@@ -57,9 +57,10 @@ class Interval:
     ratio: float | None
     low: float | None
     high: float | None
-    prompts: int
+    prompts: int  # the sample size: prompts (for `tokenreel.verdicts.runs_interval`, runs on its smaller side)
     level: float = LEVEL
     note: str = ""
+    dof: float | None = None  # the t quantile's degrees of freedom (None: no interval, or a width of 0)
 
     @property
     def half_width(self) -> float | None:
@@ -87,9 +88,10 @@ class Sample:
 
 
 def contrast_interval(samples: Sequence[Sample], powers: tuple[int, ...], level: float = LEVEL) -> Interval:
-    """prod_k mean_k ** powers[k] over `samples` (a ratio of means is powers (-1, 1); a ratio of two
-    sessions' ratios (-1, 1, 1, -1)) with its interval at `level`: the delta method on the log,
-    whose linearised value for a prompt is sum_k powers[k] * x_k / mean_k (the module's method)."""
+    """prod_k mean_k ** powers[k] over `samples` with its interval at `level`: the delta method on
+    the log, whose linearised value for a prompt is sum_k powers[k] * x_k / mean_k (the module's
+    method). A ratio of means, values (base, other), is powers (-1, 1); session B's ratio over
+    session A's, values (A base, A arm, B base, B arm), is powers (1, -1, -1, 1)."""
     n = len(samples)
     means = [math.fsum(s.values[k] for s in samples) / n if n else 0.0 for k in range(len(powers))]
     if not n or any(m <= 0 for m in means):
@@ -113,7 +115,7 @@ def contrast_interval(samples: Sequence[Sample], powers: tuple[int, ...], level:
         return Interval(value, value, value, n, level)
     dof = variance**2 / math.fsum(g * g / df for g, df in parts if g > 0)
     spread = t_quantile(1 - (1 - level) / 2, dof) * math.sqrt(variance)
-    return Interval(value, value * math.exp(-spread), value * math.exp(spread), n, level)
+    return Interval(value, value * math.exp(-spread), value * math.exp(spread), n, level, dof=dof)
 
 
 def _too_few(samples: Sequence[Sample]) -> str:
