@@ -4,6 +4,7 @@ true ratio, and the rule survives in the session for --resume and the reports.""
 
 from __future__ import annotations
 
+import json
 import statistics
 from pathlib import Path
 
@@ -92,3 +93,21 @@ def test_bad_target_options_are_one_line_each(tmp_path: Path, make_sim) -> None:
     late = runner.invoke(app, ["record", "--config", str(config), "--out", str(tmp_path / "p.json"), "--resume",
                                "--target-ci", "2%"])
     assert late.exit_code == 2 and "recorded without it" in late.output
+
+
+def test_compare_of_two_target_ci_sessions_compares_the_prompts_both_drew(tmp_path: Path, make_sim) -> None:
+    """Two recordings that stopped at different looks: the prompts only one drew are a note, not
+    cells missing on one side (which would fail the reproduction)."""
+    cluster = make_sim([SEED_LADDER[0]], time_scale=0.05)
+    config = write_config(tmp_path / "c.toml", cluster, max_tokens=32, prompts="builtin:mixed")
+    runner = CliRunner()
+    for name, options in (("a", ["--target-ci", "50%"]), ("b", ["--target-ci", "0.01%", "--max-prompts", "12"])):
+        done = runner.invoke(app, ["record", "--config", str(config), "--out", str(tmp_path / f"{name}.json"), *options])
+        assert done.exit_code == 0, done.output
+    assert archive.load(tmp_path / "a.json").stopping.looked == [8]
+    assert archive.load(tmp_path / "b.json").stopping.stopped == "max prompts"
+    result = runner.invoke(app, ["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--format", "json"])
+    comparison = json.loads(result.stdout)
+    assert not [u for u in comparison["unmatched"] if u["kind"] == "cell"], comparison["unmatched"]
+    assert len(comparison["cells"]) == 8 and any("drawn by only one session" in n for n in comparison["notes"])
+    assert result.exit_code != 1, result.output

@@ -46,7 +46,9 @@ from dataclasses import dataclass
 
 from tokenreel.answers import compare as compare_answers
 from tokenreel.intervals import Pair, Sample, contrast_interval, ratio_interval
-from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, mean_of, missing_cells, usable_runs
+from tokenreel.ladder import (
+    Cell, LadderRow, build_cells, build_ladder, common_prompts, interval_level, mean_of, missing_cells, usable_runs,
+)
 from tokenreel.metrics import run_metrics
 from tokenreel.model import Session
 from tokenreel.verdicts import CANT_TELL, SAME, Verdict, judge, runs_interval
@@ -257,6 +259,12 @@ def compare_sessions(
     for prompt in b.prompts:
         if prompt.id not in prompts_a:
             unmatched.append(Unmatched("prompt", "", prompt.id, f"only in B ({names[1]}): none of its cells compared"))
+    drawn = _drawn_by_both(a, b)
+    if drawn is not None:  # --target-ci sessions: only the prompts both drew were asked of both
+        left_out = [p for p in shared_prompts if p not in drawn]
+        shared_prompts = [p for p in shared_prompts if p in drawn]
+    # A session recorded under a stopping rule gives its intervals at the rule's level; so does this.
+    level = max(interval_level(a), interval_level(b))
     all_a, all_b = build_cells(a), build_cells(b)
     cells_a = {(c.arm, c.prompt): c for c in all_a}
     cells_b = {(c.arm, c.prompt): c for c in all_b}
@@ -272,6 +280,8 @@ def compare_sessions(
                    for side, s, c in (("A", a, ca), ("B", b, cb)) if c is None]
             unmatched.append(Unmatched("cell", arm, prompt, "; ".join(why)))
     notes = _notes(a, b)
+    if drawn is not None and left_out:
+        notes.append(f"{len(left_out)} prompts drawn by only one session's --target-ci (or by neither): not compared")
     shared_a, shared_b = common_prompts(a, all_a), common_prompts(b, all_b)
     if shared_a != shared_b:  # each ladder row is a mean over its session's shared prompts
         notes.append(
@@ -280,9 +290,18 @@ def compare_sessions(
         )
     return Comparison(
         a=names[0], b=names[1], session_a=a.name, session_b=b.name, tolerance_pct=tolerance_pct,
-        ladder=_ladder_diffs(build_ladder(a, all_a), build_ladder(b, all_b), diffs, tolerance_pct),
-        ratios=_ratio_diffs(both, diffs, tolerance_pct), cells=diffs, unmatched=unmatched, notes=notes,
+        ladder=_ladder_diffs(build_ladder(a, all_a), build_ladder(b, all_b), diffs, tolerance_pct, level),
+        ratios=_ratio_diffs(both, diffs, tolerance_pct, level), cells=diffs, unmatched=unmatched, notes=notes,
     )
+
+
+def _drawn_by_both(a: Session, b: Session) -> set[str] | None:
+    """The prompts both sessions drew (every prompt for one without a stopping rule); None when
+    neither was recorded with --target-ci."""
+    if a.stopping is None and b.stopping is None:
+        return None
+    sets = [set(s.stopping.drawn) if s.stopping else {p.id for p in s.prompts} for s in (a, b)]
+    return sets[0] & sets[1]
 
 
 def _decodes(cells: list[CellDiff], arm: str) -> dict[str, tuple[str, float, float]]:
@@ -296,7 +315,7 @@ def _decodes(cells: list[CellDiff], arm: str) -> dict[str, tuple[str, float, flo
 
 
 def _ladder_diffs(
-    ladder_a: list[LadderRow], ladder_b: list[LadderRow], cells: list[CellDiff], tolerance: float
+    ladder_a: list[LadderRow], ladder_b: list[LadderRow], cells: list[CellDiff], tolerance: float, level: float
 ) -> list[LadderDiff]:
     """Ladder rows of the arms in both sessions (each session's own ladder: its first arm, its
     shared prompts), each judged on B / A of its mean over the prompts both sessions have."""
@@ -309,12 +328,12 @@ def _ladder_diffs(
         pairs = [Pair(category, a, b) for category, a, b in _decodes(cells, row.arm).values()]
         result.append(LadderDiff(
             arm=row.arm, label=row.label, decode_tok_s=_diff(row.decode_tok_s, other.decode_tok_s),
-            vs_first_a=row.vs_first, vs_first_b=other.vs_first, verdict=judge(ratio_interval(pairs), tolerance, "prompts"),
+            vs_first_a=row.vs_first, vs_first_b=other.vs_first, verdict=judge(ratio_interval(pairs, level), tolerance, "prompts"),
         ))
     return result
 
 
-def _ratio_diffs(arms: list[str], cells: list[CellDiff], tolerance: float) -> list[RatioDiff]:
+def _ratio_diffs(arms: list[str], cells: list[CellDiff], tolerance: float, level: float) -> list[RatioDiff]:
     """Every arm over the first of `arms` (A's order) and, from the third on, over the arm before."""
     decodes = {arm: _decodes(cells, arm) for arm in arms}
     result = []
@@ -328,7 +347,7 @@ def _ratio_diffs(arms: list[str], cells: list[CellDiff], tolerance: float) -> li
             result.append(RatioDiff(
                 arm=arm, base=base, vs="first" if base == arms[0] else "prior",
                 a=_mean_ratio(samples, 1, 0), b=_mean_ratio(samples, 3, 2),
-                verdict=judge(contrast_interval(samples, (1, -1, -1, 1)), tolerance, "prompts"),
+                verdict=judge(contrast_interval(samples, (1, -1, -1, 1), level), tolerance, "prompts"),
             ))
     return result
 
