@@ -1,11 +1,14 @@
 """One simulated engine endpoint: routes, timing, faults; the wire shape comes from its engine.
 
-Timing: TTFT, then one step every `Profile.step_s`, each step scheduled at an absolute target
-on the loop's monotonic clock; `time_scale` multiplies those delays. The engine (a producer
-task) runs on that schedule whatever the client does; the writer sends what is ready. A shape
-that merges (vLLM) sends every step made meanwhile as one chunk while earlier bytes still wait
-to be sent (the reader lags and the kernel's buffers are full), so a slow reader sees merged
-steps, as with vLLM; a reader that keeps up sees one chunk per step.
+Timing: TTFT, then one step after another, each scheduled at an absolute target on the loop's
+monotonic clock; `time_scale` multiplies those delays. A step lasts `Profile.step_s_at(b)`, b
+the requests running as it begins (the profile's batching model; each request keeps its own
+schedule, so b requests share the engine as its batch would), and drafts only while the
+profile drafts at b. The engine (a producer task) runs on that schedule whatever the client
+does; the writer sends what is ready. A shape that merges (vLLM) sends every step made
+meanwhile as one chunk while earlier bytes still wait to be sent (the reader lags and the
+kernel's buffers are full), so a slow reader sees merged steps, as with vLLM; a reader that
+keeps up sees one chunk per step.
 
 Counters move when the engine says (see counters.py); `running` counts requests from arrival
 until their last token is generated, like the engines' schedulers, not until the HTTP response
@@ -30,7 +33,7 @@ from aiohttp import web
 
 from tokenreel.simulator.control import SimState, control_refusal
 from tokenreel.simulator.counters import Tally, make_counters, metrics_off
-from tokenreel.simulator.plan import Plan, Step, make_plan
+from tokenreel.simulator.plan import Step, Stepper, make_plan
 from tokenreel.simulator.profiles import Profile
 from tokenreel.simulator.sent import SENT_LOG_LEN, SentStream
 from tokenreel.simulator.shape import Context, Emitter, Engine
@@ -240,32 +243,41 @@ class SimServer:
             return await self._stream(request, ctx, emitter, fault)
         return await self._respond(request, ctx, emitter, fault)
 
-    async def _engine(self, plan: Plan, start: float, fault: str | None, tally: Tally) -> AsyncIterator[Step]:
-        """Yield each step at its scheduled time, counting it in /metrics; finish the tally."""
-        scale = self.time_scale
-        first = start + scale * self.profile.ttft_s
-        step_s = scale * self.profile.step_s
-        counters, k = self.counters, self.profile.spec_k
-        strike = min(FAULT_AFTER_CHUNKS, len(plan.steps) - 1)
+    async def _engine(self, ctx: Context, fault: str | None, tally: Tally) -> AsyncIterator[Step]:
+        """Yield each step at its scheduled time, counting it in /metrics; finish the tally.
+
+        Each decode step's length and drafting follow the batch when it begins (the requests
+        running then, this one included: `Profile.step_s_at`); its end is an absolute target
+        on the loop clock, so a late wake-up is not carried into the next step."""
+        plan, start, profile, scale = ctx.plan, ctx.t_start, self.profile, self.time_scale
+        target = start + scale * profile.ttft_s
+        counters, k = self.counters, profile.spec_k
+        strike = min(FAULT_AFTER_CHUNKS, len(plan.steps) - 1)  # the planned steps: never more than made
+        stepper = Stepper(plan)
         self.running += 1
         tally.prompt_tokens = plan.prompt_tokens
         try:
-            for step in plan.step_objects():
-                await sleep_until(first + step.index * step_s)
-                if fault == "stall" and step.index == strike:
+            while not stepper.done:
+                drafting = False
+                if stepper.index:
+                    batch = self.running
+                    drafting = profile.drafts_at(batch)
+                    target += scale * profile.step_s_at(batch)
+                await sleep_until(target)
+                if fault == "stall" and stepper.index == strike:
                     await asyncio.sleep(STALL_S)
+                step, accepted = stepper.next(drafting)
+                ctx.drafted = stepper.drafted
                 loop_now = asyncio.get_running_loop().time()
                 if step.index == 0:
                     counters.prefill(plan.prompt_tokens)
                     tally.prompt_s = loop_now - start
-                    accepted, verified = 0, False
                 else:
-                    accepted, verified = (plan.accepted[step.index - 1], True) if k else (0, False)
-                    tally.drafts += verified
-                    tally.draft_tokens += k if verified else 0
-                    tally.accepted += accepted
+                    tally.drafts += accepted is not None
+                    tally.draft_tokens += k if accepted is not None else 0
+                    tally.accepted += accepted or 0
                     tally.predict_s = loop_now - start - tally.prompt_s
-                counters.step(len(step.tokens), k, accepted, verified)
+                counters.step(len(step.tokens), k, accepted or 0, accepted is not None)
                 tally.generated += len(step.tokens)
                 yield step
         finally:
@@ -280,23 +292,21 @@ class SimServer:
         response = web.StreamResponse(headers=SSE_HEADERS)
         request[STREAM_STARTED] = True
         await response.prepare(request)  # headers leave at once, like the engines: they are not TTFT
-        plan = ctx.plan
-        last = len(plan.steps) - 1
-        strike = min(FAULT_AFTER_CHUNKS, last) if fault in MID_STREAM_FAULTS else None
+        strike = min(FAULT_AFTER_CHUNKS, len(ctx.plan.steps) - 1) if fault in MID_STREAM_FAULTS else None
         ready: list[Step] = []
         wake = asyncio.Event()
         loop = asyncio.get_running_loop()
 
         async def produce() -> None:
-            async for step in self._engine(plan, ctx.t_start, fault, Tally()):
+            async for step in self._engine(ctx, fault, Tally()):
                 ready.append(step)
                 wake.set()
             wake.set()
 
         producer = asyncio.create_task(produce())
         try:
-            written = 0
-            while written <= last:
+            finished = False
+            while not finished:
                 if not ready:
                     if producer.done():
                         producer.result()  # re-raise what stopped the engine
@@ -310,7 +320,6 @@ class SimServer:
                     if before:
                         await self._write(sent, response, emitter, ctx, before, False, loop)
                     del ready[: len(before)]
-                    written += len(before)
                     if fault == "error_event":
                         await sent.write(response, emitter.error_event() + DONE)
                         return response
@@ -322,8 +331,8 @@ class SimServer:
                     strike = None
                     continue
                 del ready[: len(batch)]
-                written += len(batch)
-                await self._write(sent, response, emitter, ctx, batch, batch[-1].index == last, loop)
+                finished = batch[-1].final
+                await self._write(sent, response, emitter, ctx, batch, finished, loop)
             ctx.t_last = ctx.t_last or loop.time()
             await sent.write(response, emitter.end())
             if fault != "no_done":
@@ -353,7 +362,7 @@ class SimServer:
         if fault == "stall":
             await asyncio.sleep(STALL_S)
         loop = asyncio.get_running_loop()
-        async for step in self._engine(ctx.plan, ctx.t_start, None, Tally()):
+        async for step in self._engine(ctx, None, Tally()):
             now = loop.time()
             ctx.t_first = ctx.t_first if ctx.t_first is not None else now
             ctx.t_last = now

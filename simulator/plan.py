@@ -20,11 +20,13 @@ TEMPLATE_TOKEN_ID = 0  # the chat template's own tokens, as far as the simulated
 
 @dataclass(frozen=True)
 class Step:
-    """One engine step as it reaches a shape: its number, its first token's position, its tokens."""
+    """One engine step as it reaches a shape: its number, its first token's position, its
+    tokens, and whether they end the reply."""
 
     index: int
     start: int
     tokens: list[str]
+    final: bool
 
 
 @dataclass(frozen=True)
@@ -37,12 +39,35 @@ class Plan:
     prompt_tokens: int
     tokens: list[str] = field(default_factory=list)  # all of them, in order
 
-    def step_objects(self) -> list[Step]:
-        out, at = [], 0
-        for i, tokens in enumerate(self.steps):
-            out.append(Step(i, at, tokens))
-            at += len(tokens)
-        return out
+
+class Stepper:
+    """Walks a plan's tokens as the engine makes its steps, deciding each step's drafting then
+    (the batch may change mid-request): a drafting step takes the plan's next draw (accepted
+    drafts plus the bonus token), one without drafting a single token. A request that drafts
+    at every step gets exactly `plan.steps`; one that does not needs fewer draws, never more."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.index = 0
+        self.position = 0
+        self.drafted = 0  # drafting steps made: the plan's draws used
+
+    @property
+    def done(self) -> bool:
+        return self.position >= len(self.plan.tokens)
+
+    def next(self, drafting: bool) -> tuple[Step, int | None]:
+        """The next step and its accepted drafts (None: no draft); the prefill step never drafts."""
+        accepted = None
+        size = 1
+        if self.index and drafting:
+            accepted = self.plan.accepted[self.drafted]
+            self.drafted += 1
+            size = min(accepted + 1, len(self.plan.tokens) - self.position)
+        end = self.position + size
+        step = Step(self.index, self.position, self.plan.tokens[self.position : end], end == len(self.plan.tokens))
+        self.index, self.position = self.index + 1, end
+        return step, accepted
 
 
 @dataclass(frozen=True)
@@ -63,13 +88,15 @@ class SpecStats:
         return self.accepted / self.draft_tokens if self.draft_tokens else 0.0
 
 
-def spec_stats(plan: Plan, k: int) -> SpecStats:
-    """The whole plan's drafts; like vLLM's counters, a step cut by max_tokens keeps its draw."""
+def spec_stats(plan: Plan, k: int, drafted: int | None = None) -> SpecStats:
+    """The drafts of the plan's first `drafted` draws (None: all, as when the engine drafted at
+    every step); like vLLM's counters, a step cut by max_tokens keeps its draw."""
+    draws = plan.accepted if drafted is None else plan.accepted[:drafted]
     histogram = [0] * (k + 1)
-    for accepted in plan.accepted:
+    for accepted in draws:
         histogram[accepted] += 1
-    steps = len(plan.accepted)
-    return SpecStats(steps, steps * k, sum(plan.accepted), histogram)
+    steps = len(draws)
+    return SpecStats(steps, steps * k, sum(draws), histogram)
 
 
 def plan_steps(profile: Profile, category: str, n: int, seed: int) -> tuple[list[int], list[int]]:

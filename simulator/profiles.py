@@ -44,6 +44,27 @@ class Profile:
     diverges_at (1-based, 0: never) is the token where these weights pick another token than the
     original model's, as quantized weights may (`tokenreel report` and `render --answer-badge`
     show it); a drafter arm keeps its target's value, since speculative decoding is lossless.
+
+    Batching (issue 27): b is the number of requests the engine is running (the one timed
+    included). A step is one forward pass of the target model over n tokens: n = b plain, or
+    n = b * (spec_k + 1) while drafting (each request's k drafts plus its bonus position are
+    verified). It costs load(n) plain single-request steps,
+
+        load(n) = 1 + batch_slope * max(0, n - batch_flat_tokens)
+
+    flat while memory-bound (reading the weights dominates), then linear once compute-bound.
+    A plain step lasts load(b) / decode_tok_s; a drafting step
+
+        ((verify_cost - draft_cost) * load(b * (spec_k + 1)) + draft_cost * load(b)) / decode_tok_s
+
+    where draft_cost is the drafter's share of verify_cost (it drafts from b positions, so it
+    grows like a plain pass). Verification fills the compute roof spec_k + 1 times sooner, which
+    is why a drafter stops paying as b grows (`crossover`). Above drafting_off_above running
+    requests the engine stops drafting (vLLM's speculative_disable_by_batch_size): a plain step
+    yielding 1 token, no draft counted. Acceptance stays per category whatever b. With the
+    defaults (batch_slope 0, drafting always on) the step time ignores b: requests in flight
+    never slow each other, as before issue 27; batch_flat_tokens >= spec_k + 1 keeps one
+    request memory-bound, so a request alone is timed exactly as without the model.
     """
 
     id: str
@@ -62,6 +83,10 @@ class Profile:
     reasoning_tokens: int = 0
     request_metrics: bool = False
     diverges_at: int = 0
+    batch_flat_tokens: int = 256
+    batch_slope: float = 0.0
+    draft_cost: float = 0.0
+    drafting_off_above: int | None = None
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -75,22 +100,44 @@ class Profile:
         for category, length in self.acceptance.items():
             if not 1.0 <= length <= self.spec_k + 1:
                 raise ValueError(f"profile {self.id!r}: acceptance[{category!r}] out of range")
+        if self.batch_flat_tokens < self.spec_k + 1 or self.batch_slope < 0:
+            raise ValueError(f"profile {self.id!r}: batch_flat_tokens must be >= spec_k + 1, batch_slope >= 0")
+        if not 0 <= self.draft_cost < self.verify_cost or (self.drafting_off_above is not None and self.drafting_off_above < 1):
+            raise ValueError(f"profile {self.id!r}: draft_cost must be in [0, verify_cost), drafting_off_above >= 1")
 
     @property
     def step_s(self) -> float:
-        """Seconds per engine step (one forward pass of the target model)."""
-        cost = self.verify_cost if self.spec_k else 1.0
-        return cost / self.decode_tok_s
+        """Seconds per engine step (one forward pass of the target model) with one request."""
+        return self.step_s_at(1)
 
-    def acceptance_length(self, category: str) -> float:
-        """Mean tokens per step for a category; 1.0 without speculative decoding."""
-        if not self.spec_k:
+    def drafts_at(self, batch: int) -> bool:
+        """Whether the engine drafts while running `batch` requests."""
+        return self.spec_k > 0 and (self.drafting_off_above is None or batch <= self.drafting_off_above)
+
+    def load(self, tokens: int) -> float:
+        """A forward pass over `tokens` tokens in plain single-request steps (class docstring)."""
+        return 1.0 + self.batch_slope * max(0, tokens - self.batch_flat_tokens)
+
+    def step_s_at(self, batch: int) -> float:
+        """Seconds per engine step while `batch` requests run (the class docstring's formula)."""
+        if not self.drafts_at(batch):
+            return self.load(batch) / self.decode_tok_s
+        verify = (self.verify_cost - self.draft_cost) * self.load(batch * (self.spec_k + 1))
+        return (verify + self.draft_cost * self.load(batch)) / self.decode_tok_s
+
+    def acceptance_length(self, category: str, batch: int = 1) -> float:
+        """Mean tokens per step for a category; 1.0 without speculative decoding or drafting."""
+        if not self.drafts_at(batch):
             return 1.0
         return self.acceptance.get(category, min(self.acceptance.values(), default=1.0))
 
-    def expected_tok_s(self, category: str) -> float:
-        """Decode tok/s a correct recorder should measure for this category."""
-        return self.acceptance_length(category) / self.step_s
+    def expected_tok_s(self, category: str, batch: int = 1) -> float:
+        """Decode tok/s a correct recorder should measure per request, `batch` requests running."""
+        return self.acceptance_length(category, batch) / self.step_s_at(batch)
+
+    def aggregate_tok_s(self, category: str, batch: int) -> float:
+        """Decode tok/s of the whole engine with `batch` requests of one category decoding."""
+        return batch * self.expected_tok_s(category, batch)
 
 
 _SEED_MODEL = "Qwen/Qwen3.8-27B"
@@ -114,6 +161,16 @@ SEED_LADDER: tuple[Profile, ...] = (
         diverges_at=NVFP4_DIVERGES_AT,  # the drafter's target is the NVFP4 model: lossless, the same answer
     ),
 )
+
+
+def crossover(base: Profile, drafter: Profile, category: str, max_batch: int = 4096) -> int | None:
+    """The lowest batch at which the drafter arm's decode speed-up over its base arm is <= 1;
+    None when it still pays at max_batch. Per request and in aggregate it is the same batch:
+    at equal concurrency both arms' aggregate is batch times their per-request rate."""
+    for batch in range(1, max_batch + 1):
+        if drafter.expected_tok_s(category, batch) <= base.expected_tok_s(category, batch):
+            return batch
+    return None
 
 
 def profile_by_id(profile_id: str, profiles: Sequence[Profile] = SEED_LADDER) -> Profile:

@@ -35,6 +35,7 @@ class Context:
     t_start: float = 0.0  # loop time the request arrived
     t_first: float | None = None  # loop time the first token was written
     t_last: float | None = None  # loop time the last token was written
+    drafted: int | None = None  # drafting steps the engine made (None: not run, the whole plan)
 
     @property
     def include_usage(self) -> bool:

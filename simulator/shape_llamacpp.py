@@ -90,7 +90,7 @@ class LlamacppEmitter(Emitter):
             "predicted_per_second": 1000 * self.completion / predicted_ms if predicted_ms else 0.0,
         }
         if ctx.profile.spec_k:
-            stats = spec_stats(ctx.plan, ctx.profile.spec_k)
+            stats = spec_stats(ctx.plan, ctx.profile.spec_k, ctx.drafted)
             if stats.draft_tokens > 0:
                 out["draft_n"] = stats.draft_tokens
                 out["draft_n_accepted"] = stats.accepted

@@ -84,7 +84,7 @@ class SglangEmitter(Emitter):
         ctx = self.ctx
         out = self._event([self._choice(_delta(), "", None, ctx.plan.finish_reason)])
         if ctx.body.get("return_spec_tokens_details") is True and ctx.profile.spec_k:
-            stats = spec_stats(ctx.plan, ctx.profile.spec_k)
+            stats = spec_stats(ctx.plan, ctx.profile.spec_k, ctx.drafted)
             details = {
                 "spec_accept_rate": stats.rate,
                 "spec_accept_length": stats.mean_length,

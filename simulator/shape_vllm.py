@@ -140,7 +140,7 @@ class VllmEmitter(Emitter):
             "decode_time_ms": round(predicted_ms, 3),
         }
         if ctx.profile.spec_k:
-            stats = spec_stats(ctx.plan, ctx.profile.spec_k)
+            stats = spec_stats(ctx.plan, ctx.profile.spec_k, ctx.drafted)
             out["speculative_decoding"] = {
                 "num_spec_steps": stats.steps,
                 "num_spec_tokens": ctx.profile.spec_k,
