@@ -9,12 +9,15 @@ report/; cli/ is the top floor):
 
 - model.py: the session model and the file format it documents (Session, Run, Chunks, limits)
 - validate.py: reading a session back, every field checked; impossible server values bounded
+- field_reader.py: typed access to parsed JSON, each failure naming its dotted field
 - archive.py: the session file on disk: load, atomic save, one writer at a time (SessionLock)
 - files.py: every file read through one bounded reader, every output through one atomic writer
 - metrics.py: the metric definitions (TTFT, decode, TPOT, end-to-end) of one run
 - selection.py: which runs count (contended, client-busy, host-contended)
 - ladder.py: per-cell medians, like-for-like flags and ratios between arms
 - claims.py: every speed-up a view shows (metric, scope, arms), defined once
+- intervals.py: the 95 % interval of every ratio over prompts; the stopping rule's looks and level
+- planning.py: how many prompts a target interval needs, from a pilot session
 - latency.py: p50/p90/p99 of TTFT, TPOT and inter-token latency
 - answers.py: whether the arms give the same answers
 - comparison.py: two recordings of one ladder, figure by figure
