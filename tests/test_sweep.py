@@ -1,0 +1,180 @@
+"""`tokenreel sweep` (issue 27, items 1 and 6) against simulated endpoints on real sockets.
+
+Each arm alone at each level, exactly N requests in flight, every request archived with its
+level, the engine's counters per level; bad levels are one line and exit 2; an endpoint that
+refuses a level fails that level, kept; Ctrl-C keeps the levels done; the commands that read
+ladder sessions refuse a sweep in one line.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.test_cli import REPO, invoke, write_config
+from tests.test_recorder_support import seed
+from tokenreel import archive
+from tokenreel.model import Run
+from tokenreel.simulator.profiles import SEED_LADDER
+
+
+def _end_ns(run: Run) -> int:
+    assert run.send_monotonic_ns is not None and len(run.chunks)
+    return run.send_monotonic_ns + run.chunks.t_ns[-1]
+
+
+def _most_in_flight(runs: list[Run]) -> int:
+    """The most runs in flight at once, from their send and last-event times."""
+    events = sorted([(r.send_monotonic_ns, 1) for r in runs] + [(_end_ns(r), -1) for r in runs])
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def test_sweep_two_arms_records_every_level_alone(tmp_path: Path, make_sim) -> None:
+    cluster = make_sim(SEED_LADDER[:2])
+    config = write_config(tmp_path / "c.toml", cluster, max_tokens=16)
+    out = tmp_path / "sweep.json"
+    result = invoke("sweep", "--config", config, "--concurrency", "1,2,4", "--requests", "6", "--out", out)
+    assert result.exit_code == 0, result.output
+    session = archive.load(out)
+    assert session.kind == "sweep"
+    arms = [arm.id for arm in session.arms]
+    assert [(r.arm, r.level, r.status) for r in session.levels] == [(a, n, "ok") for a in arms for n in (1, 2, 4)]
+    for record in session.levels:
+        runs = [r for r in session.runs if r.arm == record.arm and r.level == record.level]
+        measured = [r for r in runs if not r.warmup]
+        assert len([r for r in runs if r.warmup]) == record.level and len(measured) == 6 == record.completed
+        assert all(r.status == "ok" for r in runs)
+        assert sorted(r.index for r in runs) == list(range(record.level + 6))
+        # exactly N in flight: never more, and N reached in the measured window
+        assert _most_in_flight(measured) == record.level
+        assert _most_in_flight(runs) <= record.level
+        assert record.after["generated_tokens"] - record.before["generated_tokens"] >= 6 * 16
+        assert "running" in record.before and record.peak_running is not None
+    first, second = ([r for r in session.runs if r.arm == arm] for arm in arms)
+    assert max(map(_end_ns, first)) < min(r.send_monotonic_ns for r in second)  # arms never overlap
+    # prompts cycle through the suite in order within a level
+    level4 = sorted((r for r in first if r.level == 4), key=lambda r: r.index)
+    assert [r.prompt for r in level4] == [session.prompts[i % len(session.prompts)].id for i in range(10)]
+
+
+@pytest.mark.parametrize(
+    ("levels", "words"),
+    [
+        ("2,1", "levels must increase, but 1 follows 2"),
+        ("1,1", "levels must increase"),
+        ("0,1", "level 0 keeps no request in flight"),
+        ("-1", "level -1 keeps no request in flight"),
+        ("1,x", "'x' is not a whole number"),
+        ("1,2.5", "'2.5' is not a whole number"),
+        ("1,4096", "level 4096 is above the limit of 1024"),
+    ],
+)
+def test_bad_levels_are_one_line_and_exit_2(tmp_path: Path, levels: str, words: str) -> None:
+    out = tmp_path / "s.json"
+    result = invoke("sweep", "--config", "builtin:seed-ladder", "--concurrency", levels, "--out", out)
+    assert result.exit_code == 2
+    assert f"--concurrency: {words}" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_requests_and_duration_together_are_refused(tmp_path: Path) -> None:
+    result = invoke("sweep", "--config", "builtin:seed-ladder", "--concurrency", "1", "--requests", "4",
+                    "--duration", "5s", "--out", tmp_path / "s.json")
+    assert result.exit_code == 2 and "give one of them" in result.output
+
+
+def test_a_refusing_endpoint_fails_its_level_and_the_sweep_goes_on(tmp_path: Path, make_sim) -> None:
+    cluster = make_sim([SEED_LADDER[0], seed("nvfp4", fault="429")])
+    config = write_config(tmp_path / "c.toml", cluster, max_tokens=8)
+    out = tmp_path / "sweep.json"
+    result = invoke("sweep", "--config", config, "--concurrency", "1,2", "--requests", "2", "--out", out, "--no-preflight")
+    assert result.exit_code == 1
+    assert "nvfp4 level 1 failed: the endpoint refused concurrency 1 (HTTP 429)" in result.output
+    session = archive.load(out)
+    statuses = {(r.arm, r.level): r.status for r in session.levels}
+    assert statuses == {("bf16", 1): "ok", ("bf16", 2): "ok", ("nvfp4", 1): "failed", ("nvfp4", 2): "skipped"}
+    skipped = next(r for r in session.levels if r.status == "skipped")
+    assert skipped.error == "not tried: level 1 was refused"
+    assert sum(1 for r in session.runs if r.arm == "bf16" and not r.warmup and r.status == "ok") == 4
+
+
+def _sweep_copy(tmp_path: Path) -> Path:
+    """The seed ladder session made into a sweep (every run at level 1)."""
+    session = archive.load(REPO / "sessions" / "seed-ladder-demo.json")
+    session.kind = "sweep"
+    for run in session.runs:
+        run.level = 1
+    path = tmp_path / "sweep.json"
+    archive.save(session, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("report", "{s}"), ("compare", "{s}", "{s}"), ("plot", "{s}", "--out", "{o}"), ("render", "{s}", "--out", "{o}")],
+)
+def test_ladder_commands_refuse_a_sweep_in_one_line(tmp_path: Path, command: tuple[str, ...]) -> None:
+    path = _sweep_copy(tmp_path)
+    args = [part.format(s=path, o=tmp_path / "out.mp4") for part in command]
+    result = invoke(*args)
+    assert result.exit_code == 2, result.output
+    assert "a sweep session (tokenreel sweep)" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_record_resume_into_a_sweep_is_refused(tmp_path: Path, make_sim) -> None:
+    path = _sweep_copy(tmp_path)
+    cluster = make_sim(SEED_LADDER[:1])
+    config = write_config(tmp_path / "c.toml", cluster)
+    result = invoke("record", "--config", config, "--out", path, "--resume", "--no-preflight")
+    assert result.exit_code == 2
+    assert "is a sweep session (tokenreel sweep): record does not add to it" in result.output
+
+
+def test_a_ladder_file_carries_no_sweep_fields(tmp_path: Path) -> None:
+    seed_path = REPO / "sessions" / "seed-ladder-demo.json"
+    data = orjson.loads(seed_path.read_bytes())
+    assert "kind" not in data and "levels" not in data and all("level" not in run for run in data["runs"])
+    session = archive.load(seed_path)
+    assert session.kind == "ladder" and session.levels == [] and all(r.level is None for r in session.runs)
+
+
+def test_ctrl_c_keeps_the_levels_done(tmp_path: Path, make_sim) -> None:
+    cluster = make_sim(SEED_LADDER[:1], time_scale=0.2)
+    config = write_config(tmp_path / "c.toml", cluster, max_tokens=24)
+    out = tmp_path / "sweep.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tokenreel", "sweep", "--config", str(config), "--concurrency", "1,2,4,8",
+         "--requests", "8", "--out", str(out), "--no-preflight"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env={**os.environ, "COLUMNS": "200"},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if out.exists() and any(level.get("status") == "ok" for level in orjson.loads(out.read_bytes()).get("levels", [])):
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("no level finished within 60 s")
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    session = archive.load(out)
+    assert session.levels[0].status == "ok" and session.levels[0].level == 1
+    assert session.levels[-1].status in ("ok", "interrupted")
+    assert len([r for r in session.runs if r.level == 1 and not r.warmup]) == 8
