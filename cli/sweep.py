@@ -75,7 +75,7 @@ def _sweep(signals: RecordSignals, config: Path, concurrency: str, requests: int
     from tokenreel.files import output_target
     from tokenreel.recorder.config import load_config
     from tokenreel.recorder.runner import new_session
-    from tokenreel.recorder.sweep import new_sweep, parse_levels
+    from tokenreel.recorder.sweep import new_sweep, over_limits, parse_levels
     from tokenreel.recorder.sweep import sweep as sweep_session
 
     with user_errors():
@@ -104,6 +104,12 @@ def _sweep(signals: RecordSignals, config: Path, concurrency: str, requests: int
             code = preflight_arms(session.arms, session.prompts, session.settings, signals=signals)
             if code:
                 return code
+        try:
+            problems = asyncio.run(signals.run(over_limits(session.arms, levels)))
+        except asyncio.CancelledError:  # Ctrl-C: the command's handler says it, exit 130
+            raise KeyboardInterrupt from None
+        if problems:
+            fail(problems[0])
         signals.doing = f"sweeping into {shown_path(path)}"
         signals.outcome = "every completed level is saved"
         with user_errors(path, f"{shown_path(path)} keeps every level saved before it"):

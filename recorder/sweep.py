@@ -80,6 +80,20 @@ def endpoint_limit(arm: Arm) -> int | None:
     return slots if isinstance(slots, int) and not isinstance(slots, bool) and slots > 0 else None
 
 
+async def over_limits(arms: list[Arm], levels: list[int]) -> list[str]:
+    """One line per arm whose endpoint reports serving fewer requests at once than the highest
+    level (`endpoint_limit`): bad input, said before anything is recorded. Fingerprints the arms."""
+    problems = []
+    async with aiohttp.ClientSession(headers={"User-Agent": f"tokenreel/{tokenreel.__version__}"}) as http:
+        for arm in arms:
+            arm.fingerprint = await fingerprint(http, arm) or arm.fingerprint
+            limit = endpoint_limit(arm)
+            if limit is not None and levels[-1] > limit:
+                problems.append(f"--concurrency: level {levels[-1]} is above the {limit} requests arm {arm.id!r} serves at once"
+                                f" (its slots); give levels up to {limit}, or start the server with more slots")
+    return problems
+
+
 @dataclass(frozen=True)
 class LevelStarted:
     arm: str

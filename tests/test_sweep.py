@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -86,6 +87,16 @@ def test_bad_levels_are_one_line_and_exit_2(tmp_path: Path, levels: str, words: 
     assert result.exit_code == 2
     assert f"--concurrency: {words}" in result.output
     assert len(result.output.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_a_level_above_the_endpoints_slots_is_refused(tmp_path: Path, make_sim) -> None:
+    cluster = make_sim([replace(SEED_LADDER[0], engine="llamacpp")])  # llama.cpp reports 4 slots
+    config = write_config(tmp_path / "c.toml", cluster)
+    out = tmp_path / "s.json"
+    result = invoke("sweep", "--config", config, "--concurrency", "1,8", "--out", out)
+    assert result.exit_code == 2
+    assert "--concurrency: level 8 is above the 4 requests arm 'bf16' serves at once" in result.output
+    assert not out.exists() or not archive.load(out).runs
 
 
 def test_requests_and_duration_together_are_refused(tmp_path: Path) -> None:
@@ -178,3 +189,43 @@ def test_ctrl_c_keeps_the_levels_done(tmp_path: Path, make_sim) -> None:
     assert session.levels[0].status == "ok" and session.levels[0].level == 1
     assert session.levels[-1].status in ("ok", "interrupted")
     assert len([r for r in session.runs if r.level == 1 and not r.warmup]) == 8
+
+
+def _sweep_dict(tmp_path: Path) -> dict:
+    return orjson.loads(_sweep_copy(tmp_path).read_bytes())
+
+
+LEVEL = {"arm": "bf16", "level": 2, "status": "ok", "before": {"drafts": 3.0}, "after": {"drafts": 9.0}}
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda d: d.update(kind="fleet"), "field 'kind'"),
+        (lambda d: d["runs"][0].update(level=0), "field 'runs[0].level': expected a concurrency level of 1 or more"),
+        (lambda d: d["runs"][0].pop("level"), "field 'runs[0].level': a sweep's runs carry their concurrency level"),
+        (lambda d: d.pop("kind"), "field 'runs[0].level': a sweep's runs carry their concurrency level"),
+        (lambda d: d.update(levels=[dict(LEVEL, arm="nope")]), "field 'levels[0].arm': unknown arm 'nope'"),
+        (lambda d: d.update(levels=[dict(LEVEL, level=-2)]), "field 'levels[0].level'"),
+        (lambda d: d.update(levels=[dict(LEVEL, status="great")]), "field 'levels[0].status'"),
+        (lambda d: d.update(levels=[dict(LEVEL, before={"drafts": -1})]), "field 'levels[0].before.drafts'"),
+        (lambda d: d.update(levels=[dict(LEVEL, before={"bogus": 1})]), "field 'levels[0].before.bogus'"),
+        (lambda d: d.update(levels=[dict(LEVEL, wall_s=-3)]), "field 'levels[0].wall_s'"),
+    ],
+)
+def test_sweep_fields_are_checked_on_load(tmp_path: Path, change, words: str) -> None:
+    data = _sweep_dict(tmp_path)
+    data["levels"] = [dict(LEVEL)]
+    archive.loads(orjson.dumps(data), "ok.json")  # the base loads
+    change(data)
+    with pytest.raises(archive.ArchiveError, match=None) as caught:
+        archive.loads(orjson.dumps(data), "bad.json")
+    assert words in str(caught.value)
+
+
+def test_levels_in_a_ladder_are_refused(tmp_path: Path) -> None:
+    data = orjson.loads((REPO / "sessions" / "seed-ladder-demo.json").read_bytes())
+    data["levels"] = [dict(LEVEL)]
+    with pytest.raises(archive.ArchiveError) as caught:
+        archive.loads(orjson.dumps(data), "bad.json")
+    assert "only a sweep session has levels" in str(caught.value)
