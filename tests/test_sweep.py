@@ -42,7 +42,7 @@ def _most_in_flight(runs: list[Run]) -> int:
 
 
 def test_sweep_two_arms_records_every_level_alone(tmp_path: Path, make_sim) -> None:
-    cluster = make_sim(SEED_LADDER[:2])
+    cluster = make_sim(SEED_LADDER[:2], time_scale=0.1)  # requests long beside the client's own overhead
     config = write_config(tmp_path / "c.toml", cluster, max_tokens=16)
     out = tmp_path / "sweep.json"
     result = invoke("sweep", "--config", config, "--concurrency", "1,2,4", "--requests", "6", "--out", out)
@@ -67,6 +67,18 @@ def test_sweep_two_arms_records_every_level_alone(tmp_path: Path, make_sim) -> N
     # prompts cycle through the suite in order within a level
     level4 = sorted((r for r in first if r.level == 4), key=lambda r: r.index)
     assert [r.prompt for r in level4] == [session.prompts[i % len(session.prompts)].id for i in range(10)]
+    # item 2's data: a row per arm and level in the json report
+    report = invoke("report", out, "--format", "json")
+    assert report.exit_code == 0, report.output
+    rows = orjson.loads(report.output)["levels"]
+    assert [(row["arm"], row["level"]) for row in rows] == [(a, n) for a in arms for n in (1, 2, 4)]
+    for row in rows:
+        assert row["status"] == "ok" and row["completed"] == 6 and row["output_tokens"] == 6 * 16
+        assert row["median_decode_tok_s"] > 0 and row["median_ttft_s"] > 0
+        assert row["counters"]["generated_tokens"] >= 6 * 16
+    by = {(row["arm"], row["level"]): row["aggregate_output_tok_s"] for row in rows}
+    for arm in arms:  # the simulator's default batching: each request as fast alone as in a batch
+        assert by[(arm, 4)] > 1.5 * by[(arm, 1)]
 
 
 @pytest.mark.parametrize(
