@@ -138,7 +138,8 @@ async def sweep(session: Session, path: str | Path, levels: list[int], requests:
     total = len(session.arms) * len(levels)
     position = 0
     async with aiohttp.ClientSession(
-        headers={"User-Agent": f"tokenreel/{tokenreel.__version__}"}, connector=stamping_connector()
+        # Room for the highest level, the /metrics reads beside it and a spare: never a request queued here.
+        headers={"User-Agent": f"tokenreel/{tokenreel.__version__}"}, connector=stamping_connector(max(levels) + 4)
     ) as http:
         try:
             for arm in session.arms:

@@ -16,6 +16,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import httpx
 import orjson
 import pytest
 
@@ -79,6 +80,44 @@ def test_sweep_two_arms_records_every_level_alone(tmp_path: Path, make_sim) -> N
     by = {(row["arm"], row["level"]): row["aggregate_output_tok_s"] for row in rows}
     for arm in arms:  # the simulator's default batching: each request as fast alone as in a batch
         assert by[(arm, 4)] > 1.5 * by[(arm, 1)]
+
+
+def test_more_than_a_hundred_in_flight(tmp_path: Path, make_sim) -> None:
+    """aiohttp's connector holds 100 connections by default: a sweep's holds every level."""
+    cluster = make_sim(SEED_LADDER[:1], time_scale=0.2)
+    config = write_config(tmp_path / "c.toml", cluster, max_tokens=6)
+    out = tmp_path / "sweep.json"
+    result = invoke("sweep", "--config", config, "--concurrency", "120", "--requests", "120", "--out", out)
+    assert result.exit_code == 0, result.output
+    session = archive.load(out)
+    measured = [r for r in session.runs if not r.warmup]
+    assert len(measured) == 120 and all(r.status == "ok" for r in measured)
+    # the server's own log: when each response began and its last write (the last 200 requests)
+    sent = httpx.get(cluster.root_url(SEED_LADDER[0].id) + "/sim/sent", headers={"X-Sim-Token": cluster.token}).json()
+    spans = [(r["start_ns"], r["writes"]["after_ns"][-1]) for r in sent["requests"][-120:]]
+    events = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    assert most == 120
+
+
+def test_duration_measures_each_level_for_that_long_then_drains(tmp_path: Path, make_sim) -> None:
+    cluster = make_sim(SEED_LADDER[:1], time_scale=0.1)
+    config = write_config(tmp_path / "c.toml", cluster, max_tokens=8)
+    out = tmp_path / "sweep.json"
+    result = invoke("sweep", "--config", config, "--concurrency", "1,3", "--duration", "0.6s", "--out", out)
+    assert result.exit_code == 0, result.output
+    session = archive.load(out)
+    for record in session.levels:
+        assert record.requests is None and record.duration_s == 0.6 and record.status == "ok"
+        measured = [r for r in session.runs if r.level == record.level and not r.warmup]
+        assert len(measured) == record.completed >= 2 * record.level  # short requests: several rounds
+        assert all(r.status == "ok" for r in measured)  # the drain lets the last ones finish
+        starts = [r.send_monotonic_ns for r in measured]
+        assert (max(starts) - min(starts)) / 1e9 < 0.6  # nothing sent after the duration
+        assert record.wall_s is not None and record.wall_s >= 0.6
 
 
 @pytest.mark.parametrize(
