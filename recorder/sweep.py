@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -31,13 +31,14 @@ import aiohttp
 
 import tokenreel
 from tokenreel.archive import save
-from tokenreel.model import LEVEL_COUNTERS, Arm, LevelRecord, Run, Session
+from tokenreel.model import LEVEL_COUNTERS, Arm, Gate, LevelRecord, Run, Session
 from tokenreel.recorder.config import default_metrics_url
 from tokenreel.recorder.engine_metrics import EngineSnapshot, MetricsUnavailable, fetch_snapshot
 from tokenreel.recorder.fingerprint import fingerprint
 from tokenreel.recorder.gate import wait_idle
 from tokenreel.recorder.kernel_clock import stamping_connector
 from tokenreel.recorder.sse_client import stream_run
+from tokenreel.recorder.wakeup import prompt_wakeups
 from tokenreel.validate import quarantine
 
 MAX_LEVEL = 1024  # the highest level `--concurrency` takes when the endpoint reports no limit
@@ -135,6 +136,12 @@ async def sweep(session: Session, path: str | Path, levels: list[int], requests:
     result = SweepResult(Path(path))
     session.kind = "sweep"
     save(session, result.path)
+    with prompt_wakeups():  # as `record`: the reading thread woken ahead of busy neighbours
+        return await _sweep(session, result, levels, requests, duration_s, emit)
+
+
+async def _sweep(session: Session, result: SweepResult, levels: list[int], requests: int | None,
+                 duration_s: float | None, emit: SweepEventFn) -> SweepResult:
     total = len(session.arms) * len(levels)
     position = 0
     async with aiohttp.ClientSession(
@@ -191,10 +198,12 @@ class _Level:
         self.metrics_url = arm.metrics_url or default_metrics_url(arm.base_url)
         self.refusal = ""  # the first 429/503 line: stop sending
         self.notes: list[str] = []
+        self.gate = Gate()
 
     async def run(self) -> None:
         record, settings = self.record, self.session.settings
         gate, _ = await wait_idle(self.http, self.metrics_url, settings.idle_wait_s)
+        self.gate = gate  # every run of the level carries the verdict of the gate before it
         if gate.status == "busy":
             record.status, record.error = "skipped", gate.detail
             return
@@ -243,7 +252,8 @@ class _Level:
     async def _request(self, index: int, warmup: bool) -> None:
         prompts = self.session.prompts
         prompt = prompts[index % len(prompts)]
-        run = Run(arm=self.arm.id, prompt=prompt.id, index=index, warmup=warmup, level=self.record.level)
+        run = Run(arm=self.arm.id, prompt=prompt.id, index=index, warmup=warmup, level=self.record.level,
+                  gate=replace(self.gate))
         await stream_run(self.http, self.arm, prompt, self.session.settings, run)
         quarantine(run)
         self.session.runs.append(run)

@@ -171,6 +171,20 @@ def test_a_refusing_endpoint_fails_its_level_and_the_sweep_goes_on(tmp_path: Pat
     assert sum(1 for r in session.runs if r.arm == "bf16" and not r.warmup and r.status == "ok") == 4
 
 
+def test_a_level_where_nothing_completes_fails_and_the_next_is_tried(tmp_path: Path, make_sim) -> None:
+    cluster = make_sim([seed("bf16", fault="500")])
+    config = write_config(tmp_path / "c.toml", cluster, max_tokens=8)
+    out = tmp_path / "sweep.json"
+    result = invoke("sweep", "--config", config, "--concurrency", "1,2", "--requests", "2", "--out", out, "--no-preflight")
+    assert result.exit_code == 1
+    session = archive.load(out)
+    assert [(r.level, r.status) for r in session.levels] == [(1, "failed"), (2, "failed")]  # not a refusal: 2 is tried
+    assert all(r.error.startswith(f"no request completed at concurrency {r.level}: ") and "500" in r.error
+               for r in session.levels)
+    assert len([r for r in session.runs if r.level == 2 and not r.warmup]) == 2
+    assert all(r.gate.status == "idle" for r in session.runs)
+
+
 def _sweep_copy(tmp_path: Path) -> Path:
     """The seed ladder session made into a sweep (every run at level 1)."""
     session = archive.load(REPO / "sessions" / "seed-ladder-demo.json")
