@@ -110,8 +110,8 @@ def load_session(path: Path, sweep_ok: bool = False) -> Session:
     with user_errors():
         session = archive.load(path)
     if session.kind == "sweep" and not sweep_ok:
-        fail(f"{shown_path(path)}: a sweep session (tokenreel sweep): this command reads ladder sessions"
-             " (a sweep's report comes with issue 27)")
+        fail(f"{shown_path(path)}: a sweep session (tokenreel sweep): this command reads ladder sessions;"
+             " a sweep's figures: tokenreel report SWEEP --format json (its charts come with issue 27)")
     return session
 
 
