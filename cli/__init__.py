@@ -16,6 +16,7 @@ from tokenreel.cli import report  # noqa: F401
 from tokenreel.cli import compare  # noqa: F401
 from tokenreel.cli import plot  # noqa: F401
 from tokenreel.cli import record  # noqa: F401
+from tokenreel.cli import sweep  # noqa: F401
 from tokenreel.cli import simulate  # noqa: F401
 from tokenreel.cli import render  # noqa: F401
 from tokenreel.cli import verify  # noqa: F401

@@ -104,9 +104,15 @@ def os_error_line(exc: OSError, output: Path | None = None) -> str:
     return " ".join(f"{shown_path(name)}: {what}; {_OS_ADVICE.get(exc.errno, 'check the path')}".split())
 
 
-def load_session(path: Path) -> Session:
+def load_session(path: Path, sweep_ok: bool = False) -> Session:
+    """The session at `path`, or one line and exit 2: a sweep session (`tokenreel sweep`) is
+    refused by the commands that read ladder sessions (`sweep_ok` False)."""
     with user_errors():
-        return archive.load(path)
+        session = archive.load(path)
+    if session.kind == "sweep" and not sweep_ok:
+        fail(f"{shown_path(path)}: a sweep session (tokenreel sweep): this command reads ladder sessions;"
+             " a sweep's figures: tokenreel report SWEEP --format json (its charts come with issue 27)")
+    return session
 
 
 def check_writable(path: Path, force: bool) -> None:

@@ -8,9 +8,10 @@ from typing import Annotated
 
 import typer
 
-from tokenreel.cli.app import EXCLUDE_HOST_HELP, app, check_writable, err, load_session, report_format, user_errors
+from tokenreel.cli.app import EXCLUDE_HOST_HELP, app, check_writable, err, fail, load_session, report_format, user_errors
 from tokenreel.cli.terminal import Command
 from tokenreel.files import write_atomic
+from tokenreel.model import Session
 from tokenreel.safe_text import shown_path, strip_controls
 from tokenreel.selection import RunSelection
 
@@ -57,9 +58,12 @@ def report(
     from tokenreel.report import render_report
 
     fmt = report_format(fmt, out_path)
-    session = load_session(session_path)
-    with user_errors():
-        text = render_report(session, fmt, baseline, RunSelection(exclude_host_contended=exclude_host_contended))
+    session = load_session(session_path, sweep_ok=True)
+    if session.kind == "sweep":
+        text = _sweep_report(session_path, session, fmt, baseline)
+    else:
+        with user_errors():
+            text = render_report(session, fmt, baseline, RunSelection(exclude_host_contended=exclude_host_contended))
     if out_path is None:
         sys.stdout.write(strip_controls(text))  # a report on a terminal: no escapes from session text
         return
@@ -67,3 +71,13 @@ def report(
     with user_errors(out_path):
         write_atomic(out_path, text.encode("utf-8"))
     err.print(f"report written to {shown_path(out_path)}", markup=False)
+
+
+def _sweep_report(path: Path, session: Session, fmt: str, baseline: str | None) -> str:
+    """A sweep's rows (`report.sweep`) as json; the other formats, one line and exit 2."""
+    from tokenreel.report.sweep import sweep_json
+
+    if fmt != "json" or baseline is not None:
+        fail(f"{shown_path(path)}: a sweep session (tokenreel sweep): its report is json for now (--format json, no"
+             " --baseline); the other formats come with issue 27")
+    return sweep_json(session)

@@ -122,9 +122,10 @@ def stamping_socket(addr_info: tuple[Any, ...]) -> socket.socket:
     return StampedSocket(family, kind, proto)
 
 
-def stamping_connector() -> aiohttp.TCPConnector:
-    """The recorder's connector: every connection it opens logs kernel receive times."""
-    return aiohttp.TCPConnector(socket_factory=stamping_socket)
+def stamping_connector(limit: int = 100) -> aiohttp.TCPConnector:
+    """The recorder's connector: every connection it opens logs kernel receive times; at most
+    `limit` connections at once (aiohttp's default; a sweep raises it above its highest level)."""
+    return aiohttp.TCPConnector(socket_factory=stamping_socket, limit=limit)
 
 
 @dataclass

@@ -103,6 +103,9 @@ def open_session(
         if not (resume or arm_ids):
             raise ValueError(f"{shown_path(path)} already exists; use --resume to continue it, --arms to add arms, or --force to start over")
         session = load(path)
+        if session.kind == "sweep":
+            raise ValueError(f"{shown_path(path)} is a sweep session (tokenreel sweep): record does not add to it;"
+                             " record into a new --out")
         merge_config(session, cfg, path, force_config)
         return session
     return new_session(cfg.name, cfg.settings, cfg.prompts, cfg.arms)

@@ -250,6 +250,8 @@ class Run:
     # perf_counter_ns() (CLOCK_MONOTONIC) at request send: t_ns counts from it. It puts the runs of
     # one recording on one timeline and pairs a run with a local server's own log. None: older.
     send_monotonic_ns: int | None = None
+    # A sweep's concurrency level (requests kept in flight); None in a ladder (absent from the file).
+    level: int | None = None
     chunks: Chunks = field(default_factory=Chunks)
 
     @property
@@ -292,6 +294,44 @@ class Stopping:
         return self.order[: done if self.stopped else upcoming]
 
 
+SESSION_KINDS = ("ladder", "sweep")
+LEVEL_STATUSES = ("ok", "failed", "skipped", "interrupted")
+# The counters a sweep reads from /metrics before and after each level (`LevelRecord`).
+LEVEL_COUNTERS = ("running", "waiting", "generated_tokens", "drafts", "draft_tokens", "accepted_tokens")
+
+
+@dataclass
+class LevelRecord:
+    """`tokenreel sweep`: one concurrency level of one arm (issue 27).
+
+    `level` requests were kept in flight after `warmup` discarded ones, until `requests` measured
+    requests completed (or `duration_s` passed), then drained. `before`/`after`: the engine's
+    counters (LEVEL_COUNTERS that /metrics gave) at the start and end of the measured window;
+    `peak_running`/`peak_waiting`: the gauges' highest readings during it; `metrics_note` says
+    why any is missing. `status` "failed": the endpoint refused the level (429/503) or no request
+    completed, `error` says why in one line; "skipped": not tried (busy endpoint, or a lower
+    level was refused); "interrupted": Ctrl-C during it (its completed requests are kept).
+    """
+
+    arm: str
+    level: int
+    status: str = "ok"
+    error: str = ""
+    warmup: int = 0
+    requests: int | None = None
+    duration_s: float | None = None
+    started_at: str = ""
+    finished_at: str = ""
+    completed: int = 0  # measured requests that finished ok
+    failed: int = 0
+    wall_s: float | None = None  # the measured window, first send to last completion
+    before: dict[str, float] = field(default_factory=dict)
+    after: dict[str, float] = field(default_factory=dict)
+    peak_running: float | None = None
+    peak_waiting: float | None = None
+    metrics_note: str = ""
+
+
 @dataclass
 class Session:
     """A whole recording: what was asked, of which endpoints, and every run's stream."""
@@ -306,6 +346,10 @@ class Session:
     created_at: str = ""
     simulated: bool = False
     stopping: Stopping | None = None  # recorded with --target-ci; absent from the file otherwise
+    # "ladder" (`tokenreel record`, absent from the file) or "sweep" (`tokenreel sweep`: runs carry
+    # their concurrency level, `levels` each level's record); ladder files stay byte-identical.
+    kind: str = "ladder"
+    levels: list[LevelRecord] = field(default_factory=list)
 
     def arm(self, arm_id: str) -> Arm:
         for arm in self.arms:
@@ -371,6 +415,12 @@ def session_to_dict(session: Session) -> dict[str, Any]:
         elif name == "stopping":
             if value is not None:
                 out[name] = asdict(value)
+        elif name == "kind":
+            if value != "ladder":
+                out[name] = value
+        elif name == "levels":
+            if value:
+                out[name] = [asdict(item) for item in value]
         else:
             out[name] = value
     return out
@@ -385,6 +435,9 @@ def run_to_dict(run: Run) -> dict[str, Any]:
             out[name] = _chunks_to_json(value)
         elif name in ("gate", "acceptance", "clock", "host"):
             out[name] = asdict(value) if value is not None else None
+        elif name == "level":
+            if value is not None:
+                out[name] = value
         else:
             out[name] = value
     return out

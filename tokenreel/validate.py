@@ -27,6 +27,7 @@ from tokenreel.model import (
     MAX_ACCEPTANCE_LENGTH, MAX_CHUNKS_PER_RUN, MAX_COUNT, MAX_OFFSET_NS, MAX_RUNS,
     MAX_TOKENS_PER_EVENT, RUN_STATUSES, TOKEN_SOURCES, VERSION, Acceptance, ArchiveError, Arm,
     Chunks, Clock, Gate, HostPressure, Prompt, Run, Session, Settings, Stopping, run_to_dict, session_to_dict,
+    LEVEL_COUNTERS, LEVEL_STATUSES, SESSION_KINDS, LevelRecord,
 )
 
 
@@ -219,6 +220,7 @@ def _run(r: FieldReader, data: Any, where: str) -> Run:
         host=_host(r, d.get("host"), f"{where}.host"),
         host_note=r.get(d, "host_note", where, r.str_, ""),
         send_monotonic_ns=r.get(d, "send_monotonic_ns", where, r.opt_int, None),
+        level=_opt_level(r, d.get("level"), f"{where}.level"),
         chunks=_chunks(r, d.get("chunks"), f"{where}.chunks"),
     )
     bound_acceptance(run)
@@ -255,9 +257,57 @@ def from_dict(data: Any, path: str = "<session>") -> Session:
         created_at=r.get(d, "created_at", "", r.str_, ""),
         simulated=r.get(d, "simulated", "", r.bool_, False),
         stopping=_stopping(r, d["stopping"], "stopping") if "stopping" in d else None,
+        kind=r.get(d, "kind", "", r.one_of(SESSION_KINDS), "ladder"),
+        levels=_list_of(r, d, "levels", _level) if "levels" in d else [],
     )
     _check_references(r, session)
     return session
+
+
+def _opt_level(r: FieldReader, value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    level = r.int_(value, where)
+    if level < 1:
+        raise r.fail(where, f"expected a concurrency level of 1 or more, got {level}")
+    return level
+
+
+def _counters(r: FieldReader, value: Any, where: str) -> dict[str, float]:
+    counters = r.num_map(value, where)
+    for key, number in counters.items():
+        if key not in LEVEL_COUNTERS or not math.isfinite(number) or number < 0:
+            raise r.fail(f"{where}.{key}", f"expected one of {', '.join(LEVEL_COUNTERS)} with a finite count of 0 or more")
+    return counters
+
+
+def _level(r: FieldReader, data: Any, where: str) -> LevelRecord:
+    """A sweep's level record (`model.LevelRecord`)."""
+    d = r.obj(data, where)
+    record = LevelRecord(
+        arm=r.get(d, "arm", where, r.str_),
+        level=_opt_level(r, r.get(d, "level", where, r.int_), f"{where}.level") or 0,
+        status=r.get(d, "status", where, r.one_of(LEVEL_STATUSES)),
+        error=r.get(d, "error", where, r.str_, ""),
+        warmup=r.get(d, "warmup", where, r.nonneg_int, 0),
+        requests=r.get(d, "requests", where, r.opt_int, None),
+        duration_s=r.get(d, "duration_s", where, r.opt_num, None),
+        started_at=r.get(d, "started_at", where, r.str_, ""),
+        finished_at=r.get(d, "finished_at", where, r.str_, ""),
+        completed=r.get(d, "completed", where, r.nonneg_int, 0),
+        failed=r.get(d, "failed", where, r.nonneg_int, 0),
+        wall_s=r.get(d, "wall_s", where, r.opt_num, None),
+        before=_counters(r, d.get("before", {}), f"{where}.before"),
+        after=_counters(r, d.get("after", {}), f"{where}.after"),
+        peak_running=r.get(d, "peak_running", where, r.opt_num, None),
+        peak_waiting=r.get(d, "peak_waiting", where, r.opt_num, None),
+        metrics_note=r.get(d, "metrics_note", where, r.str_, ""),
+    )
+    for name in ("requests", "duration_s", "wall_s", "peak_running", "peak_waiting"):
+        value = getattr(record, name)
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise r.fail(f"{where}.{name}", f"expected a finite value of 0 or more, got {value!r}")
+    return record
 
 
 def _stopping(r: FieldReader, data: Any, where: str) -> Stopping:
@@ -290,6 +340,14 @@ def _check_references(r: FieldReader, session: Session) -> None:
             raise r.fail(f"runs[{i}].arm", f"unknown arm {run.arm!r}")
         if run.prompt not in prompt_ids:
             raise r.fail(f"runs[{i}].prompt", f"unknown prompt {run.prompt!r}")
+    for i, run in enumerate(session.runs):
+        if (run.level is None) != (session.kind == "ladder"):
+            raise r.fail(f"runs[{i}].level", "a sweep's runs carry their concurrency level, a ladder's none")
+    for i, record in enumerate(session.levels):
+        if session.kind != "sweep":
+            raise r.fail("levels", "only a sweep session has levels")
+        if record.arm not in arm_ids:
+            raise r.fail(f"levels[{i}].arm", f"unknown arm {record.arm!r}")
     drawn: set[str] = set()
     for i, prompt_id in enumerate(session.stopping.order if session.stopping else []):
         if prompt_id not in prompt_ids or prompt_id in drawn:

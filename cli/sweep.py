@@ -1,0 +1,138 @@
+"""`tokenreel sweep`: each arm alone at rising concurrency levels into a sweep session (the
+recording itself lives in `tokenreel.recorder.sweep`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from tokenreel.cli.app import app, err, fail, out, user_errors
+from tokenreel.cli.record import duration, preflight_arms, record_signals
+from tokenreel.cli.terminal import Command
+from tokenreel.safe_text import shown_path
+
+if TYPE_CHECKING:
+    from tokenreel.recorder.signals import RecordSignals
+
+
+@app.command(cls=Command, short_help="Record each arm at rising concurrency levels into a sweep session.")
+def sweep(
+    config: Annotated[
+        Path, typer.Option("--config", "-c", metavar="FILE", help="TOML config: [session] and [[arms]] (or builtin:NAME).")
+    ],
+    concurrency: Annotated[
+        str, typer.Option("--concurrency", metavar="LEVELS", help="Rising levels of requests in flight, e.g. 1,2,4,8,16.")
+    ],
+    requests: Annotated[
+        int | None, typer.Option(min=1, help="Measured requests per level (default: 4 x the level, at least 8).")
+    ] = None,
+    duration_text: Annotated[
+        str | None, typer.Option("--duration", metavar="DURATION", help="Measure each level this long instead (30s, 5m).")
+    ] = None,
+    out_path: Annotated[
+        Path | None, typer.Option("--out", "-o", metavar="FILE", help="Session file (default: sessions/<name>-sweep.json).")
+    ] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite the session file if it exists.")] = False,
+    preflight: Annotated[
+        bool, typer.Option(help="Check the arms before the first level (--no-preflight: an endpoint that hides /v1/models).")
+    ] = True,
+) -> None:
+    """Record each arm alone at rising concurrency levels into a sweep session file.
+
+    For each arm in config order (never two at once) and each level N: the endpoint must be
+    idle, then N warmup requests, then N requests kept in flight (each finished one replaced at
+    once) until --requests measured ones were sent or --duration passed, then the drain. Every
+    request's token timings are archived as `record` does, with its level; the engine's
+    counters (drafts, accepted tokens, running and waiting requests) are read per level.
+
+    An endpoint that refuses a level (HTTP 429 or 503) fails that level, kept in the session, and
+    the arm's higher levels are skipped; the session is saved after every level, so Ctrl-C keeps
+    the levels done. A sweep does not resume: record into a new --out.
+
+    Examples:
+
+    \b
+      tokenreel sweep --config ladder.toml --concurrency 1,2,4,8,16,32,64
+      tokenreel sweep --config ladder.toml --concurrency 1,4,16 --duration 60s --out sessions/sweep.json
+    """
+    signals = record_signals("starting the sweep", "nothing was recorded")
+    try:
+        code = _sweep(signals, config, concurrency, requests, duration_text, out_path, force, preflight)
+    except KeyboardInterrupt:
+        code = signals.exit_code(130, interrupted=True)
+    finally:
+        signals.restore()
+    raise typer.Exit(signals.exit_code(code))
+
+
+def _sweep(signals: RecordSignals, config: Path, concurrency: str, requests: int | None, duration_text: str | None,
+           out_path: Path | None, force: bool, preflight: bool) -> int:
+    import asyncio
+
+    from tokenreel.archive import SessionLock
+    from tokenreel.files import output_target
+    from tokenreel.recorder.config import load_config
+    from tokenreel.recorder.runner import new_session
+    from tokenreel.recorder.sweep import new_sweep, over_limits, parse_levels
+    from tokenreel.recorder.sweep import sweep as sweep_session
+
+    with user_errors():
+        levels = parse_levels(concurrency)
+    if requests is not None and duration_text is not None:
+        fail("--requests and --duration both end a level: give one of them")
+    duration_s = None
+    if duration_text is not None:
+        try:
+            duration_s = duration(duration_text)
+        except ValueError:
+            fail(f"--duration: expected a duration such as 30s, 5m or 1h, got {duration_text!r}")
+    with user_errors():
+        cfg = load_config(config)
+    signals.check()
+    path = out_path or Path("sessions") / f"{cfg.name}-sweep.json"
+    with user_errors():
+        output_target(path)
+        lock = SessionLock(path).acquire()
+    try:
+        if path.exists() and not force:
+            fail(f"{shown_path(path)} already exists; a sweep does not resume: pass --force to start over or choose another --out")
+        session = new_sweep(new_session(cfg.name, cfg.settings, cfg.prompts, cfg.arms))
+        signals.check()
+        if preflight:
+            code = preflight_arms(session.arms, session.prompts, session.settings, signals=signals)
+            if code:
+                return code
+        try:
+            problems = asyncio.run(signals.run(over_limits(session.arms, levels)))
+        except asyncio.CancelledError:  # Ctrl-C: the command's handler says it, exit 130
+            raise KeyboardInterrupt from None
+        if problems:
+            fail(problems[0])
+        signals.doing = f"sweeping into {shown_path(path)}"
+        signals.outcome = "every completed level is saved"
+        with user_errors(path, f"{shown_path(path)} keeps every level saved before it"):
+            result = asyncio.run(signals.run(sweep_session(session, path, levels, requests, duration_s, _say)))
+    finally:
+        lock.release()
+    for record in session.levels:
+        line = (f"{record.arm} level {record.level}: {record.status}, {record.completed} completed, {record.failed} failed"
+                + (f" in {record.wall_s:g} s" if record.wall_s is not None else "") + (f"; {record.error}" if record.error else ""))
+        out.print(line, markup=False, soft_wrap=True)
+    out.print(f"session: {shown_path(path)}  ({result.ok} levels ok, {result.failed} failed, {result.skipped} skipped)",
+              markup=False, soft_wrap=True)
+    if result.interrupted:
+        return signals.exit_code(130, interrupted=True)
+    return 1 if result.failed or result.skipped else 0
+
+
+def _say(event: Any) -> None:
+    """One stderr line per level started and per level that did not go well."""
+    from tokenreel.recorder.sweep import LevelDone, LevelStarted
+
+    if isinstance(event, LevelStarted):
+        err.print(f"[{event.position}/{event.total}] {event.arm}: concurrency {event.level}", markup=False, soft_wrap=True)
+    elif isinstance(event, LevelDone) and event.record.status != "ok":
+        record = event.record
+        err.print(f"{record.arm} level {record.level} {record.status}: {record.error}", markup=False, soft_wrap=True)
