@@ -233,9 +233,9 @@ async def record(
 async def _record_looks(recorder: _Recorder, http: aiohttp.ClientSession, arms: list[Arm], plan: TargetPlan) -> None:
     """Each look's prompts on every arm in turn, then the look; until the plan stops."""
     for prompts in plan.batches():
-        if not await recorder.arms(http, arms, prompts, plan.out_of_time):
-            return
-        done = plan.look(len(prompts))
+        if not await recorder.arms(http, arms, prompts, plan.out_of_time) and not plan.out_of_time():
+            return  # fail_fast: a failed run stops everything
+        done = plan.look(len(prompts))  # out of time: the look says so (its intervals over what was recorded)
         save(recorder.session, recorder.result.path)
         recorder.emit(done)
         if done.stopped:

@@ -88,6 +88,11 @@ def test_bad_target_options_are_one_line_each(tmp_path: Path, make_sim) -> None:
     ):
         result = runner.invoke(app, ["record", "--config", str(config), "--out", str(tmp_path / "x.json"), *args])
         assert result.exit_code == 2 and words in result.output, result.output
+    quick = runner.invoke(app, ["record", "--config", str(config), "--out", str(tmp_path / "t.json"), "--target-ci", "0.01%",
+                                "--max-time", "0.1s"])
+    rule = archive.load(tmp_path / "t.json").stopping
+    assert quick.exit_code == 0 and rule.stopped == "max time" and rule.looked == [4], quick.output
+    assert "target ±0.01 % not met (stopped: max time)" in quick.output and "--resume --target-ci` goes on" in quick.output
     plain = runner.invoke(app, ["record", "--config", str(config), "--out", str(tmp_path / "p.json")])
     assert plain.exit_code == 0, plain.output
     late = runner.invoke(app, ["record", "--config", str(config), "--out", str(tmp_path / "p.json"), "--resume",
