@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from tests.test_cli import invoke, write_config
 from tokenreel.report.sweep_compare import OFF_BELOW
@@ -63,7 +64,7 @@ def test_crossover_and_intervals_hold_the_models_truth(tmp_path: Path, make_sim)
     for n in LEVELS:
         assert rows[("base", n)]["drafts_per_step"] in (0, None)  # no spec-decode counters: None
         assert 0.9 < rows[("draft", n)]["drafts_per_step"] <= 1.05  # one draft a step of each request
-        assert rows[("draft", n)]["acceptance_length"] == pytest_approx(2.2)
+        assert rows[("draft", n)]["acceptance_length"] == pytest.approx(2.2, rel=0.15)
         for arm in ("base", "draft"):
             row = rows[(arm, n)]
             assert row["ttft_ms"]["p50"] <= row["ttft_ms"]["p90"] <= row["ttft_ms"]["p99"]
@@ -71,12 +72,6 @@ def test_crossover_and_intervals_hold_the_models_truth(tmp_path: Path, make_sim)
             assert "decode_tok_s" not in row  # the per-request sample stays out of the json
     assert report["summary"] == [pair["sentence"]]
     assert pair["sentence"].startswith(f"Drafter pays over Base up to {LEVELS[LEVELS.index(pair['per_request_level']) - 1]}")
-
-
-def pytest_approx(value: float) -> Any:
-    import pytest
-
-    return pytest.approx(value, rel=0.15)
 
 
 def test_drafting_off_level_and_the_markdown_view(tmp_path: Path, make_sim) -> None:
