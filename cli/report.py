@@ -74,10 +74,11 @@ def report(
 
 
 def _sweep_report(path: Path, session: Session, fmt: str, baseline: str | None) -> str:
-    """A sweep's rows (`report.sweep`) as json; the other formats, one line and exit 2."""
+    """A sweep's report (`report.sweep`) as json or markdown; the other formats, one line and exit 2."""
     from tokenreel.report.sweep import sweep_json
+    from tokenreel.report.sweep_md import sweep_markdown
 
-    if fmt != "json" or baseline is not None:
-        fail(f"{shown_path(path)}: a sweep session (tokenreel sweep): its report is json for now (--format json, no"
-             " --baseline); the other formats come with issue 27")
-    return sweep_json(session)
+    if fmt not in ("json", "md") or baseline is not None:
+        fail(f"{shown_path(path)}: a sweep session (tokenreel sweep): its report is --format md or json, no"
+             " --baseline (csv and html are not written for a sweep)")
+    return sweep_json(session) if fmt == "json" else sweep_markdown(session)

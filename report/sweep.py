@@ -9,7 +9,14 @@ and from its measured requests that completed (warmup left out, every failed one
 - the engine's counter differences over the window (`generated_tokens`, `drafts`,
   `draft_tokens`, `accepted_tokens`; None where /metrics lacked one) and the acceptance length
   they give (1 + accepted / drafts), and the running/waiting gauges' peaks.
-No intervals, charts or crossovers yet: those come with the rest of item 2.
+- `mean_decode_tok_s` (what the ratios compare), `ttft_ms` and `tpot_ms`: p50, p90, p99 over the
+  requests (`latency.distribution`, one sample a request);
+- `drafts_per_step`: drafts / decode steps, 0 when drafting is off. All from the counters over
+  the level (warmup requests included, as the counters see them): decode steps = generated tokens
+  - requests (a first token comes from prefill) - accepted tokens (a drafting step emits 1 +
+  its accepted tokens, a plain one 1). Drafts / (tokens - requests) would be drafts per token,
+  about 1 / acceptance length while drafting: not "per step".
+The arms compared level by level, and the crossovers, are `report.sweep_compare`.
 """
 
 from __future__ import annotations
@@ -19,8 +26,10 @@ from typing import Any
 
 import orjson
 
+from tokenreel.latency import distribution, once
 from tokenreel.metrics import NS_PER_S, run_metrics
 from tokenreel.model import LevelRecord, Run, Session
+from tokenreel.report.sweep_compare import crossovers, sentence
 
 COUNTER_DELTAS = ("generated_tokens", "drafts", "draft_tokens", "accepted_tokens")
 
@@ -37,6 +46,7 @@ def _row(session: Session, record: LevelRecord) -> dict[str, Any]:
     window = _window_s(runs, record)
     deltas = {name: _delta(record, name) for name in COUNTER_DELTAS}
     drafts, accepted = deltas["drafts"], deltas["accepted_tokens"]
+    decode = [m.decode_tok_s for m in metrics if m.decode_tok_s is not None]
     return {
         "arm": record.arm,
         "label": session.arm(record.arm).label,
@@ -50,6 +60,11 @@ def _row(session: Session, record: LevelRecord) -> dict[str, Any]:
         "aggregate_output_tok_s": tokens / window if runs and window else None,
         "median_decode_tok_s": _median([m.decode_tok_s for m in metrics]),
         "median_ttft_s": _median([m.ttft_s for m in metrics]),
+        "mean_decode_tok_s": statistics.fmean(decode) if decode else None,
+        "decode_tok_s": decode,  # per request: the intervals' sample (left out of the json)
+        "ttft_ms": _percentiles([m.ttft_s * 1000 for m in metrics if m.ttft_s is not None]),
+        "tpot_ms": _percentiles([m.tpot_ms for m in metrics if m.tpot_ms is not None]),
+        "drafts_per_step": _drafts_per_step(session, record, deltas),
         "counters": deltas,
         "acceptance_length": 1 + accepted / drafts if drafts and accepted is not None else None,
         "peak_running": record.peak_running,
@@ -74,12 +89,38 @@ def _delta(record: LevelRecord, name: str) -> float | None:
     return None
 
 
+def _drafts_per_step(session: Session, record: LevelRecord, deltas: dict[str, float | None]) -> float | None:
+    """Drafts per decode step of a request over the level (module docstring); None without counters."""
+    generated, drafts = deltas["generated_tokens"], deltas["drafts"]
+    if generated is None or drafts is None:
+        return None
+    requests = sum(1 for r in session.runs if r.arm == record.arm and r.level == record.level)
+    steps = generated - requests - (deltas["accepted_tokens"] or 0)
+    return drafts / steps if steps > 0 else None
+
+
+def _percentiles(values: list[float]) -> dict[str, float | None]:
+    spread = distribution(once(values))
+    return {"p50": spread.p50, "p90": spread.p90, "p99": spread.p99}
+
+
 def _median(values: list[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return statistics.median(known) if known else None
 
 
+def sweep_report(session: Session) -> dict[str, Any]:
+    """The rows, the adjacent arms' crossovers, and their one-line sentences (first, for people)."""
+    rows = sweep_rows(session)
+    pairs = crossovers(session, rows)
+    labels = {arm.id: arm.label for arm in session.arms}
+    for pair in pairs:
+        pair["sentence"] = sentence(pair, labels, [c["level"] for c in pair["levels"]])
+    public = [{k: v for k, v in row.items() if k != "decode_tok_s"} for row in rows]
+    return {"session": session.name, "kind": session.kind, "simulated": session.simulated,
+            "summary": [pair["sentence"] for pair in pairs], "levels": public, "crossovers": pairs}
+
+
 def sweep_json(session: Session) -> str:
-    """`tokenreel report SWEEP --format json`: the session's name and kind, and the rows."""
-    report = {"session": session.name, "kind": session.kind, "simulated": session.simulated, "levels": sweep_rows(session)}
-    return orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n"
+    """`tokenreel report SWEEP --format json`: the session, one row per arm and level, crossovers."""
+    return orjson.dumps(sweep_report(session), option=orjson.OPT_INDENT_2).decode() + "\n"

@@ -1,0 +1,93 @@
+"""A sweep's report (issue 27, item 2): per-level ratios with intervals and the crossovers,
+held against the simulator's batching model, whose truth is known (`profiles.crossover`),
+over real HTTP; the markdown view leads with the one-line crossover."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.test_cli import invoke, write_config
+from tokenreel.report.sweep_compare import OFF_BELOW
+from tokenreel.simulator.profiles import Profile, crossover
+
+SCALE = 0.5  # as tests/test_sim_batching.py: a 100 tok/s step lasts 5 ms, long beside the loop's jitter
+LEVELS = (1, 2, 4, 8)
+CATEGORIES = ("code", "conversation", "reasoning", "summarization", "math", "translation", "extraction")
+# a short TTFT: a request in prefill is out of the decode batch, so a long one would leave fewer than N
+# decoding (the model's truth assumes N), more so for the drafter, whose requests take fewer steps.
+# SLACK: measured against the model, the per-request ratio at 4 ran 3 % high in every try (1.19-1.20
+# against 1.158, 16 to 48 requests): a slot stands empty between a request's end and the next one's
+# start, more often for the drafter's shorter requests, so it decodes in a smaller batch than N; a
+# drafter's last step cut by max_tokens pulls the other way. Systematic, not sampling error: more
+# requests narrow the interval and leave it. The test allows 5 % beyond the interval for it.
+SLACK = 1.05
+# true per-request speed-ups 2.0, 2.0, 1.16, 0.63 at 1, 2, 4, 8: the crossover is 5
+BASE = Profile(id="base", label="Base", model="m", decode_tok_s=100, ttft_s=0.002, batch_flat_tokens=8, batch_slope=0.1)
+DRAFTER = replace(BASE, id="draft", label="Drafter", spec_k=3, acceptance={c: 2.2 for c in CATEGORIES}, draft_cost=0.1)
+
+
+def _sweep(tmp_path: Path, make_sim, profiles: list[Profile], requests: int, levels: tuple[int, ...] = LEVELS) -> dict[str, Any]:
+    cluster = make_sim(profiles, time_scale=SCALE)
+    config = write_config(tmp_path / "c.toml", cluster, max_tokens=64)
+    out = tmp_path / "sweep.json"
+    result = invoke("sweep", "--config", config, "--concurrency", ",".join(map(str, levels)),
+                    "--requests", str(requests), "--out", out)
+    assert result.exit_code == 0, result.output
+    report = invoke("report", out, "--format", "json")
+    assert report.exit_code == 0, report.output
+    return {"json": orjson.loads(report.output), "out": out}
+
+
+def test_crossover_and_intervals_hold_the_models_truth(tmp_path: Path, make_sim) -> None:
+    truth = crossover(BASE, DRAFTER, "code")
+    assert truth == 5
+    report = _sweep(tmp_path, make_sim, [BASE, DRAFTER], requests=24)["json"]
+    [pair] = report["crossovers"]
+    assert (pair["arm"], pair["vs"]) == ("draft", "base")
+    # the lowest level at or above the truth (8), or the one below it (4) if the interval there holds 1
+    for key in ("per_request_level", "aggregate_level"):
+        assert pair[key] in (4, 8), pair
+    assert pair["drafting_off_level"] is None
+    for compared in pair["levels"]:
+        n = compared["level"]
+        true_ratio = DRAFTER.expected_tok_s("code", n) / BASE.expected_tok_s("code", n)
+        low, high = compared["per_request"]["ci95"]
+        # SLACK: the closed loop's own bias, which no interval over requests covers (module note)
+        assert low / SLACK <= true_ratio <= high * SLACK, (n, true_ratio, compared)
+        assert compared["per_request"]["requests"] == 24
+    rows = {(row["arm"], row["level"]): row for row in report["levels"]}
+    for n in LEVELS:
+        assert rows[("base", n)]["drafts_per_step"] in (0, None)  # no spec-decode counters: None
+        assert 0.9 < rows[("draft", n)]["drafts_per_step"] <= 1.05  # one draft a step of each request
+        assert rows[("draft", n)]["acceptance_length"] == pytest.approx(2.2, rel=0.15)
+        for arm in ("base", "draft"):
+            row = rows[(arm, n)]
+            assert row["ttft_ms"]["p50"] <= row["ttft_ms"]["p90"] <= row["ttft_ms"]["p99"]
+            assert row["tpot_ms"]["p50"] > 0 and row["peak_waiting"] is not None
+            assert "decode_tok_s" not in row  # the per-request sample stays out of the json
+    assert report["summary"] == [pair["sentence"]]
+    assert pair["sentence"].startswith(f"Drafter pays over Base up to {LEVELS[LEVELS.index(pair['per_request_level']) - 1]}")
+
+
+def test_drafting_off_level_and_the_markdown_view(tmp_path: Path, make_sim) -> None:
+    off = replace(DRAFTER, drafting_off_above=2)  # plain above 2 running: as fast as the base
+    sweep = _sweep(tmp_path, make_sim, [BASE, off], requests=8, levels=(1, 2, 4))
+    [pair] = sweep["json"]["crossovers"]
+    assert pair["drafting_off_level"] == 4, sweep["json"]["levels"]
+    assert pair["per_request_level"] == pair["aggregate_level"] == 4  # equal speed: the interval holds 1
+    assert set(pair) >= {"arm", "vs", "per_request_level", "aggregate_level", "drafting_off_level", "levels"}
+    rows = {(row["arm"], row["level"]): row for row in sweep["json"]["levels"]}
+    assert rows[("draft", 4)]["drafts_per_step"] < OFF_BELOW < 0.9 < rows[("draft", 2)]["drafts_per_step"]
+    md = invoke("report", sweep["out"], "--format", "md")
+    assert md.exit_code == 0, md.output
+    lines = md.output.splitlines()
+    assert lines[2] == (f"**Drafter pays over Base up to 2 concurrent requests; from 4 on it is not shown faster"
+                        f" (per request; aggregate: from 4 on); the engine stopped drafting at 4.**")
+    assert "| 4 | ok | 8 |" in md.output and "## Drafter vs Base" in md.output
+    csv = invoke("report", sweep["out"], "--format", "csv")
+    assert csv.exit_code == 2 and len(csv.output.strip().splitlines()) == 1
