@@ -3,8 +3,11 @@
 For each arm in turn (never two arms at once), and for each level N in rising order: the idle
 gate (the endpoint must be idle, as before every `record` run), then N warmup requests at once
 (kept, flagged warmup), then N requests kept in flight, each finished one replaced at once,
-until `requests` measured requests were sent (or `duration_s` passed), then the drain: the
-requests in flight finish. Prompts cycle through the suite in order. Every request is a `Run`
+until `requests` measured requests were sent (or `duration_s` passed), then the fill: while a
+measured request still runs, each finished request is again replaced, by one flagged warmup (not
+measured), so every measured request decodes beside N - 1 others to its end (a drain would let
+the last ones run in a shrinking batch, faster, and an engine that stops drafting above a batch
+size draft again); then the requests in flight finish. Prompts cycle through the suite in order. Every request is a `Run`
 with `level` N and `index` its number within the level (warmup first), its token timings
 recorded exactly as `record` does (`stream_run`). The engine's counters (LEVEL_COUNTERS) are
 read from /metrics before and after the measured window, and its running/waiting gauges are
@@ -191,7 +194,7 @@ async def _sweep(session: Session, result: SweepResult, levels: list[int], reque
 
 
 class _Level:
-    """One level of one arm: gate, warmup, the measured window, the drain."""
+    """One level of one arm: gate, warmup, the measured window, the fill (module docstring)."""
 
     def __init__(self, session: Session, arm: Arm, record: LevelRecord, http: aiohttp.ClientSession) -> None:
         self.session, self.arm, self.record, self.http = session, arm, record, http
@@ -199,6 +202,7 @@ class _Level:
         self.refusal = ""  # the first 429/503 line: stop sending
         self.notes: list[str] = []
         self.gate = Gate()
+        self.measuring = 0  # measured requests in flight: the fill goes on while any is
 
     async def run(self) -> None:
         record, settings = self.record, self.session.settings
@@ -228,6 +232,10 @@ class _Level:
                 index = issued[0]
                 issued[0] += 1
                 await self._request(index, warmup=False)
+            while self.measuring and not self.refusal:
+                index = issued[0]
+                issued[0] += 1
+                await self._request(index, warmup=True)
 
         try:
             await asyncio.gather(*(keep_one_in_flight() for _ in range(n)))
@@ -254,7 +262,11 @@ class _Level:
         prompt = prompts[index % len(prompts)]
         run = Run(arm=self.arm.id, prompt=prompt.id, index=index, warmup=warmup, level=self.record.level,
                   gate=replace(self.gate))
-        await stream_run(self.http, self.arm, prompt, self.session.settings, run)
+        self.measuring += not warmup
+        try:
+            await stream_run(self.http, self.arm, prompt, self.session.settings, run)
+        finally:
+            self.measuring -= not warmup
         quarantine(run)
         self.session.runs.append(run)
         if run.status != "ok" and run.http_status in REFUSING and not self.refusal:

@@ -94,7 +94,8 @@ def _drafts_per_step(session: Session, record: LevelRecord, deltas: dict[str, fl
     generated, drafts = deltas["generated_tokens"], deltas["drafts"]
     if generated is None or drafts is None:
         return None
-    requests = sum(1 for r in session.runs if r.arm == record.arm and r.level == record.level)
+    # the requests sent in the counters' window: all but the `warmup` sent before it
+    requests = sum(1 for r in session.runs if r.arm == record.arm and r.level == record.level and r.index >= record.warmup)
     steps = generated - requests - (deltas["accepted_tokens"] or 0)
     return drafts / steps if steps > 0 else None
 

@@ -17,8 +17,8 @@ arm i (`vs`, its base), each level on its own.
   shown to pay; without an interval, where the ratio itself is <= 1), per request and aggregate
   separately. `drafting_off_level`: the lowest level where the arm's drafts per decode step falls
   below OFF_BELOW while a lower level drafted (the engine stopped drafting, vLLM's
-  speculative_disable_by_batch_size). Not exactly 0: the counters span the level's ramp-up and
-  drain, when fewer than N run and such an engine drafts again.
+  speculative_disable_by_batch_size). Not exactly 0: the counters see the gaps where a slot
+  waits for its next request, when fewer than N run and such an engine drafts again.
 """
 
 from __future__ import annotations
@@ -101,8 +101,15 @@ def sentence(pair: dict[str, Any], labels: dict[str, str], levels: list[int]) ->
         text = f"{name} is not shown faster than {other} at any level measured (from {cross} concurrent requests on)"
     else:
         below = levels[levels.index(cross) - 1]
-        text = f"{name} pays over {other} up to {below} concurrent requests; from {cross} on it is not shown faster"
+        text = f"{name} pays over {other} up to {below} concurrent requests; from {cross} on it is {_verdict(pair, cross)}"
     text += f" (per request; aggregate: {'pays at every level' if agg is None else f'from {agg} on'})"
     if pair["drafting_off_level"] is not None:
         text += f"; the engine stopped drafting at {pair['drafting_off_level']}"
     return text + "."
+
+
+def _verdict(pair: dict[str, Any], level: int) -> str:
+    """"slower" where the per-request interval at `level` lies wholly below 1, else "not shown faster"."""
+    figures = next(c["per_request"] for c in pair["levels"] if c["level"] == level)
+    high = figures["ci95"][1] if figures["ci95"] is not None else figures["ratio"]
+    return "slower" if high is not None and high < 1 else "not shown faster"

@@ -305,7 +305,8 @@ class LevelRecord:
     """`tokenreel sweep`: one concurrency level of one arm (issue 27).
 
     `level` requests were kept in flight after `warmup` discarded ones, until `requests` measured
-    requests completed (or `duration_s` passed), then drained. `before`/`after`: the engine's
+    requests were sent (or `duration_s` passed), and until the last of them finished (the fill:
+    unmeasured requests, flagged warmup, keep the level full), then drained. `before`/`after`: the engine's
     counters (LEVEL_COUNTERS that /metrics gave) at the start and end of the measured window;
     `peak_running`/`peak_waiting`: the gauges' highest readings during it; `metrics_note` says
     why any is missing. `status` "failed": the endpoint refused the level (429/503) or no request
