@@ -122,10 +122,11 @@ def stamping_socket(addr_info: tuple[Any, ...]) -> socket.socket:
     return StampedSocket(family, kind, proto)
 
 
-def stamping_connector(limit: int = 100) -> aiohttp.TCPConnector:
+def stamping_connector(limit: int = 100, fresh: bool = False) -> aiohttp.TCPConnector:
     """The recorder's connector: every connection it opens logs kernel receive times; at most
-    `limit` connections at once (aiohttp's default; a sweep raises it above its highest level)."""
-    return aiohttp.TCPConnector(socket_factory=stamping_socket, limit=limit)
+    `limit` connections at once (aiohttp's default; a sweep raises it above its highest level).
+    `fresh`: a new connection for every request, none kept alive (a sweep's: see recorder.sweep)."""
+    return aiohttp.TCPConnector(socket_factory=stamping_socket, limit=limit, force_close=fresh)
 
 
 @dataclass

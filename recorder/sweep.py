@@ -149,7 +149,13 @@ async def _sweep(session: Session, result: SweepResult, levels: list[int], reque
     position = 0
     async with aiohttp.ClientSession(
         # Room for the highest level, the /metrics reads beside it and a spare: never a request queued here.
-        headers={"User-Agent": f"tokenreel/{tokenreel.__version__}"}, connector=stamping_connector(max(levels) + 4)
+        # A fresh connection per request (as `vllm bench serve`, a session per request): llama-server
+        # closes a connection after a stream although its headers offer keep-alive, and a request sent
+        # at once on that pooled connection was lost ("connection dropped before any response": 1 to 3
+        # of 8 per level at 2 and 4). On loopback a connect costs ~0.1 ms of TTFT; `record`, which
+        # waits between runs, keeps its connections.
+        headers={"User-Agent": f"tokenreel/{tokenreel.__version__}"},
+        connector=stamping_connector(max(levels) + 4, fresh=True),
     ) as http:
         try:
             for arm in session.arms:
@@ -223,19 +229,18 @@ class _Level:
         deadline = start + record.duration_s if record.duration_s else None
         last = n + (record.requests or 0)
 
+        def window_open() -> bool:
+            return not self.refusal and (time.monotonic() < deadline if deadline is not None else issued[0] < last)
+
+        def next_index() -> int:
+            issued[0] += 1
+            return issued[0] - 1
+
         async def keep_one_in_flight() -> None:
-            while not self.refusal:
-                if deadline is not None and time.monotonic() >= deadline:
-                    return
-                if deadline is None and issued[0] >= last:
-                    return
-                index = issued[0]
-                issued[0] += 1
-                await self._request(index, warmup=False)
-            while self.measuring and not self.refusal:
-                index = issued[0]
-                issued[0] += 1
-                await self._request(index, warmup=True)
+            while window_open():
+                await self._request(next_index(), warmup=False)
+            while self.measuring and not self.refusal:  # the fill (module docstring)
+                await self._request(next_index(), warmup=True)
 
         try:
             await asyncio.gather(*(keep_one_in_flight() for _ in range(n)))

@@ -26,7 +26,6 @@ SLOTS = 4
 LEVELS = (1, 2, 4)
 REQUESTS = 8  # measured requests per level: two rounds of 4 at level 4
 MAX_TOKENS = 64
-KEEPALIVE_DROP = "connection dropped before any response"  # then (Can not write request body) or (Server disconnected)
 SWEEP_TIMEOUT_S = 600  # a bound for a hang: the sweep takes ~15 s here
 
 
@@ -76,12 +75,11 @@ def test_every_level_ok_with_its_runs(swept, servers: dict[str, Server]) -> None
     for record in session.levels:
         runs = [r for r in session.runs if r.arm == record.arm and r.level == record.level]
         measured = [r for r in runs if not r.warmup]
-        assert len(measured) == REQUESTS and len(runs) == REQUESTS + record.level, (record.arm, record.level, len(runs))
+        # N warmups, then the fill's (flagged warmup, not measured) while the last measured ones ran
+        assert len(measured) == REQUESTS and len(runs) >= REQUESTS + record.level, (record.arm, record.level, len(runs))
         assert record.completed + record.failed == REQUESTS, record
         assert all(r.status == "ok" for r in runs if r.warmup), (record.arm, record.level)
-        # the only failures allowed: llama-server's dropped keep-alive (test_every_measured_request_completes)
-        other = [(r.index, r.error) for r in measured if r.status != "ok" and KEEPALIVE_DROP not in (r.error or "")]
-        assert record.completed >= 1 and not other, (record, other)
+        assert record.completed >= 1, record
     assert [(row["arm"], row["level"]) for row in rows] == [(a, n) for a in servers for n in LEVELS]
     for row in rows:
         assert row["status"] == "ok", row
@@ -89,13 +87,9 @@ def test_every_level_ok_with_its_runs(swept, servers: dict[str, Server]) -> None
         assert row["median_decode_tok_s"] > 0 and row["aggregate_output_tok_s"] > 0, row
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "llama-server (pinned 0.3.36) answers a streamed request with `Keep-Alive: timeout=5, max=100`, then "
-    "closes the connection after the stream; a request sent on that pooled connection at once fails "
-    "('connection dropped before any response': 'Can not write request body' or 'Server disconnected'): "
-    "1 to 3 of 8 per level at 2 and 4 here. The sweep should retry such a "
-    "request on a fresh connection (or not reuse streamed ones)"))
 def test_every_measured_request_completes(swept) -> None:
+    """Every request of every level completes: llama-server closes a connection after a stream
+    although it offers keep-alive, so a sweep sends each request on a fresh connection."""
     session, _ = swept
     failed = [(r.arm, r.level, r.index, r.error) for r in session.runs if r.status != "ok"]
     assert not failed, failed
