@@ -110,6 +110,13 @@ def contrast_interval(samples: Sequence[Sample], powers: tuple[int, ...], level:
         mean = math.fsum(linear) / k
         variance = math.fsum((e - mean) ** 2 for e in linear) / (k - 1)
         parts.append(((k / n) ** 2 * variance / k, k - 1))
+    return log_interval(value, parts, n, level)
+
+
+def log_interval(value: float, parts: Sequence[tuple[float, int]], n: int, level: float = LEVEL) -> Interval:
+    """`value` times exp(+-t * sd) on the log scale, where the log's variance is the sum of the
+    parts' variance terms and the t's degrees of freedom Satterthwaite's from theirs (each part:
+    its variance term and degrees of freedom). Zero variance gives the point itself."""
     variance = math.fsum(g for g, _ in parts)
     if variance == 0:
         return Interval(value, value, value, n, level)

@@ -34,7 +34,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tokenreel.intervals import LEVEL, Interval, t_quantile
+from tokenreel.intervals import LEVEL, Interval, log_interval, t_quantile
 
 SAME, FASTER, SLOWER, CANT_TELL = "same", "faster", "slower", "can't tell yet"
 VERDICTS = (SAME, FASTER, SLOWER, CANT_TELL)
@@ -128,9 +128,4 @@ def runs_interval(a: Sequence[float], b: Sequence[float], level: float = LEVEL) 
     if short:
         return Interval(ratio, None, None, n, level, f"{' and '.join(short)}: no interval (it needs {MIN_RUNS} a side)")
     parts = [(statistics.variance(runs) / len(runs) / mean**2, len(runs) - 1) for runs, mean in ((a, mean_a), (b, mean_b))]
-    variance = math.fsum(g for g, _ in parts)
-    if variance == 0:
-        return Interval(ratio, ratio, ratio, n, level)
-    dof = variance**2 / math.fsum(g * g / df for g, df in parts if g > 0)
-    spread = t_quantile(1 - (1 - level) / 2, dof) * math.sqrt(variance)
-    return Interval(ratio, ratio * math.exp(-spread), ratio * math.exp(spread), n, level, dof=dof)
+    return log_interval(ratio, parts, n, level)
