@@ -57,6 +57,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/recorder_fidelity.py
 	$(BIN)/python bench/busy_host.py
 	$(BIN)/python bench/ci_coverage.py
+	$(BIN)/python bench/replicas.py
 
 # The stopping rule's simulation study alone (issue 26): coverage, prompts used, hours saved.
 bench-ci: $(STAMP)

@@ -231,6 +231,9 @@ class StopOptions:
                 raise ValueError("--max-prompts, --max-time and --target-ratio shape --target-ci: give --target-ci too")
             return None
         target, max_time_s = percent(self.target_ci), None if self.max_time is None else duration(self.max_time)
+        if any(arm.replicas > 1 for arm in session.arms):
+            raise ValueError("--target-ci draws prompts look by look on one endpoint per arm; with replicas (base_urls)"
+                             " record the whole suite (without --target-ci), or give each arm one base_url")
         check_targets(session, arm_ids, self.targets)
         if session.stopping is None:
             if session.runs:

@@ -90,6 +90,10 @@ def _sweep(signals: RecordSignals, config: Path, concurrency: str, requests: int
             fail(f"--duration: expected a duration such as 30s, 5m or 1h, got {duration_text!r}")
     with user_errors():
         cfg = load_config(config)
+    replicated = [arm.id for arm in cfg.arms if arm.replicas > 1]
+    if replicated:
+        fail(f"{shown_path(config)}: arm {replicated[0]!r} has replicas (base_urls); a sweep loads one endpoint per arm:"
+             " give each arm one base_url")
     signals.check()
     path = out_path or Path("sessions") / f"{cfg.name}-sweep.json"
     with user_errors():

@@ -27,7 +27,7 @@ SESSION_KEYS = (
 )
 ARM_KEYS = (
     "id", "label", "base_url", "model", "api", "api_key_env", "metrics_url", "extra_body", "timeouts", "settings",
-    "tokenizer",
+    "tokenizer", "base_urls", "metrics_urls",
 )
 # The recorder sets these itself; letting extra_body replace them would break the stream parsing.
 RESERVED_BODY_KEYS = ("model", "messages", "prompt", "stream")
@@ -200,18 +200,24 @@ def _arms(check: _Checker, value: Any, default_tokenizer: str | None, folder: Pa
             raise check.fail(f"arms[{i}].id", f"duplicate arm id {arm.id!r}; give each arm a unique id")
         seen.add(arm.id)
         arms.append(arm)
+    counts = {arm.replicas for arm in arms}
+    if len(counts) > 1:
+        listed = ", ".join(f"{arm.id} {arm.replicas}" for arm in arms)
+        raise check.fail("arms", f"every arm needs the same number of replicas (base_urls), got {listed}:"
+                                 " each replica runs the whole ladder")
     return arms
 
 
 def _arm(check: _Checker, table: dict[str, Any], where: str, default_tokenizer: str | None, folder: Path) -> Arm:
     check.keys(table, where, ARM_KEYS)
-    for key in ("id", "base_url", "model"):
+    for key in ("id", "model"):
         if key not in table:
-            raise check.fail(f"{where}.{key}", "missing; every arm needs id, base_url and model")
+            raise check.fail(f"{where}.{key}", "missing; every arm needs id, base_url (or base_urls) and model")
     arm_id = check.text(table["id"], f"{where}.id")
     if not ARM_ID.fullmatch(arm_id):
         raise check.fail(f"{where}.id", f"{arm_id!r} is not a valid id; use letters, digits, '.', '_' and '-'")
-    base_url = check.url(table["base_url"], f"{where}.base_url", arm_id)
+    base_urls, metrics_urls = _replicas(check, table, where, arm_id)
+    base_url = base_urls[0] if base_urls else check.url(table["base_url"], f"{where}.base_url", arm_id)
     api = check.text(table.get("api", "chat"), f"{where}.api")
     if api not in ("chat", "completions"):
         raise check.fail(f"{where}.api", f"must be \"chat\" or \"completions\", got {api!r}")
@@ -230,7 +236,7 @@ def _arm(check: _Checker, table: dict[str, Any], where: str, default_tokenizer: 
         model=check.text(table["model"], f"{where}.model"),
         api=api,
         api_key_env=key_env,
-        metrics_url=metrics_url or default_metrics_url(base_url),
+        metrics_url=metrics_urls[0] if metrics_urls else metrics_url or default_metrics_url(base_url),
         extra_body=scrub_secret_fields(extra_body),
         timeouts=check.timeouts(table.get("timeouts", {}), f"{where}.timeouts"),
         settings=check.settings(table.get("settings", {}), f"{where}.settings"),
@@ -238,12 +244,38 @@ def _arm(check: _Checker, table: dict[str, Any], where: str, default_tokenizer: 
             check.tokenizer(table["tokenizer"], f"{where}.tokenizer", folder) if "tokenizer" in table
             else default_tokenizer
         ),
+        base_urls=base_urls,
+        metrics_urls=metrics_urls,
     )
     if arm.extra_body != extra_body:
         # The archive gets the scrubbed extra_body; requests send this one (not a dataclass field,
         # so never archived). See `request_extra_body`.
         arm.__dict__["_extra_body_sent"] = extra_body
     return arm
+
+
+def _replicas(check: _Checker, table: dict[str, Any], where: str, arm_id: str) -> tuple[list[str], list[str]]:
+    """An arm's `base_urls` and `metrics_urls` (one per replica; default each replica's /metrics),
+    or two empty lists for an arm with one `base_url`. One of base_url and base_urls, never both."""
+    if "base_urls" not in table:
+        if "base_url" not in table:
+            raise check.fail(f"{where}.base_url", "missing; every arm needs id, base_url (or base_urls) and model")
+        if "metrics_urls" in table:
+            raise check.fail(f"{where}.metrics_urls", "goes with base_urls (one per replica); with one base_url use metrics_url")
+        return [], []
+    for key in ("base_url", "metrics_url"):
+        if key in table:
+            raise check.fail(f"{where}.{key}", f"give base_urls and metrics_urls for replicas, not {key} beside them")
+    urls = table["base_urls"]
+    if not isinstance(urls, list) or not urls:
+        raise check.fail(f"{where}.base_urls", "must be a non-empty list of URLs, one per replica")
+    base_urls = [check.url(url, f"{where}.base_urls[{i}]", arm_id) for i, url in enumerate(urls)]
+    if len(set(base_urls)) != len(base_urls):
+        raise check.fail(f"{where}.base_urls", "lists one URL twice; each replica is its own endpoint")
+    given = table.get("metrics_urls", [default_metrics_url(url) for url in base_urls])
+    if not isinstance(given, list) or len(given) != len(base_urls):
+        raise check.fail(f"{where}.metrics_urls", f"must list one URL per base_urls entry ({len(base_urls)})")
+    return base_urls, [check.url(url, f"{where}.metrics_urls[{i}]", arm_id) for i, url in enumerate(given)]
 
 
 def request_extra_body(arm: Arm) -> dict[str, Any]:

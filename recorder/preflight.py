@@ -22,6 +22,7 @@ from tokenreel.recorder.config import default_metrics_url, server_root
 from tokenreel.recorder.engine_metrics import MetricsUnavailable, fetch_snapshot
 from tokenreel.recorder.fingerprint import card_context_length
 from tokenreel.recorder.prompts import chat_messages, completion_text
+from tokenreel.recorder.replicas import replica_arm, replica_name
 from tokenreel.recorder.sse_client import MAX_PREFLIGHT_BYTES, Refused, api_key, auth_headers, get_bounded
 from tokenreel.recorder.stream import one_line
 
@@ -49,8 +50,14 @@ class _Answer:
 async def preflight(arms: list[Arm], prompts: list[Prompt], settings: Settings) -> list[ArmCheck]:
     """Check the arms concurrently (each is a handful of GETs, no generation); config order kept."""
     headers = {"User-Agent": f"tokenreel/{tokenreel.__version__}"}
+    # every replica's endpoint (recorder.replicas), each check named after its replica
+    targets = [(replica_arm(arm, r), replica_name(arm.id, r)) if arm.replicas > 1 else (arm, arm.id)
+               for arm in arms for r in range(arm.replicas)]
     async with aiohttp.ClientSession(headers=headers) as http:
-        return list(await asyncio.gather(*(check_arm(http, arm, prompts, settings) for arm in arms)))
+        checks = list(await asyncio.gather(*(check_arm(http, arm, prompts, settings) for arm, _ in targets)))
+    for check, (_, name) in zip(checks, targets):
+        check.arm = name
+    return checks
 
 
 async def check_arm(http: aiohttp.ClientSession, arm: Arm, prompts: list[Prompt], settings: Settings) -> ArmCheck:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import platform
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Union
@@ -22,13 +22,14 @@ from tokenreel.recorder.config import default_metrics_url
 from tokenreel.recorder.engine_metrics import merge_acceptance, missing_acceptance
 from tokenreel.recorder.fingerprint import fingerprint
 from tokenreel.recorder.kernel_clock import stamping_connector
+from tokenreel.recorder.replicas import replica_arm, replica_name, rotated, shards
 from tokenreel.recorder.wakeup import prompt_wakeups
 from tokenreel.recorder.gate import contention, settle_after_run, wait_idle
 from tokenreel.recorder.host_gate import HostWatch, NoPressure, endpoint_is_local, find_psi
 from tokenreel.recorder.sse_client import ProgressFn, stream_run
 from tokenreel.recorder.target import LookDone, TargetPlan
 from tokenreel.archive import save
-from tokenreel.model import Arm, Prompt, Run, Session, Settings
+from tokenreel.model import Arm, Prompt, Run, Session, Settings, replica_count
 from tokenreel.validate import quarantine
 from tokenreel.metrics import NS_PER_S, output_tokens, run_metrics
 from tokenreel.selection import DEFAULT_SELECTION, client_busy_inexact
@@ -220,7 +221,9 @@ async def record(
             headers={"User-Agent": f"tokenreel/{tokenreel.__version__}"}, connector=stamping_connector()
         ) as http:
             try:
-                if plan is None:
+                if plan is None and replica_count(arms) > 1:
+                    await _record_replicas(session, result, on_event or (lambda event: None), fail_fast, http, arms)
+                elif plan is None:
                     drawn = set(session.stopping.drawn) if session.stopping else None
                     await recorder.arms(http, arms, drawn)
                 else:
@@ -228,6 +231,22 @@ async def record(
             except (asyncio.CancelledError, KeyboardInterrupt):
                 result.interrupted = True
     return result
+
+
+async def _record_replicas(session: Session, result: RecordResult, emit: EventFn, fail_fast: bool,
+                           http: aiohttp.ClientSession, arms: list[Arm]) -> None:
+    """Every replica at once, each its shard of the prompts over the arms in its rotated order
+    (recorder.replicas); its events name the replica. A replica that fails goes on alone
+    (under fail_fast it stops alone)."""
+    count = replica_count(arms)
+    async with asyncio.TaskGroup() as group:
+        for replica, shard in enumerate(shards(session.prompts, count)):
+            def tagged(event: RecordEvent, replica: int = replica) -> None:
+                emit(replace(event, arm=replica_name(event.arm, replica)) if hasattr(event, "arm") else event)
+
+            recorder = _Recorder(session, result, tagged, fail_fast, replica)
+            views = rotated([replica_arm(arm, replica) for arm in arms], replica)
+            group.create_task(recorder.arms(http, views, set(shard)))
 
 
 async def _record_looks(recorder: _Recorder, http: aiohttp.ClientSession, arms: list[Arm], plan: TargetPlan) -> None:
@@ -283,8 +302,10 @@ def runs_todo(session: Session, arm: Arm, prompts: set[str] | None = None) -> li
 class _Recorder:
     """Per-call state: the session, the running tally and the event sink."""
 
-    def __init__(self, session: Session, result: RecordResult, emit: EventFn, fail_fast: bool) -> None:
+    def __init__(self, session: Session, result: RecordResult, emit: EventFn, fail_fast: bool,
+                 replica: int | None = None) -> None:
         self.session, self.result, self.emit, self.fail_fast = session, result, emit, fail_fast
+        self.replica = replica  # which of the arms' replicas this records (None: they have one)
         self.warned_no_metrics = False  # NoMetrics goes out once per arm
         self.host_reasons_said: set[str] = set()  # HostUnwatched goes out once per reason
         self.host: HostWatch | None = None  # the arm's host gate; None: not watched (host_note says why)
@@ -308,10 +329,12 @@ class _Recorder:
         self.emit(ArmStarted(arm.id, arm.label, position, arms, len(todo)))
         tally = {"ok": 0, "failed": 0, "skipped": 0, "invalid": 0}
         self.warned_no_metrics = False
-        recording = {"started_at": _now()}
+        recording = {"started_at": _now()} | ({} if self.replica is None else {"replica": str(self.replica)})
         arm.recorded.append(recording)
         try:
             arm.fingerprint = await fingerprint(http, arm) or arm.fingerprint  # keep the last one if none answers
+            if self.replica == 0:  # a replica's arm is a view (recorder.replicas): the archive keeps replica 0's
+                session.arm(arm.id).fingerprint = arm.fingerprint
             if arm.fingerprint.get("version", {}).get("simulated") is True:
                 session.simulated = True
             save(session, self.result.path)
@@ -371,7 +394,7 @@ class _Recorder:
 
     async def _run(self, http: aiohttp.ClientSession, arm: Arm, prompt: Prompt, index: int) -> Run:
         settings = self.session.settings
-        run = Run(arm=arm.id, prompt=prompt.id, index=index, warmup=index < settings.warmup)
+        run = Run(arm=arm.id, prompt=prompt.id, index=index, warmup=index < settings.warmup, replica=self.replica)
         metrics_url = arm.metrics_url or default_metrics_url(arm.base_url)
 
         def on_wait(running: float, waiting: float, waited_s: float) -> None:

@@ -36,7 +36,7 @@ def remove_stale_temps(path: Path) -> list[str]:
 
 
 # What must match the archive for a run recorded now to share a cell with the runs on disk.
-ARM_FIELDS = ("base_url", "model", "api", "extra_body")
+ARM_FIELDS = ("base_url", "base_urls", "model", "api", "extra_body")
 SAMPLING_FIELDS = ("max_tokens", "ignore_eos", "temperature")
 
 

@@ -12,6 +12,7 @@ from tokenreel.answers import build_answers
 from tokenreel.claims import DEFINITIONS, all_speedups, claim_text, headline, interval_text, scope_text
 from tokenreel.model import Arm, Session, fingerprint_summary
 from tokenreel.ladder import build_cells, build_ladder, category_ladders, category_table, common_prompts, missing_cells
+from tokenreel.replica_ladders import replica_ladders
 from tokenreel.latency import PERCENTILE_METHOD, Latency, LatencyRow, build_latency
 from tokenreel.report.wording import LATENCY_FIGURES
 from tokenreel.selection import DEFAULT_SELECTION, RunSelection, host_contended
@@ -57,6 +58,7 @@ def build_report(session: Session, baseline: str | None = None, selection: RunSe
         "host": host_summary(session),
         "latency": _latency_entry(build_latency(session, cells, selection)),
         "answers": asdict(build_answers(session, baseline, selection)),
+        **({"replicas": replicas} if (replicas := replica_ladders(session, cells, baseline)) else {}),
     }
 
 

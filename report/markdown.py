@@ -187,6 +187,7 @@ def to_markdown(report: dict, session: Session) -> str:
         )
     lines += ["", *_latency_tables(report)]
     lines += _answers_section(report, labels)
+    lines += _replicas_section(report, labels)
     return "\n".join(lines) + "\n"
 
 
@@ -226,4 +227,27 @@ def _answers_section(report: dict, labels: dict[str, str]) -> list[str]:
     lines += ["", summary]
     if flagged:
         lines += ["", *(f"- {line}" for line in flagged)]
+    return [*lines, ""]
+
+
+def _replicas_section(report: dict, labels: dict[str, str]) -> list[str]:
+    """Each replica alone (`tokenreel.replica_ladders`): a slow, failed or contended one shows."""
+    replicas = report.get("replicas") or []
+    if not replicas:
+        return []
+    arms = [row["arm"] for row in report["ladder"]]
+    last, first = labels[arms[-1]], labels[arms[0]]
+    lines = [
+        "", "## Replicas", "",
+        "Each replica recorded every arm on its own shard of the prompts; the figures above pool them, each ratio"
+        " formed within a replica. Per replica, decode tok/s over its shard:", "",
+        f"| Replica | Prompts | Runs | Contended | {' | '.join(labels[a] for a in arms)} | {last} vs {first} |",
+        "|---|---|---|---|" + "---|" * (len(arms) + 1),
+    ]
+    for entry in replicas:
+        runs = ", ".join(f"{n} {status}" for status, n in entry["runs"].items()) or "none"
+        rates = " | ".join(figure(row["decode_tok_s"]) for row in entry["ladder"])
+        top = entry["ladder"][-1]
+        lines.append(f"| {entry['replica']} | {entry['prompts']} | {runs} | {entry['contended']} | {rates} "
+                     f"| {ratio_text(top['vs_first'], top['vs_first_ci95'])} |")
     return [*lines, ""]

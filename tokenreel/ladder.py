@@ -14,10 +14,11 @@ figure (acceptance length, contention) the cell carries the reason, for the repo
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from tokenreel.intervals import LEVEL, Interval, Pair, ratio_interval
+from tokenreel.intervals import LEVEL, MIN_PER_CATEGORY, Interval, Pair, ratio_interval
 from tokenreel.metrics import RunMetrics, run_metrics
 from tokenreel.model import Run, Session
 from tokenreel.selection import DEFAULT_SELECTION, RunSelection, client_busy_inexact, first_token_late, host_contended
@@ -52,6 +53,7 @@ class Cell:
     host_pressure_pct: float | None = None  # the highest CPU pressure over the cell's runs, in %
     host_note: str = ""  # why the host's pressure is unknown (a remote endpoint, no PSI here)
     e2e_s: float | None = None  # median seconds from request send to the last token
+    replica: int | None = None  # the replica that served its runs (None: the arm has one)
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,7 @@ def _cell(session: Session, arm_id: str, prompt_id: str, category: str, selectio
         contended=contended,
         note=note,
         acceptance_rate=_median(list(rates)),
+        replica=runs[0].replica,
         acceptance_approximate=approximate,
         acceptance_note=_acceptance_note(runs),
         contention_note=_contention_note(measured_ok) if contended is None else "",
@@ -331,15 +334,22 @@ def build_ladder(session: Session, cells: list[Cell], baseline: str | None = Non
 
 def paired(cells: list[Cell], prompts: set[str], figure: Callable[[Cell], float | None], arm: str, base: str) -> list[Pair]:
     """Per prompt of `prompts` where both have the figure: `base`'s cell figure and `arm`'s,
-    in suite order (the sample an interval on arm / base is taken over)."""
+    in suite order (the sample an interval on arm / base is taken over). Its strata are the
+    categories; in a session recorded on replicas, category x replica (issue 28: a prompt's
+    two cells share its replica, so the ratio is formed within one) wherever every such stratum
+    holds MIN_PER_CATEGORY prompts, else the categories alone (a wider, still valid interval)."""
     mine = {c.prompt: c for c in cells if c.arm == arm and c.prompt in prompts}
-    pairs = []
+    found = []
     for cell in cells:
         if cell.arm == base and cell.prompt in mine:
             a, b = figure(cell), figure(mine[cell.prompt])
             if a is not None and b is not None:
-                pairs.append(Pair(cell.category, a, b))
-    return pairs
+                found.append((cell, a, b))
+    by_replica = [Pair(f"{cell.category} on replica {cell.replica}", a, b) for cell, a, b in found]
+    strata = Counter(p.category for p in by_replica)
+    if any(cell.replica is not None for cell, _, _ in found) and min(strata.values()) >= MIN_PER_CATEGORY:
+        return by_replica  # replicas as strata: a replica's own speed drops out of the interval
+    return [Pair(cell.category, a, b) for cell, a, b in found]
 
 
 def _row_interval(cells: list[Cell], shared: set[str], arm: str, base: str, level: float) -> Interval:

@@ -97,6 +97,19 @@ class Arm:
     # What the endpoint cannot tell (quantization, drafter, engine flags), declared in the config.
     settings: dict[str, str] = field(default_factory=dict)
     tokenizer: str | None = None  # a tokenizer.json to count tokens with when the server gives no running count
+    # Replicas (issue 28): one endpoint per GPU or node serving this configuration, base_url and
+    # metrics_url being the first's. Empty: one replica (absent from the file).
+    base_urls: list[str] = field(default_factory=list)
+    metrics_urls: list[str] = field(default_factory=list)
+
+    @property
+    def replicas(self) -> int:
+        return len(self.base_urls) or 1
+
+
+def replica_count(arms: list[Arm]) -> int:
+    """The replicas every arm has (a config makes them agree): 1 for arms with one endpoint."""
+    return max((arm.replicas for arm in arms), default=1)
 
 
 @dataclass
@@ -252,6 +265,8 @@ class Run:
     send_monotonic_ns: int | None = None
     # A sweep's concurrency level (requests kept in flight); None in a ladder (absent from the file).
     level: int | None = None
+    # Which of the arm's replicas (`Arm.base_urls` index) served it; None: one replica (absent).
+    replica: int | None = None
     chunks: Chunks = field(default_factory=Chunks)
 
     @property
@@ -411,8 +426,10 @@ def session_to_dict(session: Session) -> dict[str, Any]:
             out[name] = [run_to_dict(run) for run in value]
         elif name == "settings":
             out[name] = asdict(value)
-        elif name in ("prompts", "arms"):
+        elif name == "prompts":
             out[name] = [asdict(item) for item in value]
+        elif name == "arms":
+            out[name] = [_arm_to_dict(arm) for arm in value]
         elif name == "stopping":
             if value is not None:
                 out[name] = asdict(value)
@@ -427,6 +444,11 @@ def session_to_dict(session: Session) -> dict[str, Any]:
     return out
 
 
+def _arm_to_dict(arm: Arm) -> dict[str, Any]:
+    """asdict, leaving out replica lists that are empty (one replica): older files stay byte-identical."""
+    return {k: v for k, v in asdict(arm).items() if v or k not in ("base_urls", "metrics_urls")}
+
+
 def run_to_dict(run: Run) -> dict[str, Any]:
     """Like asdict, without deep-copying the (possibly huge) chunk columns."""
     out: dict[str, Any] = {}
@@ -436,7 +458,7 @@ def run_to_dict(run: Run) -> dict[str, Any]:
             out[name] = _chunks_to_json(value)
         elif name in ("gate", "acceptance", "clock", "host"):
             out[name] = asdict(value) if value is not None else None
-        elif name == "level":
+        elif name in ("level", "replica"):
             if value is not None:
                 out[name] = value
         else:

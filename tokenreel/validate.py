@@ -66,7 +66,13 @@ def _arm(r: FieldReader, data: Any, where: str) -> Arm:
         recorded=recorded,
         settings=r.get(d, "settings", where, r.str_map, {}),
         tokenizer=r.get(d, "tokenizer", where, r.opt_str, None),
+        base_urls=_strings(r, d.get("base_urls", []), f"{where}.base_urls"),
+        metrics_urls=_strings(r, d.get("metrics_urls", []), f"{where}.metrics_urls"),
     )
+
+
+def _strings(r: FieldReader, data: Any, where: str) -> list[str]:
+    return [r.str_(item, f"{where}[{i}]") for i, item in enumerate(r.list_(data, where))]
 
 
 def _settings(r: FieldReader, data: Any, where: str) -> Settings:
@@ -221,6 +227,7 @@ def _run(r: FieldReader, data: Any, where: str) -> Run:
         host_note=r.get(d, "host_note", where, r.str_, ""),
         send_monotonic_ns=r.get(d, "send_monotonic_ns", where, r.opt_int, None),
         level=_opt_level(r, d.get("level"), f"{where}.level"),
+        replica=r.get(d, "replica", where, r.opt_int, None),
         chunks=_chunks(r, d.get("chunks"), f"{where}.chunks"),
     )
     bound_acceptance(run)
@@ -340,9 +347,15 @@ def _check_references(r: FieldReader, session: Session) -> None:
             raise r.fail(f"runs[{i}].arm", f"unknown arm {run.arm!r}")
         if run.prompt not in prompt_ids:
             raise r.fail(f"runs[{i}].prompt", f"unknown prompt {run.prompt!r}")
+    for i, arm in enumerate(session.arms):
+        if len(arm.metrics_urls) != len(arm.base_urls):
+            raise r.fail(f"arms[{i}].metrics_urls", f"expected one per base_urls entry ({len(arm.base_urls)}), got {len(arm.metrics_urls)}")
+    replicas = {a.id: a.replicas for a in session.arms}
     for i, run in enumerate(session.runs):
         if (run.level is None) != (session.kind == "ladder"):
             raise r.fail(f"runs[{i}].level", "a sweep's runs carry their concurrency level, a ladder's none")
+        if run.replica is not None and run.replica >= replicas[run.arm]:
+            raise r.fail(f"runs[{i}].replica", f"arm {run.arm!r} has {replicas[run.arm]} replica(s), not a replica {run.replica}")
     for i, record in enumerate(session.levels):
         if session.kind != "sweep":
             raise r.fail("levels", "only a sweep session has levels")

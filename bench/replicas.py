@@ -1,0 +1,93 @@
+"""Replicas (issue 28): wall-clock speed-up of one ladder recorded on 1, 2, 4 and 8 replicas.
+
+The seed ladder's 3 arms x the 32 prompts of builtin:mixed (1 warmup + --repeats each), recorded
+by `tokenreel record` in its own process (the real CLI) against N sets of simulated endpoints
+served from this process (one SimCluster per replica, as one engine per GPU would be). Per N:
+the wall time, the speed-up over one replica, and each replica's own ladder (the last arm vs the
+first, `report["replicas"]`) beside the pooled one, with the spread of the per-replica figures and
+how many replicas' 95 % intervals hold the one-replica figure (the first count's). Goal: 8 replicas
+>= 7x faster than one, per-replica ratios equal within the usual tolerance.
+
+    python bench/replicas.py [--time-scale 0.5] [--max-tokens 32] [--repeats 1] [--replicas 1,2,4,8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import orjson
+
+from tokenreel.simulator.profiles import SEED_LADDER
+from tokenreel.simulator.server import SimCluster, running
+
+PROMPTS = "builtin:mixed"
+GOAL_8 = 7.0
+
+
+def write_config(path: Path, clusters: list[SimCluster], max_tokens: int, repeats: int) -> Path:
+    """The seed ladder with one endpoint per replica (base_urls) for every arm."""
+    lines = [
+        "[session]", 'name = "replicas-bench"', f'prompts = "{PROMPTS}"', f"max_tokens = {max_tokens}",
+        "ignore_eos = true", "temperature = 0", "warmup = 1", f"repeats = {repeats}", "idle_wait_s = 5",
+    ]
+    for profile in SEED_LADDER:
+        urls = orjson.dumps([cluster.base_url(profile.id) for cluster in clusters]).decode()
+        lines += ["[[arms]]", f'id = "{profile.id}"', f'label = "{profile.label}"', f"base_urls = {urls}",
+                  f'model = "{profile.model}"']
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def record(replicas: int, folder: Path, args: argparse.Namespace) -> tuple[float, dict]:
+    """Wall seconds of `tokenreel record` on `replicas` replicas, and its json report."""
+    with ExitStack() as stack:
+        clusters = [stack.enter_context(running(SEED_LADDER, time_scale=args.time_scale)) for _ in range(replicas)]
+        config = write_config(folder / f"r{replicas}.toml", clusters, args.max_tokens, args.repeats)
+        out = folder / f"r{replicas}.json"
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "tokenreel", "record", "--config", str(config), "--out", str(out)],
+                              capture_output=True, text=True, timeout=1800)
+        wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"record on {replicas} replica(s) exited {done.returncode}: {done.stderr.strip()[-400:]}")
+    report = subprocess.run([sys.executable, "-m", "tokenreel", "report", str(out), "--format", "json"],
+                            capture_output=True, check=True).stdout
+    return wall, orjson.loads(report)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--time-scale", type=float, default=0.5)
+    parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--replicas", default="1,2,4,8")
+    args = parser.parse_args()
+    counts = [int(n) for n in args.replicas.split(",")]
+    print(f"seed ladder, {PROMPTS}, {args.max_tokens} tokens, 1 warmup + {args.repeats} run(s), time scale {args.time_scale}")
+    print(f"{'replicas':>8} {'wall':>8} {'speed-up':>8} | {'pooled':>7} {'95 % interval':>15} | per replica (last vs first)")
+    base_wall = reference = None
+    with tempfile.TemporaryDirectory(prefix="tokenreel-replicas-") as tmp:
+        for count in counts:
+            wall, report = record(count, Path(tmp), args)
+            base_wall = base_wall or wall * counts[0]
+            top = report["ladder"][-1]
+            ci = top["vs_first_ci95"]
+            shown = f"{ci[0]:.3f}-{ci[1]:.3f}" if ci else "none"
+            reference = reference or top["vs_first"]
+            rows = [entry["ladder"][-1] for entry in report.get("replicas", [])]
+            per = [row["vs_first"] for row in rows]
+            held = sum(1 for row in rows if row["vs_first_ci95"] and row["vs_first_ci95"][0] <= reference <= row["vs_first_ci95"][1])
+            spread = f"  spread {100 * (max(per) - min(per)) / top['vs_first']:.1f} %, {held} of {len(rows)} hold {reference:.3f}" if per else ""
+            print(f"{count:>8} {wall:>6.1f} s {base_wall / wall:>7.2f}x | {top['vs_first']:>6.3f}x {shown:>15} |"
+                  f" {' '.join(f'{x:.3f}' for x in per) or '(one replica)'}{spread}", flush=True)
+    print(f"goal: 8 replicas >= {GOAL_8:g}x faster than 1")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+"""Replicas (issue 28, item 1): one ladder recorded on several endpoints per arm at once.
+
+Two (or three) sets of simulated endpoints over real loopback HTTP, each a replica serving every
+arm. Checked: the shards (stratified, fixed, disjoint, covering the suite), every run archived
+with its replica and on that replica's endpoint (the simulator's own log), arms never
+overlapping on one replica while replicas overlap in time, the pooled ladder agreeing with a
+one-replica recording of the same prompts, per-replica figures in the report, a replica that
+fails going on alone, --resume, and the config's errors.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+
+from tests.test_cli import FAST_TIMEOUTS, invoke
+from tokenreel import archive
+from tokenreel.model import Prompt
+from tokenreel.recorder.replicas import rotated, shards
+from tokenreel.simulator.profiles import SEED_LADDER
+from tokenreel.simulator.server import SimCluster
+
+PROFILES = SEED_LADDER[:2]
+SCALE = 0.25  # requests long beside the client's own work: two replicas share this process's CPU
+
+
+def _suite(folder: Path) -> str:
+    """12 prompts in 2 categories: 3 per category on each of 2 replicas, enough for replica strata."""
+    rows = [{"id": f"{c}-{i}", "category": c, "messages": [{"role": "user", "content": f"{c} question {i}"}]}
+            for c in ("code", "conversation") for i in range(6)]
+    path = folder / "suite.jsonl"
+    path.write_bytes(b"\n".join(orjson.dumps(row) for row in rows) + b"\n")
+    return str(path)
+
+
+def _config(path: Path, clusters: list[SimCluster], prompts: str | None = None, repeats: int = 3,
+            urls: dict[str, list[str]] | None = None) -> Path:
+    prompts = prompts or _suite(path.parent)
+    # 64 tokens and the median of 3 runs: the in-process simulator, sharing the GIL with two
+    # replicas' streams, now and then sends a first token late and catches up, which inflates one
+    # run's decode rate; a median cell leaves one such run out (on GPUs each replica is its own host)
+    lines = ["[session]", 'name = "replicas"', f'prompts = "{prompts}"', "max_tokens = 64", "warmup = 0",
+             f"repeats = {repeats}", "idle_wait_s = 0.5", "[session.timeouts]",
+             *(f"{k} = {v}" for k, v in FAST_TIMEOUTS.items())]
+    for profile in PROFILES:
+        bases = (urls or {}).get(profile.id) or [c.base_url(profile.id) for c in clusters]
+        lines += ["[[arms]]", f'id = "{profile.id}"', f'label = "{profile.label}"',
+                  f"base_urls = {orjson.dumps(bases).decode()}", f'model = "{profile.model}"']
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _sent(cluster: SimCluster, profile_id: str) -> list[dict]:
+    url = cluster.root_url(profile_id) + "/sim/sent"
+    return httpx.get(url, headers={"X-Sim-Token": cluster.token}).json()["requests"]
+
+
+def test_shards_are_stratified_fixed_and_cover_the_suite() -> None:
+    prompts = [Prompt(id=f"{c}-{i}", category=c, messages=[], prompt="x") for c in ("a", "b", "c") for i in range(5)]
+    for count in (1, 2, 3, 4):
+        parts = shards(prompts, count)
+        assert parts == shards(prompts, count)  # fixed: --resume shards alike
+        assert sorted(p for part in parts for p in part) == sorted(p.id for p in prompts)
+        sizes = [len(part) for part in parts]
+        assert max(sizes) - min(sizes) <= 1, (count, sizes)
+        for category in ("a", "b", "c"):
+            per = [sum(1 for p in part if p.startswith(category)) for part in parts]
+            assert max(per) - min(per) <= 1, (count, category, per)
+    assert [a for a in rotated(["x", "y", "z"], 1)] == ["y", "z", "x"]  # type: ignore[list-item]
+
+
+def test_two_replicas_record_the_ladder_at_once(tmp_path: Path, make_sim) -> None:
+    clusters = [make_sim(PROFILES, time_scale=SCALE) for _ in range(2)]
+    out = tmp_path / "two.json"
+    result = invoke("record", "--config", _config(tmp_path / "c.toml", clusters), "--out", out, "--no-preflight")
+    assert result.exit_code == 0, result.output
+    session = archive.load(out)
+    parts = shards(session.prompts, 2)
+    assert all(arm.base_urls == [c.base_url(arm.id) for c in clusters] for arm in session.arms)
+    assert len(session.runs) == 2 * len(session.prompts) * 3 and all(r.status == "ok" for r in session.runs)
+    for run in session.runs:
+        assert run.replica is not None and run.prompt in parts[run.replica], (run.prompt, run.replica)
+    # each replica's endpoints served exactly its shard's runs (the simulator's own log)
+    for replica, cluster in enumerate(clusters):
+        for profile in PROFILES:
+            assert len(_sent(cluster, profile.id)) == 3 * len(parts[replica]), (replica, profile.id)
+    # arms never overlap on a replica; the replicas overlap in time, replica 1 starting with arm 2
+    spans = {}
+    for replica in (0, 1):
+        for arm in session.arms:
+            runs = [r for r in session.runs if r.arm == arm.id and r.replica == replica]
+            spans[(replica, arm.id)] = (min(r.send_monotonic_ns for r in runs), max(r.send_monotonic_ns + r.chunks.t_ns[-1] for r in runs))
+        (a0, a1), (b0, b1) = (spans[(replica, arm.id)] for arm in session.arms)
+        assert a1 <= b0 or b1 <= a0, replica
+    first, second = (arm.id for arm in session.arms)
+    assert spans[(0, first)][0] < spans[(0, second)][0] and spans[(1, second)][0] < spans[(1, first)][0]
+    assert spans[(0, first)][0] < spans[(1, second)][1] and spans[(1, second)][0] < spans[(0, first)][1]
+    report = orjson.loads(invoke("report", out, "--format", "json").output)
+    assert [e["replica"] for e in report["replicas"]] == [0, 1]
+    assert [e["prompts"] for e in report["replicas"]] == [len(p) for p in parts]
+    assert all(e["runs"] == {"ok": 2 * 3 * len(p)} for e, p in zip(report["replicas"], parts))
+    assert all(e["ladder"][1]["vs_first_ci95"] for e in report["replicas"])  # 3 per category each: intervals
+    md = invoke("report", out).output
+    assert "## Replicas" in md and md.count("\n| 0 | ") == 1 and md.count("\n| 1 | ") == 1, md[-1200:]
+    # the pooled ladder agrees with one replica recording the same prompts (the simulator's truth)
+    single = tmp_path / "one.json"
+    one = invoke("record", "--config", _config(tmp_path / "one.toml", clusters[:1]), "--out", single, "--no-preflight")
+    assert one.exit_code == 0, one.output
+    pooled = report["ladder"][1]["vs_first"]
+    alone = orjson.loads(invoke("report", single, "--format", "json").output)["ladder"][1]["vs_first"]
+    assert pooled == pytest.approx(alone, rel=0.03), (pooled, alone)
+    low, high = report["ladder"][1]["vs_first_ci95"]
+    assert low <= alone * 1.03 and alone / 1.03 <= high
+
+
+def test_a_failing_replica_goes_on_alone_and_resume_finishes_it(tmp_path: Path, make_sim) -> None:
+    clusters = [make_sim(PROFILES, time_scale=SCALE) for _ in range(2)]
+    dead = "http://127.0.0.1:9/v1"  # discard port: nothing listens
+    urls = {p.id: [clusters[0].base_url(p.id), dead] for p in PROFILES}
+    out = tmp_path / "s.json"
+    config = _config(tmp_path / "c.toml", clusters, prompts="builtin:ladder4", repeats=1, urls=urls)
+    result = invoke("record", "--config", config, "--out", out, "--no-preflight")
+    assert result.exit_code != 0
+    assert "replica 1" in result.output, result.output
+    session = archive.load(out)
+    parts = shards(session.prompts, 2)
+    ok = {(r.arm, r.prompt) for r in session.runs if r.status == "ok"}
+    assert ok == {(a.id, p) for a in session.arms for p in parts[0]}
+    assert all(r.status == "failed" for r in session.runs if r.replica == 1)
+    report = orjson.loads(invoke("report", out, "--format", "json").output)
+    assert report["replicas"][1]["runs"] == {"failed": 2 * len(parts[1])} and report["replicas"][1]["prompts"] == 0
+    # the replica is back: --resume records its shard there, and only that
+    fixed = _config(tmp_path / "c.toml", clusters, prompts="builtin:ladder4", repeats=1)
+    resumed = invoke("record", "--config", fixed, "--out", out, "--resume", "--no-preflight", "--force-config")
+    assert resumed.exit_code == 0, resumed.output
+    session = archive.load(out)
+    assert all(r.status == "ok" for r in session.runs) and len(session.runs) == 2 * len(session.prompts)
+    assert {r.prompt for r in session.runs if r.replica == 1} == set(parts[1])
+
+
+@pytest.mark.parametrize(("arms_toml", "said"), [
+    ('base_url = "http://127.0.0.1:1/v1"\nbase_urls = ["http://127.0.0.1:2/v1"]', "arms[0].base_url: give base_urls"),
+    ('base_urls = []', "arms[0].base_urls: must be a non-empty list"),
+    ('base_urls = ["http://127.0.0.1:2/v1", "http://127.0.0.1:2/v1"]', "lists one URL twice"),
+    ('base_urls = ["http://127.0.0.1:2/v1"]\nmetrics_urls = []', "arms[0].metrics_urls: must list one URL per base_urls entry (1)"),
+    ('base_url = "http://127.0.0.1:2/v1"\nmetrics_urls = ["http://127.0.0.1:2/metrics"]', "goes with base_urls"),
+])
+def test_config_errors_name_the_field(tmp_path: Path, arms_toml: str, said: str) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(f'[session]\nprompts = "builtin:ladder4"\n[[arms]]\nid = "a"\nmodel = "m"\n{arms_toml}\n', encoding="utf-8")
+    result = invoke("record", "--config", config, "--out", tmp_path / "s.json", "--no-preflight")
+    assert result.exit_code == 2 and said in result.output and len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_replica_counts_must_agree_and_target_ci_and_sweep_refuse_them(tmp_path: Path) -> None:
+    two = 'base_urls = ["http://127.0.0.1:2/v1", "http://127.0.0.1:3/v1"]'
+    config = tmp_path / "c.toml"
+    config.write_text(f'[session]\nprompts = "builtin:ladder4"\n[[arms]]\nid = "a"\nmodel = "m"\n{two}\n'
+                      '[[arms]]\nid = "b"\nmodel = "m"\nbase_url = "http://127.0.0.1:4/v1"\n', encoding="utf-8")
+    result = invoke("record", "--config", config, "--out", tmp_path / "s.json", "--no-preflight")
+    assert result.exit_code == 2 and "same number of replicas (base_urls), got a 2, b 1" in result.output, result.output
+    config.write_text(f'[session]\nprompts = "builtin:ladder4"\n[[arms]]\nid = "a"\nmodel = "m"\n{two}\n', encoding="utf-8")
+    target = invoke("record", "--config", config, "--out", tmp_path / "t.json", "--no-preflight", "--target-ci", "5%")
+    assert target.exit_code == 2 and "--target-ci" in target.output and "replicas" in target.output, target.output
+    sweep = invoke("sweep", "--config", config, "--concurrency", "1,2", "--out", tmp_path / "w.json")
+    assert sweep.exit_code == 2 and "a sweep loads one endpoint per arm" in sweep.output, sweep.output
