@@ -18,8 +18,11 @@ import textwrap
 from typing import Any
 
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.text import Annotation
+from matplotlib.transforms import Bbox
 from matplotlib.ticker import NullLocator
 
 from tokenreel.figures import figure, multiplier
@@ -29,6 +32,8 @@ from tokenreel.report.charts.style import SIZE, Chart, Style, legend_columns, ne
 from tokenreel.report.wording import ratio_text
 
 SWEEP_STEMS = ("sweep-speedup", "sweep-throughput")  # the charts' names and file stems, as `plot` writes them
+# Where a level's label may sit around its point, in order: (dx, dy) points, alignment.
+SPOTS = ((7, -4, "left", "top"), (7, 4, "left", "bottom"), (-7, 4, "right", "bottom"), (-7, -4, "right", "top"))
 TITLE_CHARS = 60  # a longer title wraps (monospace bold at the title's size across the figure)
 
 
@@ -62,11 +67,41 @@ def _no_data(chart: Chart, ax: Axes, reason: str, style: Style) -> Chart:
 
 
 def _marker(ax: Axes, level: int, text: str, row: int, color: str, style: Style, dotted: bool) -> None:
-    """A vertical line at `level` and its label at the top of the axes, one row per label."""
+    """A vertical line at `level` and its label above the axes, clear of the data, one row per label."""
     ax.axvline(level, color=color, linewidth=1.4, linestyle=(0, (1, 2)) if dotted else (0, (5, 3)), zorder=2)
-    ax.annotate(text, (level, 1.0), xycoords=("data", "axes fraction"), xytext=(-4, -4 - 16 * row),
-                textcoords="offset points", ha="right", va="top", color=style.title, fontsize=SIZE["small"],
-                bbox={"facecolor": style.panel, "edgecolor": "none", "pad": 1.5}, zorder=5)
+    ax.annotate(text, (level, 1.0), xycoords=("data", "axes fraction"), xytext=(0, 4 + 17 * row), textcoords="offset points",
+                ha="center", va="bottom", color=color, fontsize=SIZE["small"], fontweight="bold")
+
+
+def _draw_pair(ax: Axes, shown: list[dict[str, Any]], color: str, style: Style, values: bool) -> float:
+    """One pair's per-request line over its interval band, its aggregate dashed, and (`values`)
+    each per-request ratio written by its point; returns the highest figure drawn."""
+    x = [c["level"] for c in shown]
+    per = [c["per_request"] for c in shown]
+    bands = [(c["level"], *f["ci95"]) for c, f in zip(shown, per) if f["ci95"] is not None]
+    if bands:
+        bx, low, high = zip(*bands)
+        ax.fill_between(bx, low, high, color=color, alpha=0.25, linewidth=0, zorder=2)
+    ax.plot(x, [f["ratio"] for f in per], "o-", color=color, linewidth=2.2, markersize=6, zorder=4)
+    aggregate = [(c["level"], c["aggregate"]["ratio"]) for c in shown if c["aggregate"]["ratio"] is not None]
+    if aggregate:
+        ax.plot(*zip(*aggregate), "s--", color=color, linewidth=1.4, markersize=4, alpha=0.85, zorder=3)
+    for level, f in zip(x, per) if values else ():
+        ax.annotate(multiplier(f["ratio"]), (level, f["ratio"]), xytext=(7, 5), textcoords="offset points",
+                    color=style.title, fontsize=SIZE["small"], zorder=5)
+    return max([f["ratio"] for f in per] + [r for _, r in aggregate] + [b[2] for b in bands])
+
+
+def _legend(pairs: list[tuple[str, str]], style: Style) -> list[Any]:
+    """1.00x, then what the lines are: in the pair's colour for one pair (the title names it);
+    in neutral colour, then a swatch per pair, for several."""
+    one = pairs[0][1] if len(pairs) == 1 else style.dim
+    handles: list[Any] = [
+        Line2D([], [], color=style.dim, linewidth=1.0, linestyle=(0, (4, 3)), label="1.00x: as fast"),
+        Patch(facecolor=one, alpha=0.6, label="per request, 95 % band"),
+        Line2D([], [], color=one, linewidth=1.4, linestyle="--", marker="s", markersize=4, label="aggregate"),
+    ]
+    return handles + ([Patch(facecolor=color, label=name) for name, color in pairs] if len(pairs) > 1 else [])
 
 
 def speedup_chart(session: Session, report: dict[str, Any], style: Style) -> Chart:
@@ -86,43 +121,30 @@ def speedup_chart(session: Session, report: dict[str, Any], style: Style) -> Cha
     if not levels:
         return _no_data(chart, ax, "only one arm, nothing to compare" if not pairs else "no level both arms of a pair completed", style)
     _level_axis(ax, levels)
-    handles: list[Any] = [Line2D([], [], color=style.dim, linewidth=1.0, linestyle=(0, (4, 3)), label="1.00x: as fast")]
     ax.axhline(1.0, color=style.dim, linewidth=1.0, linestyle=(0, (4, 3)))
-    notes, markers, top = [], 0, 1.0
+    notes, named, top = [], [], 1.0
+    placed: list[tuple[int, int]] = []  # (level's tick, label row) of the markers drawn
     for pair, shown in drawn:
         color, name = style.arm(index[pair["arm"]]), f"{labels[pair['arm']]} vs {labels[pair['vs']]}"
-        prefix = f"{name} · " if len(pairs) > 1 else ""  # one pair: the title names it
         notes += [f"{name}: level {c['level']} left out: {_pair_gap(rows, pair, c)}" for c in pair["levels"] if c not in shown]
         if not shown:
-            handles.append(Line2D([], [], color=style.faint, linestyle=(0, (2, 2)), label=f"{name} · no data: no level both completed"))
+            notes.append(f"{name}: no data: no level both arms completed")
             continue
-        x = [c["level"] for c in shown]
-        per = [c["per_request"] for c in shown]
-        bands = [(c["level"], *f["ci95"]) for c, f in zip(shown, per) if f["ci95"] is not None]
-        if bands:
-            bx, low, high = zip(*bands)
-            ax.fill_between(bx, low, high, color=color, alpha=0.25, linewidth=0, zorder=2)
-            top = max(top, *high)
-        ax.plot(x, [f["ratio"] for f in per], "o-", color=color, linewidth=2.2, markersize=6, zorder=4, gid=f"speedup-{pair['arm']}")
-        aggregate = [(c["level"], c["aggregate"]["ratio"]) for c in shown if c["aggregate"]["ratio"] is not None]
-        if aggregate:
-            ax.plot(*zip(*aggregate), "s--", color=color, linewidth=1.4, markersize=4, alpha=0.85, zorder=3)
-        top = max(top, *(f["ratio"] for f in per), *(r for _, r in aggregate))
-        for level, f in zip(x, per):
-            ax.annotate(multiplier(f["ratio"]), (level, f["ratio"]), xytext=(7, 5), textcoords="offset points",
-                        color=style.title, fontsize=SIZE["small"], zorder=5)
-        handles += [Patch(facecolor=color, alpha=0.6, label=f"{prefix}per request, 95 % band"),
-                    Line2D([], [], color=color, linewidth=1.4, linestyle="--", marker="s", markersize=4, label=f"{prefix}aggregate")]
+        named.append((name, color))
+        top = max(top, _draw_pair(ax, shown, color, style, values=len(pairs) == 1))
         for key, text, dotted in (("per_request_level", "crossover", False), ("drafting_off_level", "drafting off", True)):
-            if pair[key] is not None and pair[key] in x:
-                _marker(ax, pair[key], f"{text} {pair[key]}", markers, color, style, dotted)
-                markers += 1
+            if pair[key] in [c["level"] for c in shown]:
+                tick = levels.index(pair[key])  # a row no label at this tick or the next ones uses
+                row = next(r for r in range(len(placed) + 1) if (r not in {n for t, n in placed if abs(t - tick) <= 1}))
+                _marker(ax, pair[key], f"{text} {pair[key]}", row, color, style, dotted)
+                placed.append((tick, row))
         chart.summary += [f"{name} at {c['level']}: {ratio_text(c['per_request']['ratio'], c['per_request']['ci95'])} per request,"
                           f" {ratio_text(c['aggregate']['ratio'], c['aggregate']['ci95'])} aggregate" for c in shown]
         chart.summary.append(pair["sentence"])
-    ax.set_ylim(0, top * 1.15 + 0.05 * markers)
+    ax.set_ylim(0, top * 1.15)
     ax.set_ylabel("speed-up (x)", color=style.dim, fontsize=SIZE["small"])
     _note(ax, ["concurrent requests (log scale)", *notes], style)
+    handles = _legend(named, style)
     chart.figure.legend(handles=handles, loc="outside lower center", ncols=legend_columns([h.get_label() for h in handles]),
                         fontsize=SIZE["small"], frameon=False, labelcolor=style.text)
     return chart
@@ -146,6 +168,7 @@ def throughput_chart(session: Session, report: dict[str, Any], style: Style) -> 
     style_axes(ax, style)
     set_title(chart, "Aggregate throughput vs speed per request, per arm", style)
     handles, notes, right, top = [], [], 0.0, 0.0
+    levels: list[Annotation] = []
     for i, arm in enumerate(session.arms):
         rows = [row for row in report["levels"] if row["arm"] == arm.id]
         gaps = [(row, _left_out(row, "mean_decode_tok_s") or _left_out(row, "aggregate_output_tok_s")) for row in rows]
@@ -159,15 +182,16 @@ def throughput_chart(session: Session, report: dict[str, Any], style: Style) -> 
         x = [row["mean_decode_tok_s"] for row in shown]
         y = [row["aggregate_output_tok_s"] for row in shown]
         ax.plot(x, y, "o-", color=style.arm(i), linewidth=2.2, markersize=7, zorder=3, gid=f"throughput-{arm.id}")
-        for row, px, py in zip(shown, x, y):
-            ax.annotate(str(row["level"]), (px, py), xytext=(7, -4), textcoords="offset points", va="top",
-                        color=style.title, fontsize=SIZE["small"], zorder=4)
+        levels += [ax.annotate(str(row["level"]), (px, py), xytext=SPOTS[0][:2], textcoords="offset points", ha=SPOTS[0][2],
+                               va=SPOTS[0][3], color=style.arm(i), fontsize=SIZE["small"], zorder=4)
+                   for row, px, py in zip(shown, x, y)]
         handles.append(Line2D([], [], color=style.arm(i), linewidth=2.2, marker="o", label=short_label(arm.label)))
         right, top = max(right, *x), max(top, *y)
         chart.summary += [f"{arm.label} at {row['level']}: {figure(row['aggregate_output_tok_s'], 1, ' tok/s')} aggregate,"
                           f" {figure(row['mean_decode_tok_s'], 1, ' tok/s')} per request" for row in shown]
     if not right:
         return _no_data(chart, ax, "no level with a completed request", style)
+    chart.fit = lambda: _spread(chart.figure, levels)
     ax.set_xlim(0, right * 1.12)
     ax.set_ylim(0, top * 1.1)
     ax.set_ylabel("aggregate output tok/s", color=style.dim, fontsize=SIZE["small"])
@@ -175,6 +199,25 @@ def throughput_chart(session: Session, report: dict[str, Any], style: Style) -> 
     chart.figure.legend(handles=handles, loc="outside lower center", ncols=legend_columns([h.get_label() for h in handles]),
                         fontsize=SIZE["small"], frameon=False, labelcolor=style.text)
     return chart
+
+
+def _spread(figure: Figure, labels: list[Annotation]) -> None:
+    """Move each level's label to the first spot around its point (SPOTS) where it overlaps no
+    label placed before it: two levels whose points nearly coincide stay readable."""
+    figure.draw_without_rendering()
+    placed: list[Bbox] = []
+    for label in labels:
+        spot = next((s for s in SPOTS if not any(_put(label, s).overlaps(box) for box in placed)), SPOTS[0])
+        placed.append(_put(label, spot))
+
+
+def _put(label: Annotation, spot: tuple[int, int, str, str]) -> Bbox:
+    """Place a label at a spot around its point; its box on the canvas."""
+    dx, dy, ha, va = spot
+    label.xyann = (dx, dy)
+    label.set_horizontalalignment(ha)
+    label.set_verticalalignment(va)
+    return label.get_window_extent()
 
 
 def sweep_charts(session: Session, report: dict[str, Any], style: Style) -> dict[str, Chart]:
