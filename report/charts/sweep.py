@@ -22,13 +22,15 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.text import Annotation
-from matplotlib.transforms import Bbox
 from matplotlib.ticker import NullLocator
+from matplotlib.transforms import Bbox
 
 from tokenreel.figures import figure, multiplier
 from tokenreel.model import Session
 from tokenreel.report.charts.bars import NOTE_CHARS, short_label
-from tokenreel.report.charts.style import SIZE, Chart, Style, legend_columns, new_figure, set_title, style_axes
+from tokenreel.report.charts.style import (
+    SIZE, Chart, Style, legend_columns, new_figure, no_data, set_title, style_axes, wrap_note,
+)
 from tokenreel.report.wording import ratio_text
 
 SWEEP_STEMS = ("sweep-speedup", "sweep-throughput")  # the charts' names and file stems, as `plot` writes them
@@ -44,26 +46,12 @@ def _left_out(row: dict[str, Any], key: str) -> str | None:
     return None if row[key] is not None else "no completed request with a decode speed"
 
 
-def _note(ax: Axes, lines: list[str], style: Style) -> None:
-    ax.set_xlabel("\n".join(textwrap.fill(line, NOTE_CHARS) for line in lines), loc="left", color=style.dim,
-                  fontsize=SIZE["small"])
-
-
 def _level_axis(ax: Axes, levels: list[int]) -> None:
     """Concurrency on a log2 axis, each measured level a tick."""
     ax.set_xscale("log", base=2)
     ax.set_xticks(levels, [str(level) for level in levels])
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlim(levels[0] / 1.35, levels[-1] * 1.35)
-
-
-def _no_data(chart: Chart, ax: Axes, reason: str, style: Style) -> Chart:
-    ax.set_xticks([])
-    ax.set_yticks([])
-    ax.text(0.5, 0.5, f"no data: {reason}", ha="center", va="center", color=style.dim, fontsize=SIZE["label"],
-            transform=ax.transAxes)
-    chart.summary.append(f"no data: {reason}")
-    return chart
 
 
 def _marker(ax: Axes, level: int, text: str, row: int, color: str, style: Style, dotted: bool) -> None:
@@ -119,7 +107,7 @@ def speedup_chart(session: Session, report: dict[str, Any], style: Style) -> Cha
     drawn = [(pair, [c for c in pair["levels"] if _pair_gap(rows, pair, c) is None]) for pair in pairs]
     levels = sorted({c["level"] for _, shown in drawn for c in shown})
     if not levels:
-        return _no_data(chart, ax, "only one arm, nothing to compare" if not pairs else "no level both arms of a pair completed", style)
+        return no_data(chart, ax, "only one arm, nothing to compare" if not pairs else "no level both arms of a pair completed", style)
     _level_axis(ax, levels)
     ax.axhline(1.0, color=style.dim, linewidth=1.0, linestyle=(0, (4, 3)))
     notes, named, top = [], [], 1.0
@@ -143,7 +131,8 @@ def speedup_chart(session: Session, report: dict[str, Any], style: Style) -> Cha
         chart.summary.append(pair["sentence"])
     ax.set_ylim(0, top * 1.15)
     ax.set_ylabel("speed-up (x)", color=style.dim, fontsize=SIZE["small"])
-    _note(ax, ["concurrent requests (log scale)", *notes], style)
+    ax.set_xlabel(wrap_note(["concurrent requests (log scale)", *notes], NOTE_CHARS), loc="left", color=style.dim,
+                  fontsize=SIZE["small"])
     handles = _legend(named, style)
     chart.figure.legend(handles=handles, loc="outside lower center", ncols=legend_columns([h.get_label() for h in handles]),
                         fontsize=SIZE["small"], frameon=False, labelcolor=style.text)
@@ -190,12 +179,13 @@ def throughput_chart(session: Session, report: dict[str, Any], style: Style) -> 
         chart.summary += [f"{arm.label} at {row['level']}: {figure(row['aggregate_output_tok_s'], 1, ' tok/s')} aggregate,"
                           f" {figure(row['mean_decode_tok_s'], 1, ' tok/s')} per request" for row in shown]
     if not right:
-        return _no_data(chart, ax, "no level with a completed request", style)
+        return no_data(chart, ax, "no level with a completed request", style)
     chart.fit = lambda: _spread(chart.figure, levels)
     ax.set_xlim(0, right * 1.12)
     ax.set_ylim(0, top * 1.1)
     ax.set_ylabel("aggregate output tok/s", color=style.dim, fontsize=SIZE["small"])
-    _note(ax, ["decode tok/s per request (mean) · numbers: concurrent requests", *notes], style)
+    ax.set_xlabel(wrap_note(["decode tok/s per request (mean) · numbers: concurrent requests", *notes], NOTE_CHARS),
+                  loc="left", color=style.dim, fontsize=SIZE["small"])
     chart.figure.legend(handles=handles, loc="outside lower center", ncols=legend_columns([h.get_label() for h in handles]),
                         fontsize=SIZE["small"], frameon=False, labelcolor=style.text)
     return chart
