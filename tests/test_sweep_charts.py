@@ -107,10 +107,10 @@ def test_a_failed_level_is_left_out_with_a_note_and_one_arm_is_no_data(sweep: di
     record = next(r for r in session.levels if r.arm == "drafter" and r.level == 8)
     record.status, record.error = "failed", "the endpoint refused concurrency 8 (HTTP 429)"
     charts = charts_of(session)
-    note = "level 8 left out: NVFP4 + DFlash2 failed (the endpoint refused concurrency 8 (HTTP 429))"
+    note = "level 8 left out: NVFP4 + DFlash2 failed: the endpoint refused concurrency 8 (HTTP 429)"
     assert any(note in t.replace("\n", " ") for t in all_texts(charts["speedup"]))
     assert "crossover 8" not in all_texts(charts["speedup"])  # a level left out is not marked
-    assert any("level 8 left out: failed" in t.replace("\n", " ") for t in all_texts(charts["throughput"]))
+    assert any("level 8 left out: failed: the endpoint" in t.replace("\n", " ") for t in all_texts(charts["throughput"]))
     [line] = [a for a in charts["throughput"].figure.axes[0].lines if a.get_gid() == "throughput-drafter"]
     assert len(line.get_xdata()) == 3
     session.arms = session.arms[:1]

@@ -42,7 +42,7 @@ TITLE_CHARS = 60  # a longer title wraps (monospace bold at the title's size acr
 def _left_out(row: dict[str, Any], key: str) -> str | None:
     """Why a level's row has no point on a chart (None: it has one)."""
     if row["status"] != "ok":
-        return f"{row['status']}" + (f" ({row['error']})" if row["error"] else "")
+        return row["status"] + (f": {row['error']}" if row["error"] else "")
     return None if row[key] is not None else "no completed request with a decode speed"
 
 
@@ -122,8 +122,8 @@ def speedup_chart(session: Session, report: dict[str, Any], style: Style) -> Cha
         top = max(top, _draw_pair(ax, shown, color, style, values=len(pairs) == 1))
         for key, text, dotted in (("per_request_level", "crossover", False), ("drafting_off_level", "drafting off", True)):
             if pair[key] in [c["level"] for c in shown]:
-                tick = levels.index(pair[key])  # a row no label at this tick or the next ones uses
-                row = next(r for r in range(len(placed) + 1) if (r not in {n for t, n in placed if abs(t - tick) <= 1}))
+                tick = levels.index(pair[key])  # its label's row: the first that no label at this or a next tick uses
+                row = next(r for r in range(len(placed) + 1) if r not in {n for t, n in placed if abs(t - tick) <= 1})
                 _marker(ax, pair[key], f"{text} {pair[key]}", row, color, style, dotted)
                 placed.append((tick, row))
         chart.summary += [f"{name} at {c['level']}: {ratio_text(c['per_request']['ratio'], c['per_request']['ci95'])} per request,"
@@ -191,10 +191,10 @@ def throughput_chart(session: Session, report: dict[str, Any], style: Style) -> 
     return chart
 
 
-def _spread(figure: Figure, labels: list[Annotation]) -> None:
+def _spread(fig: Figure, labels: list[Annotation]) -> None:
     """Move each level's label to the first spot around its point (SPOTS) where it overlaps no
     label placed before it: two levels whose points nearly coincide stay readable."""
-    figure.draw_without_rendering()
+    fig.draw_without_rendering()
     placed: list[Bbox] = []
     for label in labels:
         spot = next((s for s in SPOTS if not any(_put(label, s).overlaps(box) for box in placed)), SPOTS[0])
