@@ -1,6 +1,6 @@
 """Charts of a session as PNG and SVG (`tokenreel plot`, and inlined by the HTML report).
 
-Four charts, each in its own module:
+A ladder session's four charts, each in its own module:
 
 - ladder: decode tok/s per arm with its speed-up vs the prior arm and vs the first (bars.py);
 - categories: per prompt category, each arm's speed-up over the first arm (bars.py);
@@ -11,9 +11,10 @@ Four charts, each in its own module:
 A sweep session (`tokenreel sweep`) has its own two (sweep.py): sweep-speedup, each arm's
 speed-up over the prior arm per request against concurrency, with its interval band and the
 crossover marked; sweep-throughput, aggregate tok/s against per-request tok/s per arm, a point
-per level. Their numbers come from `tokenreel.report.sweep.sweep_report`.
+per level; levels that failed or were skipped are left out with a note. Their numbers come
+from the sweep's report (`tokenreel.report.sweep.sweep_report`).
 
-The numbers come from the report (`tokenreel.report.build_report`) and are formatted by
+A ladder's numbers come from the report (`tokenreel.report.build_report`) and are formatted by
 `tokenreel.figures`, so a chart and the report never disagree; colours come from the video's
 theme (`tokenreel.theme`), arm i in accents[i]. Output is deterministic (style.py).
 """
