@@ -147,7 +147,7 @@ def demo_sweep(out_dir: Path, time_scale: float) -> int:
     try:
         with running(SWEEP_DEMO, time_scale) as cluster:
             prompts = load_prompts(settings.prompts, Path.cwd())
-            session = new_sweep(new_session("Seed sweep: NVFP4 + DFlash2 under load", settings, prompts, _arms(cluster, SWEEP_DEMO)))
+            session = new_sweep(new_session("NVFP4 + DFlash2 under load (simulated)", settings, prompts, _arms(cluster, SWEEP_DEMO)))
             out.print(f"sweeping {len(SWEEP_DEMO)} arms at concurrency {', '.join(map(str, SWEEP_LEVELS))} on a simulated batching engine")
             code = sweep_into(session, path, SWEEP_LEVELS, SWEEP_REQUESTS, None, signals)
     except KeyboardInterrupt:

@@ -52,7 +52,7 @@ def _pairs(report: dict[str, Any], labels: dict[str, str]) -> str:
 def _arms(report: dict[str, Any], session: Session, colors: dict[str, str]) -> str:
     tables = "".join(
         f"<h3>{arm_name(arm.label, colors[arm.id])}</h3>"
-        + html_table([esc(h.capitalize()) for h in LEVEL_HEADERS],
+        + html_table([esc(h[0].upper() + h[1:]) for h in LEVEL_HEADERS],
                      ([esc(cell) for cell in level_cells(row)] for row in report["levels"] if row["arm"] == arm.id),
                      numeric=(0, 2, 3, 4, 7, 8, 9))
         for arm in session.arms)
