@@ -111,7 +111,7 @@ def load_session(path: Path, sweep_ok: bool = False) -> Session:
         session = archive.load(path)
     if session.kind == "sweep" and not sweep_ok:
         fail(f"{shown_path(path)}: a sweep session (tokenreel sweep): this command reads ladder sessions;"
-             " a sweep's report: tokenreel report SWEEP (--format md or json)")
+             " a sweep's report: tokenreel report SWEEP (--format md, json or html); its charts: tokenreel plot SWEEP")
     return session
 
 

@@ -1,4 +1,5 @@
-"""`tokenreel demo`: record the seed ladder on simulated endpoints, report it, render it."""
+"""`tokenreel demo`: record the seed ladder on simulated endpoints, report it, render it; and a
+small concurrency sweep (a base and its drafter on a batching engine) with its report and charts."""
 
 from __future__ import annotations
 
@@ -15,7 +16,13 @@ from tokenreel.files import write_atomic
 from tokenreel.safe_text import shown_path
 
 if TYPE_CHECKING:
-    from tokenreel.model import Session
+    from tokenreel.model import Arm, Session
+    from tokenreel.simulator.profiles import Profile
+    from tokenreel.simulator.server import SimCluster
+
+SWEEP_LEVELS = [1, 2, 4, 8]  # the demo drafter's crossover (5) lies within them
+SWEEP_REQUESTS = 8  # measured requests per level: the sweep takes about 8 s at --time-scale 1
+SWEEP_MAX_TOKENS = 48
 
 
 @app.command(cls=Command, short_help="Record and render the seed ladder on simulated endpoints (no GPU).")
@@ -32,7 +39,7 @@ def demo(
     video: Annotated[bool, typer.Option(help="Also render DIR/demo.mp4.")] = True,
     workers: Annotated[int | None, typer.Option(min=1, help="Render worker processes.")] = None,
     out_dir: Annotated[
-        Path, typer.Option("--out", "-o", metavar="DIR", help="A new folder for demo.json, demo.html and demo.mp4.")
+        Path, typer.Option("--out", "-o", metavar="DIR", help="A new folder for demo.json, demo.html, demo.mp4 and the sweep's files.")
     ] = Path("tokenreel-demo"),
     force: Annotated[bool, typer.Option(help="Reuse --out even if it holds files (they are overwritten).")] = False,
 ) -> None:
@@ -42,6 +49,11 @@ def demo(
     (conversation, reasoning, prose, code) into DIR/demo.json, prints the ladder, writes the HTML
     report (charts and an in-browser replay) to DIR/demo.html and renders the code prompt side by
     side into DIR/demo.mp4, with the same-answer badges (DIR is --out, a new folder). No GPU needed.
+
+    Then a concurrency sweep (`tokenreel sweep`) of NVFP4 and NVFP4 + DFlash2 on a simulated
+    batching engine at 1, 2, 4 and 8 requests in flight into DIR/sweep.json (a few seconds),
+    its report with the crossover to DIR/sweep.html and its charts to DIR/sweep-speedup.png,
+    DIR/sweep-throughput.png (and .svg).
 
     Examples:
 
@@ -54,7 +66,7 @@ def demo(
     from tokenreel.simulator.profiles import SEED_LADDER
     from tokenreel.simulator.server import running
     from tokenreel.renderer.plan import RenderOptions
-    from tokenreel.model import Arm, Settings
+    from tokenreel.model import Settings
 
     if out_dir.exists() and not out_dir.is_dir():
         fail(f"--out {shown_path(out_dir)} is a file; give a folder for demo.json and demo.mp4")
@@ -68,9 +80,7 @@ def demo(
     signals = record_signals(f"recording {shown_path(path)}", f"every completed run is saved in {shown_path(path)}")
     try:
         with running(SEED_LADDER, time_scale) as cluster:
-            arms = [
-                Arm(id=p.id, label=p.label, base_url=cluster.base_url(p.id), model=p.model) for p in SEED_LADDER
-            ]
+            arms = _arms(cluster, SEED_LADDER)
             session = new_session("Qwen3.8-27B seed ladder", settings, prompts, arms)
             out.print(f"recording {len(arms)} arms x {len(prompts)} prompts x {1 + repeats} runs on simulated endpoints")
             code = record_into(session, path, None, False, None, signals)
@@ -87,6 +97,9 @@ def demo(
     with user_errors(html):
         write_atomic(html, render_report(load_session(path), "html").encode("utf-8"))
     out.print(f"report: {html}  (open it in a browser: charts, percentiles, same answers, a replay)", markup=False)
+    code = demo_sweep(out_dir, time_scale)
+    if code:
+        raise typer.Exit(code)
     if not video:
         raise typer.Exit(0)
     code_prompt = next((p.id for p in prompts if p.category == "code"), prompts[0].id)
@@ -108,3 +121,46 @@ def race_arms(session: Session, prompt_id: str) -> tuple[tuple[str, ...], str | 
         return (), None
     missing = ", ".join(a.id for a in session.arms if a.id not in usable)
     return usable, f"note: the video races {', '.join(usable)} only: {missing} has no usable run of {prompt_id} (the report says why)"
+
+
+def _arms(cluster: SimCluster, profiles: tuple[Profile, ...]) -> list[Arm]:
+    from tokenreel.model import Arm
+
+    return [Arm(id=p.id, label=p.label, base_url=cluster.base_url(p.id), model=p.model) for p in profiles]
+
+
+def demo_sweep(out_dir: Path, time_scale: float) -> int:
+    """The demo's sweep into DIR/sweep.json, then its report and charts; returns the exit code."""
+    from tokenreel.cli.sweep import sweep_into
+    from tokenreel.model import Settings
+    from tokenreel.recorder.prompts import load_prompts
+    from tokenreel.recorder.runner import new_session
+    from tokenreel.recorder.sweep import new_sweep
+    from tokenreel.report.charts import write_charts
+    from tokenreel.report.sweep_html import sweep_html
+    from tokenreel.simulator.profiles import SWEEP_DEMO
+    from tokenreel.simulator.server import running
+
+    settings = Settings(prompts="builtin:ladder4", max_tokens=SWEEP_MAX_TOKENS, warmup=0, repeats=1)
+    path = out_dir / "sweep.json"
+    signals = record_signals(f"sweeping into {shown_path(path)}", f"every completed level is saved in {shown_path(path)}")
+    try:
+        with running(SWEEP_DEMO, time_scale) as cluster:
+            prompts = load_prompts(settings.prompts, Path.cwd())
+            session = new_sweep(new_session("NVFP4 + DFlash2 under load (simulated)", settings, prompts, _arms(cluster, SWEEP_DEMO)))
+            out.print(f"sweeping {len(SWEEP_DEMO)} arms at concurrency {', '.join(map(str, SWEEP_LEVELS))} on a simulated batching engine")
+            code = sweep_into(session, path, SWEEP_LEVELS, SWEEP_REQUESTS, None, signals)
+    except KeyboardInterrupt:
+        code = signals.exit_code(130, interrupted=True)
+    finally:
+        signals.restore()
+    code = signals.exit_code(code)
+    if code:
+        return code
+    html = out_dir / "sweep.html"
+    with user_errors(html):
+        write_atomic(html, sweep_html(load_session(path, sweep_ok=True)).encode("utf-8"))
+        charts = write_charts(session, out_dir, ["png", "svg"], force=True)
+    out.print(f"sweep report: {html}  (the crossover, ratios per level, charts: {', '.join(c.name for c in charts)})",
+              markup=False)
+    return 0

@@ -18,7 +18,7 @@ from tokenreel.selection import RunSelection
 
 @app.command(cls=Command, short_help="The ladder (each arm vs the prior and the first): md, json, csv, html.")
 def report(
-    session_path: Annotated[Path, typer.Argument(metavar="SESSION", help="A session file from `tokenreel record`.")],
+    session_path: Annotated[Path, typer.Argument(metavar="SESSION", help="A session file from `tokenreel record` or `tokenreel sweep`.")],
     fmt: Annotated[
         str | None,
         typer.Option(
@@ -46,6 +46,10 @@ def report(
     Besides the medians: p50/p90/p99, min and max of TTFT, TPOT and inter-token latency
     (per token: a chunk of k tokens is k tokens arriving together), per arm and per cell.
 
+    A sweep session (`tokenreel sweep`) gets its own report: each pair's crossover in one line,
+    the ratios per level with their intervals, each arm's levels; as md, json, or html (with its
+    two charts); no csv, no --baseline.
+
     Examples:
 
     \b
@@ -54,6 +58,7 @@ def report(
       tokenreel report sessions/ladder.json --format json --baseline nvfp4
       tokenreel report sessions/ladder.json -o ladder.html   # one self-contained page: charts, replay
       tokenreel report sessions/ladder.json --exclude-host-contended
+      tokenreel report sessions/sweep.json -o sweep.html   # crossovers, ratio tables, both charts
     """
     from tokenreel.report import render_report
 
@@ -74,11 +79,12 @@ def report(
 
 
 def _sweep_report(path: Path, session: Session, fmt: str, baseline: str | None) -> str:
-    """A sweep's report (`report.sweep`) as json or markdown; the other formats, one line and exit 2."""
+    """A sweep's report (`report.sweep`) as json, markdown or html; csv, one line and exit 2."""
     from tokenreel.report.sweep import sweep_json
+    from tokenreel.report.sweep_html import sweep_html
     from tokenreel.report.sweep_md import sweep_markdown
 
-    if fmt not in ("json", "md") or baseline is not None:
-        fail(f"{shown_path(path)}: a sweep session (tokenreel sweep): its report is --format md or json, no"
-             " --baseline (csv and html are not written for a sweep)")
-    return sweep_json(session) if fmt == "json" else sweep_markdown(session)
+    if fmt == "csv" or baseline is not None:
+        fail(f"{shown_path(path)}: a sweep session (tokenreel sweep): its report is --format md, json or html, no"
+             " --baseline (no csv for a sweep: its rows are in the json)")
+    return {"json": sweep_json, "md": sweep_markdown, "html": sweep_html}[fmt](session)

@@ -14,6 +14,7 @@ from tokenreel.cli.terminal import Command
 from tokenreel.safe_text import shown_path
 
 if TYPE_CHECKING:
+    from tokenreel.model import Session
     from tokenreel.recorder.signals import RecordSignals
 
 
@@ -76,7 +77,6 @@ def _sweep(signals: RecordSignals, config: Path, concurrency: str, requests: int
     from tokenreel.recorder.config import load_config
     from tokenreel.recorder.runner import new_session
     from tokenreel.recorder.sweep import new_sweep, over_limits, parse_levels
-    from tokenreel.recorder.sweep import sweep as sweep_session
 
     with user_errors():
         levels = parse_levels(concurrency)
@@ -114,12 +114,23 @@ def _sweep(signals: RecordSignals, config: Path, concurrency: str, requests: int
             raise KeyboardInterrupt from None
         if problems:
             fail(problems[0])
-        signals.doing = f"sweeping into {shown_path(path)}"
-        signals.outcome = "every completed level is saved"
-        with user_errors(path, f"{shown_path(path)} keeps every level saved before it"):
-            result = asyncio.run(signals.run(sweep_session(session, path, levels, requests, duration_s, _say)))
+        return sweep_into(session, path, levels, requests, duration_s, signals)
     finally:
         lock.release()
+
+
+def sweep_into(session: Session, path: Path, levels: list[int], requests: int | None, duration_s: float | None,
+               signals: RecordSignals) -> int:
+    """Sweep a fresh sweep session into `path` (the caller holds its lock), print a line per level
+    and the outcome; returns the exit code (`tokenreel sweep`'s, and the demo's sweep)."""
+    import asyncio
+
+    from tokenreel.recorder.sweep import sweep as sweep_session
+
+    signals.doing = f"sweeping into {shown_path(path)}"
+    signals.outcome = "every completed level is saved"
+    with user_errors(path, f"{shown_path(path)} keeps every level saved before it"):
+        result = asyncio.run(signals.run(sweep_session(session, path, levels, requests, duration_s, _say)))
     for record in session.levels:
         line = (f"{record.arm} level {record.level}: {record.status}, {record.completed} completed, {record.failed} failed"
                 + (f" in {record.wall_s:g} s" if record.wall_s is not None else "") + (f"; {record.error}" if record.error else ""))

@@ -20,7 +20,7 @@ __all__ = ["FORMATS", "build_report", "render_report", "to_csv", "to_html", "to_
 
 def render_report(session: Session, fmt: str, baseline: str | None = None, selection: RunSelection = DEFAULT_SELECTION) -> str:
     """The session's report in one of FORMATS, its figures under `selection`. A sweep session
-    (`tokenreel sweep`) is refused: its rows are `report.sweep.sweep_rows`."""
+    (`tokenreel sweep`) is refused: its views are `report.sweep` (json), `sweep_md`, `sweep_html`."""
     if session.kind == "sweep":
         raise ValueError(f"session {session.name!r} is a sweep: its report is report.sweep (sweep_rows, sweep_json)")
     report = build_report(session, baseline, selection)

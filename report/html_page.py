@@ -52,7 +52,7 @@ SPEEDS = ("0.25", "0.5", "1", "2", "4")
 NS_PER_MS = 1_000_000
 
 
-def _e(text: object) -> str:
+def esc(text: object) -> str:
     """Text escaped for HTML, without control or bidi characters (`strip_controls`)."""
     return html.escape(strip_controls(str(text)), quote=True)
 
@@ -65,7 +65,7 @@ def _step(i: int) -> str:
     return STEP_MARKS[i] if i < len(STEP_MARKS) else str(i + 1)
 
 
-def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], numeric: Sequence[int] = (), labelled: bool = False) -> str:
+def html_table(headers: Sequence[str], rows: Iterable[Sequence[str]], numeric: Sequence[int] = (), labelled: bool = False) -> str:
     """A table of already-escaped cells; columns in `numeric` are right-aligned figures. A
     `labelled` table's cells carry their column's (plain) header, for a narrow screen's cards."""
 
@@ -80,7 +80,7 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], numeric: Seque
 
 def _markdown_inline(text: str) -> str:
     """The markdown report's notes as HTML: escaped, `code` spans kept, markdown escapes dropped."""
-    escaped = _e(text.replace("\\*", "*"))
+    escaped = esc(text.replace("\\*", "*"))
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
 
 
@@ -88,11 +88,11 @@ def _ratio(value: float | None, ci95: list[float] | None) -> str:
     """`ratio_text`'s "1.22x [1.20–1.23]", its interval in a span of its own (dimmed, and kept
     whole when a phone's card wraps it under the ratio)."""
     ratio, _, interval = ratio_text(value, ci95).partition(" ")
-    return _e(ratio) + (f' <span class="ci">{_e(interval)}</span>' if interval else "")
+    return esc(ratio) + (f' <span class="ci">{esc(interval)}</span>' if interval else "")
 
 
-def _arm_name(label: str, color: str) -> str:
-    return f'<span class="arm-name"><span class="dot" style="--accent:{color}"></span>{_e(label)}</span>'
+def arm_name(label: str, color: str) -> str:
+    return f'<span class="arm-name"><span class="dot" style="--accent:{color}"></span>{esc(label)}</span>'
 
 
 # ---------------------------------------------------------------------------------------------
@@ -111,7 +111,7 @@ def _header(report: dict, session: Session) -> str:
         '<p class="banner">Recorded against simulated endpoints (<code>tokenreel simulate</code>), not real GPUs.</p>'
         if report["simulated"] else ""
     )
-    return f"<header><h1>{_e(report['session'])}</h1>{_headline(report['headline'])}<p class=facts>{_e(' · '.join(facts))}</p>{banner}</header>"
+    return f"<header><h1>{esc(report['session'])}</h1>{_headline(report['headline'])}<p class=facts>{esc(' · '.join(facts))}</p>{banner}</header>"
 
 
 def _headline(claim: dict | None) -> str:
@@ -120,10 +120,10 @@ def _headline(claim: dict | None) -> str:
         return '<p class="claim none">One arm: no comparison to claim.</p>'
     interval = claim["interval_text"] or claim["ci95_note"]  # the interval, or why there is none
     return (
-        f'<p class="claim"><span class="claim-text">{_e(claim["text"])}</span>'
-        f'<span class="claim-scope">{_e(claim["arm_label"])} vs {_e(claim["vs_label"])}, {_e(claim["scope_text"])}</span>'
-        f'<span class="claim-interval">{_e(interval)}</span>'
-        f'<span class="claim-definition">{_e(claim["definition"])}</span></p>'
+        f'<p class="claim"><span class="claim-text">{esc(claim["text"])}</span>'
+        f'<span class="claim-scope">{esc(claim["arm_label"])} vs {esc(claim["vs_label"])}, {esc(claim["scope_text"])}</span>'
+        f'<span class="claim-interval">{esc(interval)}</span>'
+        f'<span class="claim-definition">{esc(claim["definition"])}</span></p>'
     )
 
 
@@ -136,18 +136,18 @@ def _ladder(report: dict, colors: dict[str, str]) -> str:
         width = 0 if best is None or row["decode_tok_s"] is None else 100 * row["decode_tok_s"] / best
         bar = f'<span class="bar" style="--accent:{colors[row["arm"]]};--w:{width:.1f}%"></span>'
         rows.append([
-            _step(i), _arm_name(row["label"], colors[row["arm"]]), f"{_e(decode)}{bar}", _ratio(row["vs_prior"], row["vs_prior_ci95"]),
+            _step(i), arm_name(row["label"], colors[row["arm"]]), f"{esc(decode)}{bar}", _ratio(row["vs_prior"], row["vs_prior_ci95"]),
             _ratio(row["vs_first"], row["vs_first_ci95"]), figure(row["ttft_s"], 2, " s"),
-            _e(acceptance_text(row["acceptance_length"], row["acceptance_approximate"])), _e(rate_text(row["acceptance_rate"])),
+            esc(acceptance_text(row["acceptance_length"], row["acceptance_approximate"])), esc(rate_text(row["acceptance_rate"])),
         ])
-    notes = [f"<p class=note>{_e(ladder_note(report))}</p>", f"<p class=note>{_e(interval_legend(report))}</p>"]
+    notes = [f"<p class=note>{esc(ladder_note(report))}</p>", f"<p class=note>{esc(interval_legend(report))}</p>"]
     if estimated:
         notes.append(f"<p class=note>{_markdown_inline(ESTIMATED_NOTE)}</p>")
     acceptance = [line.removeprefix("- ") for line in acceptance_notes(report) if line.startswith("- ")]
     if acceptance:
-        items = "".join(f"<li>{_e(line)}</li>" for line in acceptance)
+        items = "".join(f"<li>{esc(line)}</li>" for line in acceptance)
         notes.append(f"<p class=note>Acceptance length and rate, where not measured exactly:</p><ul class=note>{items}</ul>")
-    table = _table(
+    table = html_table(
         ["Step", "Arm", "Decode speed", "vs. prior step", "vs. original", "TTFT", "Acceptance length", "Acceptance rate"],
         rows, numeric=(3, 4, 5, 6, 7), labelled=True,
     )
@@ -163,15 +163,15 @@ def _categories(report: dict, labels: dict[str, str]) -> str:
     for category, row in report["categories"].items():
         last = report["category_ladders"][category][-1]
         speedup = _ratio(last["vs_first"], last["vs_first_ci95"])
-        rows.append([_e(category.capitalize()), *(figure(row.get(a)) for a in arm_ids), speedup])
-    headers = ["Category", *(f"{_step(i)} {_e(labels[a])}" for i, a in enumerate(arm_ids)), "vs. original"]
-    table = _table(headers, rows, numeric=tuple(range(1, len(arm_ids) + 2)))
+        rows.append([esc(category.capitalize()), *(figure(row.get(a)) for a in arm_ids), speedup])
+    headers = ["Category", *(f"{_step(i)} {esc(labels[a])}" for i, a in enumerate(arm_ids)), "vs. original"]
+    table = html_table(headers, rows, numeric=tuple(range(1, len(arm_ids) + 2)))
     gaps = category_interval_note(report)
     return (
         f'<section id="categories"><h2>Per category</h2>{table}'
         f"<p class=note>Decode tok/s, mean over each category's prompts; vs. original: the last arm over "
-        f"{_e(labels.get(base, base))}, with its 95 % interval over the category's prompts where it has one.</p>"
-        + (f"<p class=note>{_e(gaps)}</p>" if gaps else "") + "</section>"
+        f"{esc(labels.get(base, base))}, with its 95 % interval over the category's prompts where it has one.</p>"
+        + (f"<p class=note>{esc(gaps)}</p>" if gaps else "") + "</section>"
     )
 
 
@@ -181,7 +181,7 @@ def _charts(session: Session, report: dict) -> str:
         return ""
     svgs = chart_svgs(session, report, session.prompts[0].id, THEME)
     figures = "".join(
-        f'<figure class="chart" id="chart-{_e(name)}">{_inline_svg(svg)}</figure>' for name, svg in svgs.items()
+        f'<figure class="chart" id="chart-{esc(name)}">{inline_svg(svg)}</figure>' for name, svg in svgs.items()
     )
     return f'<section id="charts"><h2>Charts</h2><div class="charts">{figures}</div></section>'
 
@@ -189,7 +189,7 @@ def _charts(session: Session, report: dict) -> str:
 _XML_PROLOGUE = re.compile(r"\A\s*(<\?xml[^>]*\?>\s*)?(<!DOCTYPE[^>]*>\s*)?", re.S)
 
 
-def _inline_svg(svg: str) -> str:
+def inline_svg(svg: str) -> str:
     """An SVG document as an element of the page: its XML declaration and doctype dropped."""
     return _XML_PROLOGUE.sub("", svg, count=1)
 
@@ -208,26 +208,26 @@ def _latency(report: dict, labels: dict[str, str], colors: dict[str, str]) -> st
     def rows(entries: list[dict], with_prompt: bool) -> list[list[str]]:
         return [
             [
-                _arm_name(labels.get(r["arm"], r["arm"]), colors.get(r["arm"], "")) + (f" · {_e(r['prompt'])}" if with_prompt else ""),
+                arm_name(labels.get(r["arm"], r["arm"]), colors.get(r["arm"], "")) + (f" · {esc(r['prompt'])}" if with_prompt else ""),
                 str(r["runs"]), *(_distribution(r[name], digits) for name, _, digits in LATENCY_FIGURES), str(r["itl_ms"]["n"]),
             ]
             for r in entries
         ]
 
     numeric = tuple(range(1, len(LATENCY_FIGURES) + 3))
-    missing = "".join(f"<li>{_e(line)}</li>" for line in latency_gaps(latency))
+    missing = "".join(f"<li>{esc(line)}</li>" for line in latency_gaps(latency))
     return (
         '<section id="latency"><h2>Latency percentiles</h2>'
-        f"{_table(headers, rows(latency['arms'], False), numeric)}<p class=note>{_e(latency_legend(latency))}</p>"
+        f"{html_table(headers, rows(latency['arms'], False), numeric)}<p class=note>{esc(latency_legend(latency))}</p>"
         + (f"<p class=note>Percentiles missing:</p><ul class=note>{missing}</ul>" if missing else "")
-        + f"<details><summary>Per cell (arm × prompt)</summary>{_table(headers, rows(latency['cells'], True), numeric)}</details>"
+        + f"<details><summary>Per cell (arm × prompt)</summary>{html_table(headers, rows(latency['cells'], True), numeric)}</details>"
         "</section>"
     )
 
 
 def _answer_row(row: dict) -> list[str]:
     """Same answer, common prefix, similarity, divergence, both sides' context, note (the markdown's columns)."""
-    note = _e(row["note"])
+    note = esc(row["note"])
     if row["identical"] is None:
         return ["not compared", MISSING, MISSING, MISSING, MISSING, MISSING, note]
     prefix = f"{row['common_prefix_tokens']} tokens, {row['common_prefix_chars']} chars"
@@ -236,7 +236,7 @@ def _answer_row(row: dict) -> list[str]:
         return ['<span class="good">yes</span>', f"all: {prefix}", similarity, "never", "same text", "same text", note]
     return [
         '<span class="warn">no</span>', prefix, similarity, f"token {row['diverges_at_token']}",
-        f"<q>{_e(row['reference_context'])}</q>", f"<q>{_e(row['arm_context'])}</q>", note,
+        f"<q>{esc(row['reference_context'])}</q>", f"<q>{esc(row['arm_context'])}</q>", note,
     ]
 
 
@@ -247,27 +247,27 @@ def _answers(report: dict, labels: dict[str, str], colors: dict[str, str]) -> st
     if reference is None:
         return ""
     rows = [
-        [_e(prompt["prompt"]), _arm_name(labels.get(row["arm"], row["arm"]), colors.get(row["arm"], "")), *_answer_row(row)]
+        [esc(prompt["prompt"]), arm_name(labels.get(row["arm"], row["arm"]), colors.get(row["arm"], "")), *_answer_row(row)]
         for prompt in answers["prompts"]
         for row in prompt["arms"]
         if row["arm"] != reference
     ]
-    table = _table(
+    table = html_table(
         ["Prompt", "Arm", "Same answer", "Common prefix", "Similarity", "Diverges at", "Reference says", "This arm says", "Note"],
         rows, numeric=(4,),
     )
     summary, flagged = repeats_summary(answers)
-    items = "".join(f"<li>{_e(line)}</li>" for line in flagged)
-    repeats = f'<p class="note{" warn" if flagged else ""}">{_e(summary)}</p>' + (f"<ul class=note>{items}</ul>" if flagged else "")
+    items = "".join(f"<li>{esc(line)}</li>" for line in flagged)
+    repeats = f'<p class="note{" warn" if flagged else ""}">{esc(summary)}</p>' + (f"<ul class=note>{items}</ul>" if flagged else "")
     legend = answers_legend(labels.get(reference, reference))
-    return f'<section id="answers"><h2>Same answers?</h2><p class=note>{_e(legend)}</p>{table}{repeats}</section>'
+    return f'<section id="answers"><h2>Same answers?</h2><p class=note>{esc(legend)}</p>{table}{repeats}</section>'
 
 
 def _recorded(spans: list[dict[str, str]]) -> str:
     if not spans:
         return "not recorded in this archive"
     return "<br>".join(
-        f"<span class=nowrap>{_e(s.get('started_at', '?'))}</span> → <span class=nowrap>{_e(s.get('finished_at', '?'))}</span>"
+        f"<span class=nowrap>{esc(s.get('started_at', '?'))}</span> → <span class=nowrap>{esc(s.get('finished_at', '?'))}</span>"
         for s in spans
     )
 
@@ -276,15 +276,15 @@ def _arms(report: dict, session: Session, colors: dict[str, str]) -> str:
     rows = []
     for entry, arm in zip(report["arms"], session.arms):
         counts = entry["token_counts"] + (" (estimated*)" if entry["tokens_estimated"] else "")
-        settings = "<br>".join(f"{_e(k)} = {_e(v)}" for k, v in entry["settings"].items())
+        settings = "<br>".join(f"{esc(k)} = {esc(v)}" for k, v in entry["settings"].items())
         rows.append([
-            _arm_name(entry["label"], colors[entry["arm"]]) + f"<br><span class=dim>{_e(arm.id)} · {_e(arm.model)}</span>",
-            _e(fingerprint_text(entry["fingerprint"])) or "none archived",
-            settings or "none declared", _e(counts or MISSING), _recorded(arm.recorded),
+            arm_name(entry["label"], colors[entry["arm"]]) + f"<br><span class=dim>{esc(arm.id)} · {esc(arm.model)}</span>",
+            esc(fingerprint_text(entry["fingerprint"])) or "none archived",
+            settings or "none declared", esc(counts or MISSING), _recorded(arm.recorded),
         ])
     host = " · ".join(f"{k} {v}" for k, v in session.host.items())
-    table = _table(["Arm", "Endpoint says", "Declared settings", "Token counts", "Recorded (start → end)"], rows)
-    return f'<section id="arms"><h2>Arms</h2>{table}<p class=note>Recorded on {_e(host or "an unknown host")}.</p></section>'
+    table = html_table(["Arm", "Endpoint says", "Declared settings", "Token counts", "Recorded (start → end)"], rows)
+    return f'<section id="arms"><h2>Arms</h2>{table}<p class=note>Recorded on {esc(host or "an unknown host")}.</p></section>'
 
 
 def _cells(report: dict) -> str:
@@ -292,40 +292,40 @@ def _cells(report: dict) -> str:
     for c in report["cells"]:
         star = "*" if c["tokens_estimated"] else ""
         rows.append([
-            _e(c["arm"]), _e(c["prompt"]), _e(c["category"]), str(c["runs"]), _e(c["output_tokens"]),
+            esc(c["arm"]), esc(c["prompt"]), esc(c["category"]), str(c["runs"]), esc(c["output_tokens"]),
             figure(c["ttft_s"], 3) + ("†" if c["ttft_left_out"] else ""),
             figure(c["tpot_ms"], 2) + (star if c["tpot_ms"] is not None else ""),
             figure(c["decode_tok_s"]) + (star if c["decode_tok_s"] is not None else ""), figure(c["e2e_tok_s"]),
-            figure(c["spread_tok_s"]), _e(acceptance_text(c["acceptance_length"], c["acceptance_approximate"])),
-            _e(rate_text(c["acceptance_rate"])), "yes" if c["like_for_like"] else f"no ({_e(c['note'])})", _e(contended_text(c)),
-            _yes(bool(c["host_contended"]), host_text(c)) if c["host_contended"] else _e(host_text(c)),
+            figure(c["spread_tok_s"]), esc(acceptance_text(c["acceptance_length"], c["acceptance_approximate"])),
+            esc(rate_text(c["acceptance_rate"])), "yes" if c["like_for_like"] else f"no ({esc(c['note'])})", esc(contended_text(c)),
+            _yes(bool(c["host_contended"]), host_text(c)) if c["host_contended"] else esc(host_text(c)),
         ])
-    table = _table(
+    table = html_table(
         ["Arm", "Prompt", "Category", "Runs", "Tokens", "TTFT s", "TPOT ms", "Decode tok/s", "E2E tok/s", "Spread",
          "Accept. len", "Accept. rate", "Like-for-like", "Contended", "Host CPU pressure"],
         rows, numeric=tuple(range(3, 12)),
     )
-    notes = "".join(f"<p class=note>{_e(line)}</p>" for line in [report["selection"]["rule"], *host_notes(report)] if line)
+    notes = "".join(f"<p class=note>{esc(line)}</p>" for line in [report["selection"]["rule"], *host_notes(report)] if line)
     if any(c["ttft_left_out"] for c in report["cells"]):
         notes += "<p class=note>† the TTFT leaves out runs whose first token was read together with later ones.</p>"
     missing = ""
     if report["missing_cells"]:
-        missing = "<h3>Missing cells</h3><p class=note>No usable run, so not in any figure above.</p>" + _table(
+        missing = "<h3>Missing cells</h3><p class=note>No usable run, so not in any figure above.</p>" + html_table(
             ["Arm", "Prompt", "Category", "Runs", "Why"],
-            ([_e(m["arm"]), _e(m["prompt"]), _e(m["category"]), str(m["runs"]), _e(m["reason"])] for m in report["missing_cells"]),
+            ([esc(m["arm"]), esc(m["prompt"]), esc(m["category"]), str(m["runs"]), esc(m["reason"])] for m in report["missing_cells"]),
             numeric=(3,),
         )
     return f'<section id="cells"><h2>Every cell</h2>{table}{notes}{missing}</section>'
 
 
 def _yes(flag: bool, text: str = "yes") -> str:
-    return f'<span class="flag">{_e(text)}</span>' if flag else "no"
+    return f'<span class="flag">{esc(text)}</span>' if flag else "no"
 
 
 def _run_contended(run: Run) -> str:
     if run.contended is None:
         why = run.contention_detail or run.gate.detail or "not checked"
-        return f"unknown ({_e(why)})"
+        return f"unknown ({esc(why)})"
     return _yes(run.contended, f"yes: {run.contention_detail}" if run.contention_detail else "yes")
 
 
@@ -336,7 +336,7 @@ def _run_clock(run: Run, selection: RunSelection) -> str:
         return "user (recorded before kernel times)"
     late = " · first token read with later ones: TTFT left out" if first_token_late(run) else ""
     if clock.source != "kernel":
-        text = f"user ({_e(clock.reason)})" if clock.reason else "user"
+        text = f"user ({esc(clock.reason)})" if clock.reason else "user"
         busy = f" · {_yes(True, 'client busy: left out')}" if selection.left_out_because(run) == "client busy" else ""
         return text + busy + late
     text = f"kernel · client delay p99 {figure(clock.delay_p99_ms, 2)} ms"
@@ -354,7 +354,7 @@ def _counted(run: Run, selection: RunSelection) -> str:
 def _run_host(run: Run) -> str:
     """The engine host's CPU pressure over the run, flagged when over the threshold."""
     if run.host is None:
-        return _e(run.host_note or "not watched")
+        return esc(run.host_note or "not watched")
     text = f"{figure(run.host.some_pct, 0)} %"
     return _yes(True, f"{text}: host contended") if run.host.contended else text
 
@@ -371,15 +371,15 @@ def _runs(session: Session, replayed: set[tuple[str, str, int]], selection: RunS
             short = MISSING
         else:
             short = _yes(n < s.max_tokens, f"yes ({n} of {s.max_tokens})")
-        status = _e(run.status) if run.status == "ok" else f'<span class="flag">{_e(run.status)}</span> {_e(run.error)}'
+        status = esc(run.status) if run.status == "ok" else f'<span class="flag">{esc(run.status)}</span> {esc(run.error)}'
         rows.append([
-            _e(run.arm), _e(run.prompt), str(run.index) + (" ▶" if run.key in replayed else ""), "yes" if run.warmup else "no", status,
+            esc(run.arm), esc(run.prompt), str(run.index) + (" ▶" if run.key in replayed else ""), "yes" if run.warmup else "no", status,
             _counted(run, selection),
-            _run_contended(run), str(n), short, _yes(run.tokens_estimated, f"yes ({run.token_source})") if run.tokens_estimated else _e(run.token_source),
+            _run_contended(run), str(n), short, _yes(run.tokens_estimated, f"yes ({run.token_source})") if run.tokens_estimated else esc(run.token_source),
             figure(m.ttft_s, 3), figure(m.decode_tok_s), _run_clock(run, selection), _run_host(run),
-            f"<span class=nowrap>{_e(run.started_at or MISSING)}</span>",
+            f"<span class=nowrap>{esc(run.started_at or MISSING)}</span>",
         ])
-    table = _table(
+    table = html_table(
         ["Arm", "Prompt", "Run", "Warmup", "Status", "In the figures", "Contended", "Tokens", "Short", "Token counts", "TTFT s",
          "Decode tok/s", "Clock", "Host CPU pressure", "Started"],
         rows, numeric=(2, 7, 10, 11),
@@ -468,13 +468,13 @@ def _script_json(data: dict) -> str:
 def _replay(session: Session, data: dict, colors: dict[str, str]) -> tuple[str, set[tuple[str, str, int]]]:
     if not data["prompts"] or not session.arms:
         return '<section id="replay"><h2>Replay</h2><p class=note>Nothing to replay: the session has no prompts or no arms.</p></section>', set()
-    options = "".join(f'<option value="{i}">{_e(p["id"])} ({_e(p["category"])})</option>' for i, p in enumerate(data["prompts"]))
+    options = "".join(f'<option value="{i}">{esc(p["id"])} ({esc(p["category"])})</option>' for i, p in enumerate(data["prompts"]))
     speeds = "".join(
         f'<button type="button" data-speed="{s}" aria-pressed="{"true" if s == "1" else "false"}">{s}×</button>' for s in SPEEDS
     )
     panels = "".join(
-        f'<article class="arm-panel" data-arm="{_e(arm.id)}" data-tokens="0" style="--accent:{colors[arm.id]}">'
-        f'<header><span class="dot"></span><span class="label">{_e(arm.label)}</span><span class="run dim"></span></header>'
+        f'<article class="arm-panel" data-arm="{esc(arm.id)}" data-tokens="0" style="--accent:{colors[arm.id]}">'
+        f'<header><span class="dot"></span><span class="label">{esc(arm.label)}</span><span class="run dim"></span></header>'
         '<div class="big"><span class="rate">—</span><span class="unit"> tok/s decode</span></div>'
         '<div class="stats"><span class="count"></span><span class="ttft"></span><span class="elapsed"></span></div>'
         '<div class="progress"><div class="fill"></div></div>'
@@ -512,9 +512,28 @@ def _theme_css(theme: Theme) -> str:
 
 
 def csp(*scripts: str) -> str:
-    """The policy allowing exactly these inline scripts, each by the SHA-256 of its text."""
+    """The policy allowing exactly these inline scripts, each by the SHA-256 of its text ('none':
+    a page without a script)."""
     hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(s.encode()).digest()).decode()}'" for s in scripts)
-    return CSP.format(scripts=hashes)
+    return CSP.format(scripts=hashes or "'none'")
+
+
+def page(title: str, sections: list[str], theme: Theme, tail: str = "", script: str = "") -> str:
+    """The shell of every HTML view: the policy, the theme's colours and the stylesheet, the
+    sections, then `tail` (escaped data elements) and the page's one `script`, if any."""
+    css = assets.file("html", "report.css").read_text(encoding="utf-8")
+    scripts = (tail + "\n" if tail else "") + (f"<script>{script}</script>" if script else "")
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{csp(script) if script else csp()}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)}</title>"
+        f"<style>{_theme_css(theme)}\n{css}</style></head>\n"
+        f"<body><main>{''.join(sections)}</main>"
+        '<footer>Made with tokenreel. One self-contained file: it loads nothing from the network.</footer>\n'
+        f"{scripts}</body></html>\n"
+    )
 
 
 def to_html(report: dict, session: Session) -> str:
@@ -531,17 +550,6 @@ def to_html(report: dict, session: Session) -> str:
         _charts(session, report), _latency(report, labels, colors), _answers(report, labels, colors),
         _arms(report, session, colors), _cells(report), _runs(session, replayed, selection),
     ]
-    css = assets.file("html", "report.css").read_text(encoding="utf-8")
     script = assets.file("html", "replay.js").read_text(encoding="utf-8")
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{csp(script)}">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{_e(report['session'])} · tokenreel report</title>"
-        f"<style>{_theme_css(theme)}\n{css}</style></head>\n"
-        f"<body><main>{''.join(sections)}</main>"
-        '<footer>Made with tokenreel. One self-contained file: it loads nothing from the network.</footer>\n'
-        f'<script type="application/json" id="replay-data">{_script_json(data)}</script>\n'
-        f"<script>{script}</script></body></html>\n"
-    )
+    tail = f'<script type="application/json" id="replay-data">{_script_json(data)}</script>'
+    return page(f"{report['session']} · tokenreel report", sections, theme, tail, script)

@@ -163,6 +163,16 @@ SEED_LADDER: tuple[Profile, ...] = (
 )
 
 
+_SWEEP_ACCEPTANCE = {"code": 2.4, "reasoning": 2.4, "prose": 2.4, "conversation": 2.4}
+# `tokenreel demo`'s sweep: a base and its drafter on a batching engine, fast enough for a few
+# seconds a sweep; the drafter pays at 1, 2 and 4 requests in flight and not at 8 (`crossover`: 5).
+SWEEP_DEMO: tuple[Profile, ...] = (
+    Profile(id="base", label="NVFP4", model=_SEED_NVFP4, decode_tok_s=200, ttft_s=0.002, batch_flat_tokens=6,
+            batch_slope=0.1),
+    Profile(id="drafter", label="NVFP4 + DFlash2", model=_SEED_NVFP4, decode_tok_s=200, ttft_s=0.002,
+            batch_flat_tokens=6, batch_slope=0.1, spec_k=3, acceptance=_SWEEP_ACCEPTANCE, draft_cost=0.1),
+)
+
 def crossover(base: Profile, drafter: Profile, category: str, max_batch: int = 4096) -> int | None:
     """The lowest batch at which the drafter arm's decode speed-up over its base arm is <= 1;
     None when it still pays at max_batch. Per request and in aggregate it is the same batch:

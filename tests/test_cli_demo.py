@@ -1,4 +1,5 @@
-"""`tokenreel demo` writes into a fresh folder and never overwrites without --force."""
+"""`tokenreel demo` writes into a fresh folder (the ladder, and the sweep with its report and
+charts) and never overwrites without --force."""
 
 from __future__ import annotations
 
@@ -18,6 +19,11 @@ def test_demo_records_into_a_new_folder_and_asks_for_force_to_reuse_it(tmp_path:
     assert session.simulated and [arm.id for arm in session.arms] == ["bf16", "nvfp4", "nvfp4-dflash2"]
     page = (folder / "demo.html").read_text(encoding="utf-8")
     assert "Content-Security-Policy" in page and 'id="replay' in page and session.name in page
+    sweep = archive.load(folder / "sweep.json")  # and the sweep, its report and charts
+    assert sweep.kind == "sweep" and [arm.id for arm in sweep.arms] == ["base", "drafter"]
+    assert sorted({record.level for record in sweep.levels}) == [1, 2, 4, 8]
+    assert "<svg " in (folder / "sweep.html").read_text(encoding="utf-8")
+    assert all((folder / f"sweep-{chart}.{fmt}").stat().st_size for chart in ("speedup", "throughput") for fmt in ("png", "svg"))
     before = (folder / "demo.json").read_bytes()
     again = invoke("demo", "--out", folder, *QUICK)
     assert again.exit_code == 2 and "already holds files; pass --force" in again.output

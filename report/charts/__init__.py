@@ -1,6 +1,6 @@
 """Charts of a session as PNG and SVG (`tokenreel plot`, and inlined by the HTML report).
 
-Four charts, each in its own module:
+A ladder session's four charts, each in its own module:
 
 - ladder: decode tok/s per arm with its speed-up vs the prior arm and vs the first (bars.py);
 - categories: per prompt category, each arm's speed-up over the first arm (bars.py);
@@ -8,7 +8,13 @@ Four charts, each in its own module:
   TTFT marked (race.py);
 - itl: the inter-token latency distribution per arm, per token (itl.py).
 
-The numbers come from the report (`tokenreel.report.build_report`) and are formatted by
+A sweep session (`tokenreel sweep`) has its own two (sweep.py): sweep-speedup, each arm's
+speed-up over the prior arm per request against concurrency, with its interval band and the
+crossover marked; sweep-throughput, aggregate tok/s against per-request tok/s per arm, a point
+per level; levels that failed or were skipped are left out with a note. Their numbers come
+from the sweep's report (`tokenreel.report.sweep.sweep_report`).
+
+A ladder's numbers come from the report (`tokenreel.report.build_report`) and are formatted by
 `tokenreel.figures`, so a chart and the report never disagree; colours come from the video's
 theme (`tokenreel.theme`), arm i in accents[i]. Output is deterministic (style.py).
 """
@@ -23,7 +29,9 @@ from tokenreel.report.charts.bars import categories_chart, ladder_chart
 from tokenreel.report.charts.itl import itl_chart
 from tokenreel.report.charts.race import race_chart
 from tokenreel.report.charts.style import Chart, Style, drawing, finish, png_bytes, svg_text
+from tokenreel.report.charts.sweep import SWEEP_STEMS, sweep_charts
 from tokenreel.report.data import build_report
+from tokenreel.report.sweep import sweep_report
 from tokenreel.selection import DEFAULT_SELECTION, RunSelection
 from tokenreel.safe_text import file_component
 from tokenreel.theme import load_theme
@@ -49,7 +57,9 @@ def _race_stems(prompt_ids: list[str]) -> dict[str, str]:
     return stems
 
 
-def _stems(prompt_ids: list[str]) -> list[str]:
+def _stems(session: Session, prompt_ids: list[str]) -> list[str]:
+    if session.kind == "sweep":
+        return list(SWEEP_STEMS)
     return ["ladder", "categories", *_race_stems(prompt_ids), "itl"]
 
 
@@ -57,10 +67,13 @@ def _charts(session: Session, report: dict, prompt_ids: list[str], theme: str) -
     """File stem -> finished chart, in `_stems` order."""
     style = Style.of(load_theme(theme))
     with drawing():
-        charts = {"ladder": ladder_chart(report, style), "categories": categories_chart(report, style)}
-        for stem, prompt_id in _race_stems(prompt_ids).items():
-            charts[stem] = race_chart(session, report, prompt_id, style, stem)
-        charts["itl"] = itl_chart(session, report, style)
+        if session.kind == "sweep":
+            charts = sweep_charts(session, report, style)
+        else:
+            charts = {"ladder": ladder_chart(report, style), "categories": categories_chart(report, style)}
+            for stem, prompt_id in _race_stems(prompt_ids).items():
+                charts[stem] = race_chart(session, report, prompt_id, style, stem)
+            charts["itl"] = itl_chart(session, report, style)
     for chart in charts.values():
         finish(chart)
     return charts
@@ -77,10 +90,16 @@ def chart_svgs(session: Session, report: dict, prompt_id: str | None = None, the
     return {("race" if stem.startswith("race-") else stem): svg_text(chart) for stem, chart in charts.items()}
 
 
+def sweep_svgs(session: Session, report: dict, theme: str = "dark") -> dict[str, str]:
+    """A sweep's charts ("sweep-speedup", "sweep-throughput") -> SVG text, for inlining in HTML;
+    `report` is `sweep_report(session)`'s dict."""
+    return {stem: svg_text(chart) for stem, chart in _charts(session, report, [], theme).items()}
+
+
 def chart_paths(session: Session, out_dir: Path, formats: list[str], prompt_ids: list[str] | None = None) -> list[Path]:
     """The files `write_charts` writes, in its order."""
     ids = [p.id for p in session.prompts] if prompt_ids is None else prompt_ids
-    return [out_dir / f"{stem}.{fmt}" for stem in _stems(ids) for fmt in formats]
+    return [out_dir / f"{stem}.{fmt}" for stem in _stems(session, ids) for fmt in formats]
 
 
 def write_charts(
@@ -103,7 +122,8 @@ def write_charts(
     if existing and not force:
         raise ValueError(f"{existing[0]} already exists; pass --force to overwrite it or choose another --out")
     ids = [p.id for p in session.prompts] if prompt_ids is None else prompt_ids
-    charts = _charts(session, build_report(session, selection=selection), ids, theme)
+    report = sweep_report(session) if session.kind == "sweep" else build_report(session, selection=selection)
+    charts = _charts(session, report, ids, theme)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for stem, chart in charts.items():

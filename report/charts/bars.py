@@ -10,8 +10,6 @@ the axis gives its reason.
 
 from __future__ import annotations
 
-import textwrap
-
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -19,7 +17,9 @@ from matplotlib.patches import Patch
 from matplotlib.text import Text
 
 from tokenreel.safe_text import strip_controls
-from tokenreel.report.charts.style import SIZE, Chart, Style, legend_columns, new_figure, set_title, style_axes
+from tokenreel.report.charts.style import (
+    SIZE, Chart, Style, legend_columns, new_figure, no_data, set_title, style_axes, wrap_note,
+)
 from tokenreel.figures import figure, multiplier
 from tokenreel.report.wording import interval_gaps, ratio_text
 
@@ -51,11 +51,6 @@ def ladder_gap_reason(report: dict, arm: str) -> str:
 
 def _vs(value: float | None, ci95: list[float] | None, what: str) -> str:
     return f"{ratio_text(value, ci95)} vs {what}" if value is not None else f"vs {what}: no data"
-
-
-def _note(lines: list[str]) -> str:
-    """A chart's note: its lines, each wrapped to the width of the chart's axes in small type."""
-    return "\n".join(textwrap.fill(line, NOTE_CHARS) for line in lines)
 
 
 def _whisker(ax: Axes, x: float, y: float, low: float, high: float, style: Style, horizontal: bool) -> None:
@@ -119,7 +114,7 @@ def ladder_chart(report: dict, style: Style) -> Chart:
     notes = [f"[low–high]: 95 % interval over prompts; whisker: the vs-{first} interval in tok/s"] if whiskers else []
     notes += [f"No interval: {'; '.join(gaps)}"] if gaps else []
     if notes:  # at the foot of the figure, from its left edge: wider than the axes
-        chart.figure.supxlabel(_note(notes), x=0.015, ha="left", color=style.dim, fontsize=SIZE["small"])
+        chart.figure.supxlabel(wrap_note(notes, NOTE_CHARS), x=0.015, ha="left", color=style.dim, fontsize=SIZE["small"])
     ax.set_xlabel("decode tok/s" + (" (* estimated token counts)" if estimated else ""), color=style.dim,
                   fontsize=SIZE["small"])
     prompts = report["prompts_compared"]
@@ -155,12 +150,7 @@ def categories_chart(report: dict, style: Style) -> Chart:
     set_title(chart, f"Decode speed-up per category · vs {short_label(base_label)}", style)
     if not categories or not others:
         reason = "only one arm, nothing to compare" if not others else "no prompt that every arm has a usable run of"
-        ax.set_xticks([])
-        ax.set_yticks([])
-        ax.text(0.5, 0.5, f"no data: {reason}", ha="center", va="center", color=style.dim,
-                fontsize=SIZE["label"], transform=ax.transAxes)
-        chart.summary.append(f"no data: {reason}")
-        return chart
+        return no_data(chart, ax, reason, style)
     # Each arm's row of the category's own ladder: its speed-up over the first arm, with its interval.
     speedups = {(r["arm"], c): r for c in categories for r in report["category_ladders"][c] if r["arm"] != base}
     top = max([b for r in speedups.values() for b in [r["vs_first"], *(r["vs_first_ci95"] or [])] if b is not None] + [1.0])
@@ -187,7 +177,7 @@ def categories_chart(report: dict, style: Style) -> Chart:
     ax.axhline(1.0, color=style.dim, linewidth=1.0, linestyle=(0, (4, 3)))
     ax.set_xticks(range(len(categories)), [c.capitalize() for c in categories])
     ax.tick_params(axis="x", length=0)
-    ax.set_xlabel(_note(_category_notes(report, categories)), loc="left", color=style.dim, fontsize=SIZE["small"])
+    ax.set_xlabel(wrap_note(_category_notes(report, categories), NOTE_CHARS), loc="left", color=style.dim, fontsize=SIZE["small"])
     ax.set_ylabel("speed-up (x)", color=style.dim, fontsize=SIZE["small"])
     reference = Line2D([], [], color=style.dim, linewidth=1.0, linestyle=(0, (4, 3)), label=f"{short_label(base_label)} = 1.00x")
     handles = [reference, *(Patch(color=style.arm(i), label=short_label(r["label"])) for i, r in others)]

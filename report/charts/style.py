@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import re
+import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -160,6 +161,21 @@ def style_axes(ax: Axes, style: Style) -> None:
 def set_title(chart: Chart, text: str, style: Style) -> None:
     """The chart's title, at the figure's left edge (not the axes': long arm labels move those)."""
     chart.figure.suptitle(strip_controls(text), x=0.015, ha="left", color=style.title, fontsize=SIZE["title"], fontweight="bold")
+
+
+def no_data(chart: Chart, ax: Axes, reason: str, style: Style) -> Chart:
+    """A chart with nothing to draw: empty axes that say why ("no data: <reason>")."""
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.text(0.5, 0.5, f"no data: {reason}", ha="center", va="center", color=style.dim, fontsize=SIZE["label"],
+            transform=ax.transAxes)
+    chart.summary.append(f"no data: {reason}")
+    return chart
+
+
+def wrap_note(lines: list[str], width: int) -> str:
+    """A chart's note: its lines, each wrapped to `width` characters (its axes' width in small type)."""
+    return "\n".join(textwrap.fill(line, width) for line in lines)
 
 
 def legend_columns(labels: list[str]) -> int:
