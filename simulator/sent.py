@@ -38,6 +38,7 @@ class SentStream:
     """One streamed response as the server wrote it; index i is its i-th body write."""
 
     request_id: str
+    response_id: str  # the `id` its events carried, which the recorder archives (Run.response_id)
     prompt_tokens: int
     start_ns: int  # perf_counter_ns() as the response began, before its headers
     before_ns: array[int] = field(default_factory=_column)
@@ -63,6 +64,7 @@ class SentStream:
     def to_json(self) -> dict[str, Any]:
         return {
             "request_id": self.request_id,
+            "response_id": self.response_id,
             "prompt_tokens": self.prompt_tokens,
             "start_ns": self.start_ns,
             "writes": {name: getattr(self, name).tolist() for name in COLUMNS},
@@ -73,15 +75,16 @@ class SentStream:
         """The inverse of to_json; ValueError names `where` and the field that is wrong."""
         if not isinstance(data, dict) or not isinstance(data.get("writes"), dict):
             raise ValueError(f"{where}: not a sent stream (an object with 'writes')")
-        request_id, prompt_tokens, start_ns = data.get("request_id"), data.get("prompt_tokens"), data.get("start_ns")
-        if not isinstance(request_id, str) or not _is_int(prompt_tokens) or not _is_int(start_ns):
-            raise ValueError(f"{where}: request_id must be a string, prompt_tokens and start_ns integers")
+        request_id, response_id = data.get("request_id"), data.get("response_id")
+        prompt_tokens, start_ns = data.get("prompt_tokens"), data.get("start_ns")
+        if not isinstance(request_id, str) or not isinstance(response_id, str) or not _is_int(prompt_tokens) or not _is_int(start_ns):
+            raise ValueError(f"{where}: request_id and response_id must be strings, prompt_tokens and start_ns integers")
         columns = [data["writes"].get(name) for name in COLUMNS]
         if not all(isinstance(c, list) and all(_is_int(v) for v in c) for c in columns):
             raise ValueError(f"{where}.writes: {', '.join(COLUMNS)} must be lists of integers")
         if len({len(c) for c in columns}) != 1:
             raise ValueError(f"{where}.writes: {', '.join(COLUMNS)} differ in length")
-        stream = cls(request_id, prompt_tokens, start_ns, *(array("q", c) for c in columns))
+        stream = cls(request_id, response_id, prompt_tokens, start_ns, *(array("q", c) for c in columns))
         if any(b > a for b, a in zip(stream.before_ns, stream.after_ns)) or any(t < 0 for t in stream.tokens):
             raise ValueError(f"{where}.writes: a write ends before it begins, or carries fewer than 0 tokens")
         return stream

@@ -18,10 +18,12 @@ inside), given beside the signed error against the token write's own `after` sta
   same tokens: from the write that completed the recorded first chunk (on the kernel clock the
   first token's whole read) to the last token write.
 
-Pairing: an arm's streamed runs (HTTP 200) in send order, with its endpoint's streams in the
-order they began, from the first one after the first run's send. Each stream must begin
-between its run's send and the next run's, and a completed run's token counts must be the
-stream's; anything else is a ValueError of one line.
+Pairing: by request identity, so it holds for runs in flight together (a sweep) as well as one
+at a time. Each completed run of an arm is paired with the stream of its endpoint's log that
+carried the run's `response_id` (the `id` of the events it read), and that stream must have
+begun between the run's send and its first event: an id can repeat across servers, a request's
+time cannot. A completed run's token counts must be the stream's; anything else is a ValueError
+of one line.
 """
 
 from __future__ import annotations
@@ -87,31 +89,32 @@ def session_truth(session: Session, sent: Mapping[str, Sequence[SentStream]]) ->
     for arm in session.arms:
         if arm.id not in sent:
             raise ValueError(f"{arm.id}: no sent log given for this arm")
-        truths += [run_truth(run, stream) for run, stream in pair(arm.id, session.runs, sent[arm.id]) if run.status == "ok"]
+        truths += [run_truth(run, stream) for run, stream in pair(arm.id, session.runs, sent[arm.id])]
     return truths
 
 
 def pair(arm: str, runs: Sequence[Run], streams: Sequence[SentStream]) -> list[tuple[Run, SentStream]]:
-    """The arm's streamed runs, each with the stream its endpoint sent it (see the module doc)."""
-    streamed = sorted((run for run in runs if run.arm == arm and run.http_status == 200), key=_sent_at)
-    if not streamed:
-        return []
-    later = sorted((s for s in streams if s.start_ns > _sent_at(streamed[0])), key=lambda s: s.start_ns)
-    if len(later) < len(streamed):
-        raise ValueError(
-            f"{arm}: {len(streamed)} streamed runs, but its endpoint logged {len(later)} streams since the first"
-            f" was sent (it keeps the last {SENT_LOG_LEN}); is this the endpoint that served them?"
-        )
-    pairs = list(zip(streamed, later))
-    for k, (run, stream) in enumerate(pairs):
-        next_send = _sent_at(streamed[k + 1]) if k + 1 < len(streamed) else None
-        if not (_sent_at(run) < stream.start_ns and (next_send is None or stream.start_ns < next_send)):
+    """The arm's completed runs in send order, each with the stream its endpoint sent it (see
+    the module doc)."""
+    by_id = {stream.response_id: stream for stream in streams}
+    pairs = []
+    for run in sorted((run for run in runs if run.arm == arm and run.status == "ok"), key=_sent_at):
+        if run.response_id is None:
+            raise ValueError(f"{_name(run)}: no response id (recorded before issue 27, or the server sent none); record it again")
+        stream = by_id.get(run.response_id)
+        if stream is None:
             raise ValueError(
-                f"{_name(run)}: stream {stream.request_id} began {(stream.start_ns - _sent_at(run)) / NS_PER_MS:+.3f} ms"
-                " after the run's send, not before the next run's: a stream is missing from the log, or another client's is in it"
+                f"{_name(run)}: its endpoint logged no stream {run.response_id} (it keeps the last {SENT_LOG_LEN});"
+                " is this the endpoint that served it?"
             )
-        if run.status == "ok":
-            _check_counts(run, stream)
+        began, first = stream.start_ns - _sent_at(run), run.chunks.t_ns[0] if len(run.chunks) else None
+        if began <= 0 or (first is not None and began >= first):
+            raise ValueError(
+                f"{_name(run)}: stream {stream.request_id} began {began / NS_PER_MS:+.3f} ms after the run's send, not between"
+                " it and the run's first event: another endpoint's stream with the same id"
+            )
+        _check_counts(run, stream)
+        pairs.append((run, stream))
     return pairs
 
 

@@ -1,0 +1,150 @@
+"""Does the recorder keep its timing exactness with many streams in flight (issue 27)?
+
+`tokenreel sweep` runs in its own process (the real CLI, one call per level) against one plain
+simulated arm (bf16 of the seed ladder) served from this process at --time-scale, at levels 1,
+8, 32 and 64: N warmup requests, then max(8, 2 N) measured ones kept N in flight, each
+--max-tokens long. Every measured request is held against what the simulator really sent
+(simulator/truth.py, paired by the response id its events carried), quiet and then beside two
+CPU hogs (the machine's two cores). Per level:
+
+  runs        measured requests completed / sent
+  shared      first token read together with later ones (`first_shared`: TTFT late by design)
+  TTFT err    how far the recorded first-token arrival lies outside the server's write of it
+              ([just before, just after] the write call), ms: median and worst
+  decode err  `run_metrics` decode tok/s against the same definition on the server's writes,
+              outside what the writes' windows allow, %: median, p99 of |error| and worst;
+              `none` counts requests read in too few reads to have a decode figure
+  vs after    the decode error against the writes' after stamps alone, median and worst: the
+              simulator's own lag inside its write calls shows here, not in `decode err`
+  window      the first token write's [before, after] width, ms (median, max)
+  CPU         the recorder process's CPU time over its wall time (100% = one core)
+
+    python bench/sweep_fidelity.py [--load quiet|hogs|both] [--time-scale 1] [--max-tokens 128]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from busy_host import HOGS, cpu_hogs, worst
+from tokenreel import archive
+from tokenreel.simulator.profiles import SEED_LADDER
+from tokenreel.simulator.server import SimCluster, running
+from tokenreel.simulator.truth import RunTruth, fetch_sent, pair, run_truth
+
+PROFILE = SEED_LADDER[0]  # bf16: one token per step, a write per token
+LEVELS = (1, 8, 32, 64)
+PROMPTS = "builtin:ladder4"
+
+
+def measured_requests(level: int) -> int:
+    """Enough requests for a p99 at the high levels, few enough for level 1's serial time."""
+    return max(8, 2 * level)
+
+
+def write_config(path: Path, cluster: SimCluster, max_tokens: int) -> Path:
+    """A sweep config for the one simulated arm served by this process."""
+    lines = [
+        "[session]", 'name = "sweep-fidelity"', f'prompts = "{PROMPTS}"', f"max_tokens = {max_tokens}",
+        "ignore_eos = true", "temperature = 0", "idle_wait_s = 5",
+        "[[arms]]", f'id = "{PROFILE.id}"', f'label = "{PROFILE.label}"',
+        f'base_url = "{cluster.base_url(PROFILE.id)}"', f'model = "{PROFILE.model}"',
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@dataclass(frozen=True)
+class Level:
+    level: int
+    wall_s: float
+    cpu_s: float  # the recorder process's user + system time
+    exit_code: int
+    stderr: str
+    sent: int  # measured requests
+    truths: list[RunTruth]  # the completed measured ones
+
+
+def sweep_level(cluster: SimCluster, config: Path, out: Path, level: int) -> Level:
+    """One level swept by the CLI in its own process, its measured requests held against the
+    simulator's log (fetched at once: the log keeps the last 200 streams, the warmups go first)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "tokenreel", "sweep", "--config", str(config), "--concurrency", str(level),
+         "--requests", str(measured_requests(level)), "--out", str(out)],
+        capture_output=True, text=True, timeout=600,
+    )
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    streams = fetch_sent(cluster.root_url(PROFILE.id), cluster.control_headers)
+    measured = [run for run in archive.load(out).runs if not run.warmup]
+    truths = [run_truth(run, stream) for run, stream in pair(PROFILE.id, measured, streams)]
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return Level(level, wall, cpu, done.returncode, done.stderr, len(measured), truths)
+
+
+HEADER = (
+    f"{'load':<10} {'level':>5} {'wall':>7} {'CPU':>5} {'runs':>7} {'shared':>6}"
+    f" | {'TTFT err ms':>11} {'worst':>7} | {'decode err':>10} {'p99':>8} {'worst':>8} {'none':>4}"
+    f" | {'vs after':>8} {'worst':>8} | {'window':>6} {'max':>6}"
+)
+
+
+def row(load: str, result: Level) -> str:
+    """One level's line: medians, p99 and worst over its completed measured requests."""
+    truths = result.truths
+    ttft = [t.ttft_error_ms for t in truths] or [0.0]
+    decode = [t.decode_error_pct for t in truths if t.decode_error_pct is not None] or [0.0]
+    after = [t.decode_vs_after_pct for t in truths if t.decode_vs_after_pct is not None] or [0.0]
+    window = [t.window_ms for t in truths] or [0.0]
+    p99 = float(np.percentile(np.abs(decode), 99))
+    return (
+        f"{load:<10} {result.level:>5} {result.wall_s:>5.1f} s {100 * result.cpu_s / result.wall_s:>4.0f}%"
+        f" {len(truths):>3}/{result.sent:<3} {sum(t.first_shared for t in truths):>6}"
+        f" | {statistics.median(ttft):>+11.3f} {worst(ttft):>+7.3f}"
+        f" | {statistics.median(decode):>+9.4f}% {p99:>7.4f}% {worst(decode):>+7.4f}%"
+        f" {sum(t.decode_error_pct is None for t in truths):>4}"
+        f" | {statistics.median(after):>+7.4f}% {worst(after):>+7.4f}% | {statistics.median(window):>6.3f} {max(window):>6.3f}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--load", choices=("quiet", "hogs", "both"), default="both")
+    parser.add_argument("--time-scale", type=float, default=1.0, help="simulator speed (default 1: real time)")
+    parser.add_argument("--max-tokens", type=int, default=128)
+    args = parser.parse_args()
+    loads = [("quiet", 0), (f"{HOGS} hogs", HOGS)]
+    loads = loads if args.load == "both" else loads[args.load == "hogs":][:1]
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"arm {PROFILE.id} ({PROFILE.decode_tok_s:g} tok/s, time scale {args.time_scale:g}), {args.max_tokens} tokens a request,"
+        f" levels {', '.join(map(str, LEVELS))}; errors over each level's measured requests"
+    )
+    print(HEADER)
+    with tempfile.TemporaryDirectory(prefix="tokenreel-sweep-") as tmp, running([PROFILE], args.time_scale) as cluster:
+        config = write_config(Path(tmp) / "c.toml", cluster, args.max_tokens)
+        for load, hogs in loads:
+            with cpu_hogs(hogs):
+                for level in LEVELS:
+                    result = sweep_level(cluster, config, Path(tmp) / f"{hogs}-{level}.json", level)
+                    print(row(load, result), flush=True)
+                    if result.exit_code:
+                        last = result.stderr.strip().splitlines()[-1:] or ["no message"]
+                        print(f"  sweep exited {result.exit_code}: {last[0]}")
+
+
+if __name__ == "__main__":
+    main()
