@@ -9,14 +9,18 @@ CPU hogs (the machine's two cores). Per level:
 
   runs        measured requests completed / sent
   shared      first token read together with later ones (`first_shared`: TTFT late by design)
+  late        the server's kernel held bytes of a write that bounds the run's times unsent past
+              that write (`RunTruth.sent_late`: TCP held segments back), so they arrived later
+              than any stamp of the server says: their errors are not the recorder's alone
   TTFT err    how far the recorded first-token arrival lies outside the server's write of it
-              ([just before, just after] the write call), ms: median and worst
+              ([just before, just after] the write call), ms: median and worst; `clean`: the
+              worst of the runs neither shared nor late
   decode err  `run_metrics` decode tok/s against the same definition on the server's writes,
               outside what the writes' windows allow, %: median, p99 of |error| and worst;
-              `none` counts requests read in too few reads to have a decode figure
-  vs after    the decode error against the writes' after stamps alone, median and worst: the
-              simulator's own lag inside its write calls shows here, not in `decode err`
-  window      the first token write's [before, after] width, ms (median, max)
+              `clean`: the worst of the runs not late; `none`: requests read in too few reads
+              to have a decode figure
+  window      the first token write's [before, after] width, ms (median, max): the simulator's
+              own lag inside its write calls, which the errors above do not count
   CPU         the recorder process's CPU time over its wall time (100% = one core)
 
     python bench/sweep_fidelity.py [--load quiet|hogs|both] [--time-scale 1] [--max-tokens 128]
@@ -96,9 +100,9 @@ def sweep_level(cluster: SimCluster, config: Path, out: Path, level: int) -> Lev
 
 
 HEADER = (
-    f"{'load':<10} {'level':>5} {'wall':>7} {'CPU':>5} {'runs':>7} {'shared':>6}"
-    f" | {'TTFT err ms':>11} {'worst':>7} | {'decode err':>10} {'p99':>8} {'worst':>8} {'none':>4}"
-    f" | {'vs after':>8} {'worst':>8} | {'window':>6} {'max':>6}"
+    f"{'load':<7} {'level':>5} {'wall':>7} {'CPU':>4} {'runs':>7} {'shared':>6} {'late':>4}"
+    f" | {'TTFT err ms':>11} {'worst':>7} {'clean':>7} | {'decode err':>10} {'p99':>7} {'worst':>8} {'clean':>8} {'none':>4}"
+    f" | {'window':>6} {'max':>6}"
 )
 
 
@@ -106,17 +110,17 @@ def row(load: str, result: Level) -> str:
     """One level's line: medians, p99 and worst over its completed measured requests."""
     truths = result.truths
     ttft = [t.ttft_error_ms for t in truths] or [0.0]
+    clean_ttft = [t.ttft_error_ms for t in truths if not (t.first_shared or t.sent_late)]
     decode = [t.decode_error_pct for t in truths if t.decode_error_pct is not None] or [0.0]
-    after = [t.decode_vs_after_pct for t in truths if t.decode_vs_after_pct is not None] or [0.0]
+    clean_decode = [t.decode_error_pct for t in truths if t.decode_error_pct is not None and not t.sent_late]
     window = [t.window_ms for t in truths] or [0.0]
-    p99 = float(np.percentile(np.abs(decode), 99))
     return (
-        f"{load:<10} {result.level:>5} {result.wall_s:>5.1f} s {100 * result.cpu_s / result.wall_s:>4.0f}%"
-        f" {len(truths):>3}/{result.sent:<3} {sum(t.first_shared for t in truths):>6}"
-        f" | {statistics.median(ttft):>+11.3f} {worst(ttft):>+7.3f}"
-        f" | {statistics.median(decode):>+9.4f}% {p99:>7.4f}% {worst(decode):>+7.4f}%"
-        f" {sum(t.decode_error_pct is None for t in truths):>4}"
-        f" | {statistics.median(after):>+7.4f}% {worst(after):>+7.4f}% | {statistics.median(window):>6.3f} {max(window):>6.3f}"
+        f"{load:<7} {result.level:>5} {result.wall_s:>5.1f} s {100 * result.cpu_s / result.wall_s:>3.0f}%"
+        f" {len(truths):>3}/{result.sent:<3} {sum(t.first_shared for t in truths):>6} {sum(t.sent_late for t in truths):>4}"
+        f" | {statistics.median(ttft):>+11.3f} {worst(ttft):>+7.3f} {worst(clean_ttft):>+7.3f}"
+        f" | {statistics.median(decode):>+9.4f}% {np.percentile(np.abs(decode), 99):>6.4f}% {worst(decode):>+7.4f}%"
+        f" {worst(clean_decode):>+7.4f}% {sum(t.decode_error_pct is None for t in truths):>4}"
+        f" | {statistics.median(window):>6.3f} {max(window):>6.3f}"
     )
 
 

@@ -285,7 +285,8 @@ class SimServer:
             counters.finish(tally)
 
     async def _stream(self, request: web.Request, ctx: Context, emitter: Emitter, fault: str | None) -> web.StreamResponse:
-        sent = SentStream(ctx.request_id, emitter.response_id, ctx.plan.prompt_tokens, perf_counter_ns())
+        sock = request.transport.get_extra_info("socket") if request.transport is not None else None
+        sent = SentStream(ctx.request_id, emitter.response_id, ctx.plan.prompt_tokens, perf_counter_ns(), sock=sock)
         self.sent.append(sent)
         if emitter.merges_steps:
             _small_send_buffer(request)
