@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from busy_host import HOGS, cpu_hogs, worst
+from busy_host import HOGS, cpu_hogs, worst, write_config
 from tokenreel import archive
 from tokenreel.simulator.profiles import SEED_LADDER
 from tokenreel.simulator.server import SimCluster, running
@@ -49,24 +49,11 @@ from tokenreel.simulator.truth import RunTruth, fetch_sent, pair, run_truth
 
 PROFILE = SEED_LADDER[0]  # bf16: one token per step, a write per token
 LEVELS = (1, 8, 32, 64)
-PROMPTS = "builtin:ladder4"
 
 
 def measured_requests(level: int) -> int:
     """Enough requests for a p99 at the high levels, few enough for level 1's serial time."""
     return max(8, 2 * level)
-
-
-def write_config(path: Path, cluster: SimCluster, max_tokens: int) -> Path:
-    """A sweep config for the one simulated arm served by this process."""
-    lines = [
-        "[session]", 'name = "sweep-fidelity"', f'prompts = "{PROMPTS}"', f"max_tokens = {max_tokens}",
-        "ignore_eos = true", "temperature = 0", "idle_wait_s = 5",
-        "[[arms]]", f'id = "{PROFILE.id}"', f'label = "{PROFILE.label}"',
-        f'base_url = "{cluster.base_url(PROFILE.id)}"', f'model = "{PROFILE.model}"',
-    ]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
 
 
 @dataclass(frozen=True)
@@ -139,7 +126,7 @@ def main() -> None:
     )
     print(HEADER)
     with tempfile.TemporaryDirectory(prefix="tokenreel-sweep-") as tmp, running([PROFILE], args.time_scale) as cluster:
-        config = write_config(Path(tmp) / "c.toml", cluster, args.max_tokens)
+        config = write_config(Path(tmp) / "c.toml", cluster, args.max_tokens, repeats=1)  # a sweep reads no repeats
         for load, hogs in loads:
             with cpu_hogs(hogs):
                 for level in LEVELS:
