@@ -237,7 +237,8 @@ class SimServer:
         except BadRequest as exc:
             return self.engine.error(400, str(exc), "BadRequestError", exc.param)
         self._sequence += 1
-        ctx = Context(self.profile, self.served_model, body, chat, plan, f"sim-{self.profile.id}-{self._sequence:08d}", t_start=start)
+        request_id = f"sim-{self.profile.id}-{self._sequence:08d}"  # the profile's id: unique across a cluster
+        ctx = Context(self.profile, self.served_model, body, chat, plan, request_id, t_start=start)
         emitter = self.engine.emitter(ctx)
         if body.get("stream"):
             return await self._stream(request, ctx, emitter, fault)
