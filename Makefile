@@ -56,6 +56,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/render_throughput.py
 	$(BIN)/python bench/recorder_fidelity.py
 	$(BIN)/python bench/busy_host.py
+	$(BIN)/python bench/sweep_fidelity.py
 	$(BIN)/python bench/ci_coverage.py
 	$(BIN)/python bench/replicas.py
 

@@ -467,8 +467,8 @@ class _Request:
     def _finish(self, parser: StreamParser, stamped: kernel_clock.StampedSocket | str, t0: int, offset: int) -> None:
         outcome = parser.finish(self.count_text)
         run = self.run
-        run.token_source, run.usage, run.finish_reason, run.acceptance = (
-            outcome.token_source, outcome.usage, outcome.finish_reason, outcome.acceptance
+        run.token_source, run.usage, run.finish_reason, run.acceptance, run.response_id = (
+            outcome.token_source, outcome.usage, outcome.finish_reason, outcome.acceptance, outcome.response_id
         )
         self.note = outcome.note
         reads = stamped if isinstance(stamped, str) else kernel_clock.release(stamped)

@@ -19,7 +19,7 @@ from typing import Any, Callable, Protocol
 
 import orjson
 
-from tokenreel.model import MAX_CHUNKS_PER_RUN, Acceptance, Chunks
+from tokenreel.model import MAX_CHUNKS_PER_RUN, MAX_RESPONSE_ID, Acceptance, Chunks
 from tokenreel.recorder.config import known_secrets, scrub_secrets
 
 # SSE fields other than data carry nothing for us; anything else means the body is not SSE.
@@ -102,6 +102,7 @@ class Outcome:
     finish_reason: str | None
     acceptance: Acceptance | None
     note: str = ""  # what the run should say although it is ok (invalid text replaced)
+    response_id: str | None = None  # the first event's `id` (Run.response_id)
 
 
 class StreamParser:
@@ -125,6 +126,7 @@ class StreamParser:
         self._usage: dict[str, Any] | None = None
         self._finish_reason: str | None = None
         self._spec: tuple[str, dict[str, Any]] | None = None
+        self._response_id: str | None = None
         # Body offset just past each event's last byte, to find the read that delivered it
         # (`recorder.kernel_clock.apply`); `_fed` counts the body bytes fed so far.
         self.event_ends: list[int] = []
@@ -274,6 +276,8 @@ class StreamParser:
             timings = event.get("timings")
             if type(timings) is dict and type(timings.get("predicted_n")) is int:
                 predicted = timings["predicted_n"]
+        if self._response_id is None:
+            self._note_id(event.get("id"))
         self._check(t_ns, cum, predicted, ids_n)
         self.chunks.append(t_ns, 0, content, reasoning, tool)
         self.event_ends.append(self._line_end)
@@ -341,6 +345,11 @@ class StreamParser:
         if isinstance(timings, dict) and "draft_n" in timings:
             self._spec = ("timings", timings)
 
+    def _note_id(self, value: Any) -> None:
+        """The response's id, from the first event with one; a longer one than the archive takes is not kept."""
+        if type(value) is str and len(value) <= MAX_RESPONSE_ID:
+            self._response_id = value
+
     def finish(self, count_text: CountText | None = None) -> Outcome:
         """Fill the tokens column from the best source and say which one it was.
 
@@ -362,7 +371,9 @@ class StreamParser:
                 f"{self._non_finite} event(s) held a number JSON does not allow (NaN, Infinity or one past a double,"
                 " such as 1e400), read as not a number and left out of every figure; check the server"
             )
-        return Outcome(source, usage, self._finish_reason, response_acceptance(self._spec), "; ".join(notes))
+        return Outcome(
+            source, usage, self._finish_reason, response_acceptance(self._spec), "; ".join(notes), self._response_id
+        )
 
     def _fill_tokens(self, usage: dict[str, int] | None, count_text: CountText | None) -> str:
         chunks = self.chunks

@@ -237,7 +237,8 @@ class SimServer:
         except BadRequest as exc:
             return self.engine.error(400, str(exc), "BadRequestError", exc.param)
         self._sequence += 1
-        ctx = Context(self.profile, self.served_model, body, chat, plan, f"sim{self._sequence:08d}", t_start=start)
+        request_id = f"sim-{self.profile.id}-{self._sequence:08d}"  # the profile's id: unique across a cluster
+        ctx = Context(self.profile, self.served_model, body, chat, plan, request_id, t_start=start)
         emitter = self.engine.emitter(ctx)
         if body.get("stream"):
             return await self._stream(request, ctx, emitter, fault)
@@ -285,7 +286,8 @@ class SimServer:
             counters.finish(tally)
 
     async def _stream(self, request: web.Request, ctx: Context, emitter: Emitter, fault: str | None) -> web.StreamResponse:
-        sent = SentStream(ctx.request_id, ctx.plan.prompt_tokens, perf_counter_ns())
+        sock = request.transport.get_extra_info("socket") if request.transport is not None else None
+        sent = SentStream(ctx.request_id, emitter.response_id, ctx.plan.prompt_tokens, perf_counter_ns(), sock=sock)
         self.sent.append(sent)
         if emitter.merges_steps:
             _small_send_buffer(request)

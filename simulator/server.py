@@ -28,7 +28,7 @@ X-Sim-Token header, and POST needs Content-Type: application/json: see control.p
         Durations and rates are unscaled wall-clock seconds, and so is the stall.
     GET /sim/state   the current state, same shape.
     GET /sim/requests  {"requests": [...]}: the last 100 generation request bodies, oldest first.
-    GET /sim/sent    {"requests": [{"request_id", "prompt_tokens", "start_ns", "writes":
+    GET /sim/sent    {"requests": [{"request_id", "response_id", "prompt_tokens", "start_ns", "writes":
                       {"before_ns": [...], "after_ns": [...], "tokens": [...]}}]}: what the last
         200 streamed generation requests were really sent, oldest first: per write of the body
         (one or more SSE events), time.perf_counter_ns() just before and just after the write

@@ -87,6 +87,7 @@ class Emitter:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        self.response_id = ctx.request_id  # the `id` its events carry (SGLang's; the others prefix it)
 
     def steps(self, batch: list[Step], last: bool) -> bytes:
         """The event bytes for one step (or several merged ones); `last` holds the final token."""

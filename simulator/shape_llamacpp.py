@@ -32,9 +32,10 @@ class LlamacppEmitter(Emitter):
         super().__init__(ctx)
         self.completion = 0
         self.held = ""
+        self.response_id = f"{'chatcmpl' if ctx.chat else 'cmpl'}-{ctx.request_id}"
         self.envelope = {
             "created": ctx.created,
-            "id": f"chatcmpl-{ctx.request_id}" if ctx.chat else f"cmpl-{ctx.request_id}",
+            "id": self.response_id,
             "model": ctx.model,
             "system_fingerprint": BUILD,
             "object": "chat.completion.chunk" if ctx.chat else "text_completion",

@@ -36,7 +36,7 @@ class SglangEmitter(Emitter):
         self.completion = 0
         self.first = True
         self.envelope = {
-            "id": ctx.request_id,
+            "id": self.response_id,
             "object": "chat.completion.chunk" if ctx.chat else "text_completion",
             "created": ctx.created,
             "model": ctx.model,

@@ -42,9 +42,9 @@ class VllmEmitter(Emitter):
         self.held = ""  # text of tokens that end mid-character, waiting for the next chunk
         self.first = True
         obj = "chat.completion.chunk" if ctx.chat else "text_completion"
-        kind = "chatcmpl" if ctx.chat else "cmpl"
+        self.response_id = f"{'chatcmpl' if ctx.chat else 'cmpl'}-{ctx.request_id}"
         self.envelope = {
-            "id": f"{kind}-{ctx.request_id}",
+            "id": self.response_id,
             "object": obj,
             "created": ctx.created,
             "model": ctx.model,

@@ -10,7 +10,10 @@ A recorded read has the time of the last packet it consumed, which may belong to
 writes that followed (the finish, usage and [DONE] after the last token: see t_last in
 tokenreel.metrics), so a token write's window runs from its `before` to the `after` of the
 last write before the next token write. Each error is the distance outside that window (0
-inside), given beside the signed error against the token write's own `after` stamp.
+inside), given beside the signed error against the token write's own `after` stamp. A window
+holds only if its bytes left inside it: when the server's kernel still held some unsent after
+the window's last write (`SentStream.unsent`: TCP held segments back), they arrived later than
+any stamp says, and the run is `sent_late`: its errors then mix that delay with the recorder's.
 
 - TTFT: the recorded first-token arrival against the first token-carrying write. A run whose
   first token was read together with later ones (`clock.first_shared`) is late by design.
@@ -18,10 +21,12 @@ inside), given beside the signed error against the token write's own `after` sta
   same tokens: from the write that completed the recorded first chunk (on the kernel clock the
   first token's whole read) to the last token write.
 
-Pairing: an arm's streamed runs (HTTP 200) in send order, with its endpoint's streams in the
-order they began, from the first one after the first run's send. Each stream must begin
-between its run's send and the next run's, and a completed run's token counts must be the
-stream's; anything else is a ValueError of one line.
+Pairing: by request identity, so it holds for runs in flight together (a sweep) as well as one
+at a time. Each completed run of an arm is paired with the stream of its endpoint's log that
+carried the run's `response_id` (the `id` of the events it read), and that stream must have
+begun between the run's send and its first event: an id can repeat across servers, a request's
+time cannot. A completed run's token counts must be the stream's; anything else is a ValueError
+of one line.
 """
 
 from __future__ import annotations
@@ -55,15 +60,17 @@ class RunTruth:
     window_ms: float  # the first token write's window: the truth's own uncertainty
     decode_error_pct: float | None  # recorded decode vs the nearest the windows allow
     decode_vs_after_pct: float | None  # vs the same definition on the after stamps
+    sent_late: bool  # bytes of a window's writes left the server after it (module doc)
 
     def line(self) -> str:
-        """One line for a person: which run, both errors, and why its TTFT may be late."""
+        """One line for a person: which run, both errors, and why they may be off."""
         decode = f"decode error {_signed(self.decode_error_pct, 4, '%')} (vs after {_signed(self.decode_vs_after_pct, 4, '%')})"
         shared = ", first token read with later ones" if self.first_shared else ""
+        late = ", the server's kernel sent some bytes after its write" if self.sent_late else ""
         return (
             f"{_name_of(self.arm, self.prompt, self.index, self.warmup)}: TTFT error {_signed(self.ttft_error_ms, 3, ' ms')}"
             f" (vs after {_signed(self.ttft_vs_after_ms, 3, ' ms')}, window {self.window_ms:.3f} ms), {decode};"
-            f" {self.clock} clock{shared}"
+            f" {self.clock} clock{shared}{late}"
         )
 
 
@@ -87,31 +94,32 @@ def session_truth(session: Session, sent: Mapping[str, Sequence[SentStream]]) ->
     for arm in session.arms:
         if arm.id not in sent:
             raise ValueError(f"{arm.id}: no sent log given for this arm")
-        truths += [run_truth(run, stream) for run, stream in pair(arm.id, session.runs, sent[arm.id]) if run.status == "ok"]
+        truths += [run_truth(run, stream) for run, stream in pair(arm.id, session.runs, sent[arm.id])]
     return truths
 
 
 def pair(arm: str, runs: Sequence[Run], streams: Sequence[SentStream]) -> list[tuple[Run, SentStream]]:
-    """The arm's streamed runs, each with the stream its endpoint sent it (see the module doc)."""
-    streamed = sorted((run for run in runs if run.arm == arm and run.http_status == 200), key=_sent_at)
-    if not streamed:
-        return []
-    later = sorted((s for s in streams if s.start_ns > _sent_at(streamed[0])), key=lambda s: s.start_ns)
-    if len(later) < len(streamed):
-        raise ValueError(
-            f"{arm}: {len(streamed)} streamed runs, but its endpoint logged {len(later)} streams since the first"
-            f" was sent (it keeps the last {SENT_LOG_LEN}); is this the endpoint that served them?"
-        )
-    pairs = list(zip(streamed, later))
-    for k, (run, stream) in enumerate(pairs):
-        next_send = _sent_at(streamed[k + 1]) if k + 1 < len(streamed) else None
-        if not (_sent_at(run) < stream.start_ns and (next_send is None or stream.start_ns < next_send)):
+    """The arm's completed runs in send order, each with the stream its endpoint sent it (see
+    the module doc)."""
+    by_id = {stream.response_id: stream for stream in streams}
+    pairs = []
+    for run in sorted((run for run in runs if run.arm == arm and run.status == "ok"), key=_sent_at):
+        if run.response_id is None:
+            raise ValueError(f"{_name(run)}: no response id (recorded before issue 27, or the server sent none); record it again")
+        stream = by_id.get(run.response_id)
+        if stream is None:
             raise ValueError(
-                f"{_name(run)}: stream {stream.request_id} began {(stream.start_ns - _sent_at(run)) / NS_PER_MS:+.3f} ms"
-                " after the run's send, not before the next run's: a stream is missing from the log, or another client's is in it"
+                f"{_name(run)}: its endpoint logged no stream {run.response_id} (it keeps the last {SENT_LOG_LEN});"
+                " is this the endpoint that served it?"
             )
-        if run.status == "ok":
-            _check_counts(run, stream)
+        began, first = stream.start_ns - _sent_at(run), run.chunks.t_ns[0] if len(run.chunks) else None
+        if began <= 0 or (first is not None and began >= first):
+            raise ValueError(
+                f"{_name(run)}: stream {stream.request_id} began {began / NS_PER_MS:+.3f} ms after the run's send, not between"
+                " it and the run's first event: another endpoint's stream with the same id"
+            )
+        _check_counts(run, stream)
+        pairs.append((run, stream))
     return pairs
 
 
@@ -126,12 +134,14 @@ def run_truth(run: Run, stream: SentStream) -> RunTruth:
     arrival, (f_low, f_high) = send + chunks.t_ns[first], _window(stream, f)
     metrics = run_metrics(run)
     decode_error = decode_vs_after = None
+    late = _sent_late(stream, f)
     if metrics.decode_tok_s is not None:
         # The write that completed the recorded first chunk: the first whose running total reaches it.
         g = int(np.searchsorted(np.cumsum(stream.tokens), metrics.first_chunk_tokens))
         if g > e:
             raise ValueError(f"{_name(run)}: its first chunk holds more tokens than stream {stream.request_id} sent")
         (g_low, g_high), (e_low, e_high) = _window(stream, g), _window(stream, e)
+        late = late or _sent_late(stream, g) or _sent_late(stream, e)
         span = chunks.t_ns[last] - chunks.t_ns[first]
         nearest = span - outside(span, e_low - g_high, e_high - g_low)
         decode_error = _pct(metrics.decode_tok_s, decode_rate(metrics.decode_tokens, 0, nearest))
@@ -148,6 +158,7 @@ def run_truth(run: Run, stream: SentStream) -> RunTruth:
         window_ms=(f_high - f_low) / NS_PER_MS,
         decode_error_pct=decode_error,
         decode_vs_after_pct=decode_vs_after,
+        sent_late=late,
     )
 
 
@@ -159,10 +170,20 @@ def outside(value: int, low: int, high: int) -> int:
 def _window(stream: SentStream, j: int) -> tuple[int, int]:
     """When a read that took write j's bytes can be stamped: from write j's start to the end of
     the last write before the next token write (a read's time is its last packet's)."""
+    return stream.before_ns[j], stream.after_ns[_window_end(stream, j)]
+
+
+def _window_end(stream: SentStream, j: int) -> int:
     h = j
     while h + 1 < len(stream.tokens) and stream.tokens[h + 1] == 0:
         h += 1
-    return stream.before_ns[j], stream.after_ns[h]
+    return h
+
+
+def _sent_late(stream: SentStream, j: int) -> bool:
+    """Did bytes of write j's window stay in the server's kernel past it? The count after its
+    last write includes every earlier byte still queued."""
+    return stream.unsent[_window_end(stream, j)] > 0
 
 
 def _check_counts(run: Run, stream: SentStream) -> None:

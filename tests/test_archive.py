@@ -30,6 +30,7 @@ def small_session() -> Session:
         gate=Gate(status="idle", running=0.0, waiting=0.0, waited_s=0.0),
         contended=False,
         acceptance=Acceptance(mean_length=2.5, rate=0.25, drafts=2.0, draft_tokens=14.0, accepted=3.0, source="metrics"),
+        response_id="chatcmpl-1",
         chunks=chunks,
     )
     return Session(
@@ -49,6 +50,15 @@ def test_round_trip_keeps_everything(tmp_path: Path) -> None:
     loaded = archive.load(path)
     assert loaded == session
     assert archive.dumps(loaded) == path.read_bytes()
+
+
+def test_a_run_without_a_response_id_is_written_without_the_key() -> None:
+    """Files recorded before response ids existed stay byte-identical when saved again."""
+    data = orjson.loads(archive.dumps(small_session()))
+    del data["runs"][0]["response_id"]
+    session = archive.loads(orjson.dumps(data), "old.json")
+    assert session.runs[0].response_id is None
+    assert archive.dumps(session) == orjson.dumps(data)
 
 
 def test_save_leaves_no_temp_files_and_replaces_atomically(tmp_path: Path) -> None:
@@ -82,6 +92,7 @@ def _mutated(mutate) -> bytes:
         (lambda d: d["runs"][0]["chunks"]["tokens"].pop(), "runs[0].chunks.tokens", "entries"),
         (lambda d: d["runs"][0].update(arm="ghost"), "runs[0].arm", "unknown arm"),
         (lambda d: d["runs"][0].update(status="great"), "runs[0].status", "one of"),
+        (lambda d: d["runs"][0].update(response_id="x" * 257), "runs[0].response_id", "at most 256 characters"),
         (lambda d: d["runs"][0]["acceptance"].update(mean_length=-1.0), "runs[0].acceptance.mean_length", "negative"),
         (lambda d: d["arms"].append(copy.deepcopy(d["arms"][0])), "arms[1].id", "duplicate"),
     ],

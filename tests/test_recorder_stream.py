@@ -62,6 +62,17 @@ def test_continuous_usage_gives_tokens_per_multi_token_chunk() -> None:
     assert outcome.finish_reason == "length"
 
 
+@pytest.mark.parametrize(
+    ("ids", "kept"),
+    [(["chatcmpl-7", "chatcmpl-7"], "chatcmpl-7"), ([None, "cmpl-2"], "cmpl-2"), ([None, None], None), (["x" * 257, "y"], "y")],
+)
+def test_the_response_id_is_the_first_event_id(ids: list[str | None], kept: str | None) -> None:
+    """The server's name for the request (Run.response_id); one longer than the archive takes is skipped."""
+    events = [chat("Hi", usage=1), chat(" you", usage=2)]
+    parser, _ = parse(sse(*({**e, "id": i} if i is not None else e for e, i in zip(events, ids)), "[DONE]"))
+    assert parser.finish().response_id == kept
+
+
 def test_role_chunk_is_stored_but_is_not_the_first_token() -> None:
     _, chunks = parse(SPEC_STREAM)
     assert (chunks.tokens[0], chunks.content[0]) == (0, "")

@@ -1,6 +1,7 @@
 """The simulator's log of what it sent (GET /sim/sent), for every engine shape: `tokenreel
 record` runs against it in its own process, and simulator/truth.py pairs each run with the
-stream it was sent, token counts and all, and finds the recorded times inside the writes'."""
+stream it was sent, token counts and all, and finds the recorded times inside the writes'.
+A sweep's runs, many in flight at once, pair by their response ids just as well."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import pytest
 
 from tokenreel import archive
 from tokenreel.simulator.profiles import ENGINES, SEED_LADDER
-from tokenreel.simulator.truth import fetch_sent, session_truth
+from tokenreel.simulator.truth import fetch_sent, pair, session_truth
 from tests.test_busy_host import DECODE_PCT, TTFT_MS
 from tests.test_cli import run_cli, write_config
+from tests.test_sweep import _most_in_flight
 
 # A plain arm (one token per step) and a speculative one (several per step: one chunk for vLLM
 # and SGLang, one event per token in one write for llama.cpp).
@@ -33,3 +35,33 @@ def test_every_recorded_run_pairs_with_what_was_sent(tmp_path: Path, make_sim, e
     assert len(truths) == len(PROFILES) * 4, errors
     assert all(t.first_shared or abs(t.ttft_error_ms) <= TTFT_MS for t in truths), errors
     assert all(t.decode_error_pct is not None and abs(t.decode_error_pct) <= DECODE_PCT for t in truths), errors
+
+
+def test_runs_in_flight_together_pair_by_their_response_ids(tmp_path: Path, make_sim) -> None:
+    """Eight requests in flight at once: each run still finds its own stream, by id, with its
+    times inside the writes' (unless the server's kernel sent them late, which the truth says);
+    a stream with its id that began before it was sent is refused."""
+    cluster = make_sim(PROFILES, time_scale=0.5)
+    config = write_config(tmp_path / "c.toml", cluster, max_tokens=48)
+    sweep = run_cli("sweep", "--config", config, "--concurrency", "8", "--requests", "24", "--out", tmp_path / "s.json")
+    assert sweep.returncode == 0, sweep.stderr
+    sent = {p.id: fetch_sent(cluster.root_url(p.id), cluster.control_headers) for p in PROFILES}
+    session = archive.load(tmp_path / "s.json")
+    truths = session_truth(session, sent)
+    errors = "\n".join(truth.line() for truth in truths)
+    assert len(truths) == len(session.runs) and sum(not run.warmup for run in session.runs) == len(PROFILES) * 24, errors
+    on_time = [t for t in truths if not t.sent_late]
+    assert len(on_time) >= len(truths) / 2, errors
+    assert all(t.first_shared or abs(t.ttft_error_ms) <= TTFT_MS for t in on_time), errors
+    # A run read whole in one or two reads (the client busy with seven others) has no decode figure.
+    assert all(t.decode_error_pct is None or abs(t.decode_error_pct) <= DECODE_PCT for t in on_time), errors
+    arm = PROFILES[0].id
+    runs = [run for run in session.runs if run.arm == arm]
+    assert _most_in_flight(runs) == 8
+    pairs = pair(arm, runs, sent[arm])
+    assert [run.response_id for run, _ in pairs] == [stream.response_id for _, stream in pairs]
+    run, stream = pairs[-1]
+    assert run.send_monotonic_ns is not None
+    earlier = replace(stream, start_ns=run.send_monotonic_ns - 1)  # its id, sent before the run was
+    with pytest.raises(ValueError, match=r": stream \S+ began -0\.000 ms after the run's send, not between it and"):
+        pair(arm, [run], [earlier])

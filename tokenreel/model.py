@@ -39,6 +39,7 @@ MAX_COUNT = MAX_CHUNKS_PER_RUN * MAX_TOKENS_PER_EVENT  # usage and spec-decode c
 # Acceptance length is 1 + accepted / verify steps: at most 1 + the draft window, which no
 # drafter takes near this; anything above (or below 1) is a server bug, not a measurement.
 MAX_ACCEPTANCE_LENGTH = 1000.0
+MAX_RESPONSE_ID = 256  # characters of a server's response id kept (a longer one is not kept)
 
 # "invalid": the server sent a value the archive cannot hold (`tokenreel.validate.quarantine`);
 # like failed, it is in no figure and `--resume` records it again.
@@ -267,6 +268,10 @@ class Run:
     level: int | None = None
     # Which of the arm's replicas (`Arm.base_urls` index) served it; None: one replica (absent).
     replica: int | None = None
+    # The `id` the server gave its response (the first event's): it names this request in the
+    # server's own log (simulator/truth.py pairs runs with the simulator's by it). None: no id
+    # given, or recorded before issue 27 (absent from the file).
+    response_id: str | None = None
     chunks: Chunks = field(default_factory=Chunks)
 
     @property
@@ -458,7 +463,7 @@ def run_to_dict(run: Run) -> dict[str, Any]:
             out[name] = _chunks_to_json(value)
         elif name in ("gate", "acceptance", "clock", "host"):
             out[name] = asdict(value) if value is not None else None
-        elif name in ("level", "replica"):
+        elif name in ("level", "replica", "response_id"):
             if value is not None:
                 out[name] = value
         else:

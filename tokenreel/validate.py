@@ -24,7 +24,7 @@ from typing import Any, Callable
 from tokenreel.field_reader import FieldReader, T
 from tokenreel.model import (
     CLIENT_BUSY_P99_MS, CLOCK_SOURCES, FORMAT, GATE_STATUSES, HOST_PRESSURE_PCT, HOST_WAIT_S,
-    MAX_ACCEPTANCE_LENGTH, MAX_CHUNKS_PER_RUN, MAX_COUNT, MAX_OFFSET_NS, MAX_RUNS,
+    MAX_ACCEPTANCE_LENGTH, MAX_CHUNKS_PER_RUN, MAX_COUNT, MAX_OFFSET_NS, MAX_RESPONSE_ID, MAX_RUNS,
     MAX_TOKENS_PER_EVENT, RUN_STATUSES, TOKEN_SOURCES, VERSION, Acceptance, ArchiveError, Arm,
     Chunks, Clock, Gate, HostPressure, Prompt, Run, Session, Settings, Stopping, run_to_dict, session_to_dict,
     LEVEL_COUNTERS, LEVEL_STATUSES, SESSION_KINDS, LevelRecord,
@@ -228,6 +228,7 @@ def _run(r: FieldReader, data: Any, where: str) -> Run:
         send_monotonic_ns=r.get(d, "send_monotonic_ns", where, r.opt_int, None),
         level=_opt_level(r, d.get("level"), f"{where}.level"),
         replica=r.get(d, "replica", where, r.opt_int, None),
+        response_id=_response_id(r, d.get("response_id"), f"{where}.response_id"),
         chunks=_chunks(r, d.get("chunks"), f"{where}.chunks"),
     )
     bound_acceptance(run)
@@ -286,6 +287,13 @@ def _counters(r: FieldReader, value: Any, where: str) -> dict[str, float]:
         if key not in LEVEL_COUNTERS or not math.isfinite(number) or number < 0:
             raise r.fail(f"{where}.{key}", f"expected one of {', '.join(LEVEL_COUNTERS)} with a finite count of 0 or more")
     return counters
+
+
+def _response_id(r: FieldReader, value: Any, where: str) -> str | None:
+    response_id = r.opt_str(value, where)
+    if response_id is not None and len(response_id) > MAX_RESPONSE_ID:
+        raise r.fail(where, f"expected a response id of at most {MAX_RESPONSE_ID} characters, got {len(response_id)}")
+    return response_id
 
 
 def _level(r: FieldReader, data: Any, where: str) -> LevelRecord:
