@@ -3,6 +3,7 @@ small concurrency sweep (a base and its drafter on a batching engine) with its r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -17,6 +18,7 @@ from tokenreel.safe_text import shown_path
 
 if TYPE_CHECKING:
     from tokenreel.model import Arm, Session
+    from tokenreel.recorder.signals import RecordSignals
     from tokenreel.simulator.profiles import Profile
     from tokenreel.simulator.server import SimCluster
 
@@ -78,17 +80,15 @@ def demo(
         out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "demo.json"
     signals = record_signals(f"recording {shown_path(path)}", f"every completed run is saved in {shown_path(path)}")
-    try:
+
+    def record() -> int:
         with running(SEED_LADDER, time_scale) as cluster:
             arms = _arms(cluster, SEED_LADDER)
             session = new_session("Qwen3.8-27B seed ladder", settings, prompts, arms)
             out.print(f"recording {len(arms)} arms x {len(prompts)} prompts x {1 + repeats} runs on simulated endpoints")
-            code = record_into(session, path, None, False, None, signals)
-    except KeyboardInterrupt:
-        code = signals.exit_code(130, interrupted=True)
-    finally:
-        signals.restore()
-    code = signals.exit_code(code)
+            return record_into(session, path, None, False, None, signals)
+
+    code = _under(signals, record)
     if code:
         raise typer.Exit(code)
     from tokenreel.report import render_report
@@ -123,6 +123,18 @@ def race_arms(session: Session, prompt_id: str) -> tuple[tuple[str, ...], str | 
     return usable, f"note: the video races {', '.join(usable)} only: {missing} has no usable run of {prompt_id} (the report says why)"
 
 
+def _under(signals: RecordSignals, record: Callable[[], int]) -> int:
+    """`record()`'s exit code under the recording's signal handling: Ctrl-C is 130 and the
+    completed runs stay saved; the handlers are restored either way."""
+    try:
+        code = record()
+    except KeyboardInterrupt:
+        code = signals.exit_code(130, interrupted=True)
+    finally:
+        signals.restore()
+    return signals.exit_code(code)
+
+
 def _arms(cluster: SimCluster, profiles: tuple[Profile, ...]) -> list[Arm]:
     from tokenreel.model import Arm
 
@@ -144,17 +156,16 @@ def demo_sweep(out_dir: Path, time_scale: float) -> int:
     settings = Settings(prompts="builtin:ladder4", max_tokens=SWEEP_MAX_TOKENS, warmup=0, repeats=1)
     path = out_dir / "sweep.json"
     signals = record_signals(f"sweeping into {shown_path(path)}", f"every completed level is saved in {shown_path(path)}")
-    try:
+    prompts = load_prompts(settings.prompts, Path.cwd())
+    session = new_sweep(new_session("NVFP4 + DFlash2 under load (simulated)", settings, prompts, []))
+
+    def sweep() -> int:
         with running(SWEEP_DEMO, time_scale) as cluster:
-            prompts = load_prompts(settings.prompts, Path.cwd())
-            session = new_sweep(new_session("NVFP4 + DFlash2 under load (simulated)", settings, prompts, _arms(cluster, SWEEP_DEMO)))
+            session.arms = _arms(cluster, SWEEP_DEMO)
             out.print(f"sweeping {len(SWEEP_DEMO)} arms at concurrency {', '.join(map(str, SWEEP_LEVELS))} on a simulated batching engine")
-            code = sweep_into(session, path, SWEEP_LEVELS, SWEEP_REQUESTS, None, signals)
-    except KeyboardInterrupt:
-        code = signals.exit_code(130, interrupted=True)
-    finally:
-        signals.restore()
-    code = signals.exit_code(code)
+            return sweep_into(session, path, SWEEP_LEVELS, SWEEP_REQUESTS, None, signals)
+
+    code = _under(signals, sweep)
     if code:
         return code
     html = out_dir / "sweep.html"
