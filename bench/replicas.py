@@ -1,8 +1,10 @@
 """Replicas (issue 28): wall-clock speed-up of one ladder recorded on 1, 2, 4 and 8 replicas.
 
 The seed ladder's 3 arms x the 32 prompts of builtin:mixed (1 warmup + --repeats each), recorded
-by `tokenreel record` in its own process (the real CLI) against N sets of simulated endpoints
-served from this process (one SimCluster per replica, as one engine per GPU would be). Per N:
+by `tokenreel record` in its own process (the real CLI) against N sets of simulated endpoints,
+each set a `tokenreel simulate` process of its own, as each GPU's engines would be (simulators
+sharing one Python process pace their streams late under the GIL: a 8-replica ladder then ran
+5.8x and its replicas' figures drifted 4 %, the simulator's doing, not the recorder's). Per N:
 the wall time, the speed-up over one replica, the pooled ladder's last arm vs the first with its
 95 % interval, and each replica's own figure (`report["replicas"]`) against the one-replica
 recording's over the same prompts (its shard), the worst difference in %: a replica's prompts
@@ -15,33 +17,82 @@ replicas >= 7x faster than one, per-replica figures equal within the usual toler
 from __future__ import annotations
 
 import argparse
+import os
+import socket
 import subprocess
 import sys
 import tempfile
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+import httpx
 import orjson
 
 from tokenreel import archive
 from tokenreel.ladder import build_cells, build_ladder
 from tokenreel.model import Session
 from tokenreel.simulator.profiles import SEED_LADDER
-from tokenreel.simulator.server import SimCluster, running
 
 PROMPTS = "builtin:mixed"
 GOAL_8 = 7.0
 
 
-def write_config(path: Path, clusters: list[SimCluster], max_tokens: int, repeats: int) -> Path:
+@contextmanager
+def simulators(count: int, time_scale: float) -> Iterator[list[int]]:
+    """`count` `tokenreel simulate` processes serving the seed ladder; yields each one's first
+    port (its arms on that port + 0, 1, 2), once every endpoint answers; stopped on the way out."""
+    ports = [free_ports(len(SEED_LADDER)) for _ in range(count)]
+    procs = [subprocess.Popen([sys.executable, "-m", "tokenreel", "simulate", "--port", str(first),
+                               "--time-scale", str(time_scale)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for first in ports]
+    try:
+        for first in ports:
+            for offset in range(len(SEED_LADDER)):
+                wait_ready(f"http://127.0.0.1:{first + offset}/v1/models")
+        yield ports
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait()
+
+
+def free_ports(n: int) -> int:
+    """The first of `n` consecutive ports free on 127.0.0.1 now."""
+    for first in range(20000 + os.getpid() % 20000, 60000, n):  # apart from a concurrent run's
+        try:
+            with ExitStack() as stack:
+                for port in range(first, first + n):
+                    sock = stack.enter_context(socket.socket())
+                    sock.bind(("127.0.0.1", port))
+            return first
+        except OSError:
+            continue
+    raise SystemExit(f"no {n} consecutive free ports on 127.0.0.1")
+
+
+def wait_ready(url: str, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit(f"{url}: the simulator did not answer within {timeout_s:g} s")
+
+
+def write_config(path: Path, ports: list[int], max_tokens: int, repeats: int) -> Path:
     """The seed ladder with one endpoint per replica (base_urls) for every arm."""
     lines = [
         "[session]", 'name = "replicas-bench"', f'prompts = "{PROMPTS}"', f"max_tokens = {max_tokens}",
         "ignore_eos = true", "temperature = 0", "warmup = 1", f"repeats = {repeats}", "idle_wait_s = 5",
     ]
-    for profile in SEED_LADDER:
-        urls = orjson.dumps([cluster.base_url(profile.id) for cluster in clusters]).decode()
+    for offset, profile in enumerate(SEED_LADDER):
+        urls = orjson.dumps([f"http://127.0.0.1:{first + offset}/v1" for first in ports]).decode()
         lines += ["[[arms]]", f'id = "{profile.id}"', f'label = "{profile.label}"', f"base_urls = {urls}",
                   f'model = "{profile.model}"']
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -50,9 +101,8 @@ def write_config(path: Path, clusters: list[SimCluster], max_tokens: int, repeat
 
 def record(replicas: int, folder: Path, args: argparse.Namespace) -> tuple[float, dict, Session]:
     """Wall seconds of `tokenreel record` on `replicas` replicas, its json report and session."""
-    with ExitStack() as stack:
-        clusters = [stack.enter_context(running(SEED_LADDER, time_scale=args.time_scale)) for _ in range(replicas)]
-        config = write_config(folder / f"r{replicas}.toml", clusters, args.max_tokens, args.repeats)
+    with simulators(replicas, args.time_scale) as ports:
+        config = write_config(folder / f"r{replicas}.toml", ports, args.max_tokens, args.repeats)
         out = folder / f"r{replicas}.json"
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "tokenreel", "record", "--config", str(config), "--out", str(out)],
