@@ -96,21 +96,24 @@ def render_all(
         answer_badge=answer_badge, exclude_host_contended=exclude_host_contended,
     )
     with user_errors(out_dir):
-        out_dir.mkdir(parents=True, exist_ok=True)
         jobs = catalogue(
             sessions, out_dir, base, parse_layouts(_names(layouts, "--layouts", "16:9,9:16")),
             _names(themes, "--themes", "dark,light"), chosen,
         )
+        out_dir.mkdir(parents=True, exist_ok=True)
     with interruptible(f"rendering the catalogue in {shown_path(out_dir)}", "every finished video is kept: run it again to go on"), \
             user_errors(out_dir), RenderBar(err, "catalogue") as bar:
         outcomes = render_catalogue(jobs, workers or default_workers(), bar, force)
     index = out_dir / INDEX
     with user_errors(index):
         write_atomic(index, index_page(outcomes, out_dir))
+    for warning in dict.fromkeys(w for outcome in outcomes for w in outcome.warnings):
+        err.print(f"warning: {warning}", markup=False, soft_wrap=True)
     for outcome in outcomes:
         what = f"{outcome.status}: {shown_path(outcome.job.video)}" + (f": {outcome.reason}" if outcome.reason else "")
         (err if outcome.status == FAILED else out).print(what, markup=False, soft_wrap=True)
     counts = {status: sum(o.status == status for o in outcomes) for status in (RENDERED, KEPT, FAILED)}
     summary = ", ".join(f"{count} {status}" for status, count in counts.items())
-    out.print(f"index: {shown_path(index)}  ({len(outcomes)} videos: {summary})", markup=False)
+    videos = f"{len(outcomes)} video" + ("" if len(outcomes) == 1 else "s")
+    out.print(f"index: {shown_path(index)}  ({videos}: {summary})", markup=False)
     raise typer.Exit(1 if counts[FAILED] else 0)

@@ -126,7 +126,10 @@ def catalogue(
         session, sha256 = load_session(session_path)
         if session.kind == "sweep":
             raise ValueError(f"{shown_path(session_path)}: a sweep session (tokenreel sweep); a catalogue renders ladder sessions")
-        chosen_arms(session, base.arms)
+        try:
+            chosen_arms(session, base.arms)
+        except ValueError as exc:
+            raise ValueError(f"{shown_path(session_path)}: {exc}") from None
         folder = out / file_component(Path(session_path).stem)
         for prompt in _prompts(session_path, [p.id for p in session.prompts], prompts):
             for layout in chosen_layouts:

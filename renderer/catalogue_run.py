@@ -25,6 +25,7 @@ class Outcome:
     job: Job
     status: str  # RENDERED, KEPT or FAILED
     reason: str = ""  # FAILED: why, in one line
+    warnings: tuple[str, ...] = ()  # what render warned of (a simulated session, another ffmpeg)
 
 
 def _frames(job: Job, outputs: Sequence[Path]) -> int:
@@ -51,11 +52,12 @@ def render_catalogue(jobs: Sequence[Job], workers: int = 1, progress: Progress |
             outcomes.append(Outcome(job, KEPT))
             continue
         start = done
+        warnings: dict[str, None] = {}
         try:
             for output in outputs:
                 base = done
                 tick = None if progress is None else (lambda d, _t, base=base: progress(base + d, total))
-                render(job.session, output, job.options, workers, tick)
+                warnings.update(dict.fromkeys(render(job.session, output, job.options, workers, tick).warnings))
                 done = base + _frames(job, (output,))
         except (ValueError, OSError, RuntimeError) as exc:  # the session changed, ffmpeg failed, a worker died
             outcomes.append(Outcome(job, FAILED, " ".join(str(exc).split())))
@@ -63,5 +65,5 @@ def render_catalogue(jobs: Sequence[Job], workers: int = 1, progress: Progress |
             if progress is not None:
                 progress(done, total)
             continue
-        outcomes.append(Outcome(job, RENDERED))
+        outcomes.append(Outcome(job, RENDERED, warnings=tuple(warnings)))
     return outcomes
