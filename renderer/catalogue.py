@@ -22,8 +22,6 @@ from tokenreel.theme import is_path as is_theme_path
 
 # The shapes a catalogue is asked for by name; any size `render --size` takes works too.
 LAYOUTS = {"16:9": "1920x1080", "9:16": "1080x1920", "1:1": "1080x1080", "4k": "3840x2160"}
-DEFAULT_LAYOUTS = ("16:9", "9:16", "4k")
-DEFAULT_THEMES = ("dark", "light")
 VIDEO, POSTER = ".mp4", ".png"
 _SIZE_LIKE = re.compile(r"\d+[xX×]\d+")
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokenreel.renderer.catalogue import VIDEO, Job, is_current
+from tokenreel.renderer.catalogue import POSTER, VIDEO, Job, is_current
 from tokenreel.renderer.encode import find_ffmpeg
 from tokenreel.renderer.manifest import current_versions
 from tokenreel.renderer.render import Progress, render
@@ -36,7 +36,7 @@ def _frames(job: Job, outputs: Sequence[Path]) -> int:
 def render_catalogue(jobs: Sequence[Job], workers: int = 1, progress: Progress | None = None, force: bool = False) -> list[Outcome]:
     """One outcome per job, in order. Outputs already current are kept unless `force`.
     progress(done, total) counts frames over every output still to render."""
-    versions = {VIDEO: current_versions(find_ffmpeg()), ".png": current_versions(None)}
+    versions = {VIDEO: current_versions(find_ffmpeg()), POSTER: current_versions(None)}
     todo = [
         () if job.problem else tuple(o for o in job.outputs if force or not is_current(job, o, versions[o.suffix]))
         for job in jobs
