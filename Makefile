@@ -54,6 +54,7 @@ engine: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/render_throughput.py
+	$(BIN)/python bench/catalogue.py
 	$(BIN)/python bench/recorder_fidelity.py
 	$(BIN)/python bench/busy_host.py
 	$(BIN)/python bench/sweep_fidelity.py

@@ -19,6 +19,7 @@ from tokenreel.cli import record  # noqa: F401
 from tokenreel.cli import sweep  # noqa: F401
 from tokenreel.cli import simulate  # noqa: F401
 from tokenreel.cli import render  # noqa: F401
+from tokenreel.cli import render_all  # noqa: F401
 from tokenreel.cli import verify  # noqa: F401
 from tokenreel.cli import demo  # noqa: F401
 from tokenreel.cli import prompts  # noqa: F401

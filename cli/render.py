@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tokenreel.cli.app import (
-    EXCLUDE_HOST_HELP, app, check_writable, default_workers, err, fail, load_session, out, split_ids, user_errors,
+from tokenreel.cli.app import app, check_writable, default_workers, err, fail, load_session, out, split_ids, user_errors
+from tokenreel.cli.render_options import (
+    AnswerBadge, Align, Arms, ExcludeHostContended, HoldS, Logo, MaxDuration, Metric, Run, Speed, TitleS, Workers,
 )
 from tokenreel.cli.signals import interruptible
 from tokenreel.cli.terminal import Command
@@ -75,12 +76,8 @@ def render(
         str | None,
         typer.Option(metavar="ID", help="Prompt id (default: the session's first prompt); a bare --prompt lists them."),
     ] = None,
-    run: Annotated[
-        str, typer.Option(metavar="median|N", help="'median' (median-speed measured run of each arm) or a run index.")
-    ] = "median",
-    arms: Annotated[
-        str | None, typer.Option(metavar="IDS", help="Arm ids side by side, comma-separated, at most 4 (default: all).")
-    ] = None,
+    run: Run = "median",
+    arms: Arms = None,
     fps: Annotated[
         int | None, typer.Option(metavar="N", help="Frames per second (1 to 240).  [default: 30; a .gif 15]")
     ] = None,
@@ -92,15 +89,11 @@ def render(
             "up to 4K.  [default: 1920x1080; a .gif 960x540, for a README]",
         ),
     ] = None,
-    speed: Annotated[
-        str, typer.Option(metavar="FACTOR", help="Playback speed; 1 is real time (fractions like 1/2 work).")
-    ] = "1",
+    speed: Speed = "1",
     theme: Annotated[
         str, typer.Option(metavar="NAME|PATH", help="Colour theme: dark, light, or a JSON theme file.")
     ] = "dark",
-    title_s: Annotated[
-        str, typer.Option("--title-s", metavar="SECONDS", help="Seconds of title card before t = 0 (0: none).")
-    ] = "1.5",
+    title_s: TitleS = "1.5",
     title: Annotated[
         str | None, typer.Option(metavar="TEXT", help="Title card's title.  [default: the session name]")
     ] = None,
@@ -108,52 +101,15 @@ def render(
         str | None,
         typer.Option(metavar="TEXT", help="Title card's subtitle ('' for none).  [default: the prompt]"),
     ] = None,
-    logo: Annotated[
-        Path | None, typer.Option(metavar="PNG", help="A PNG logo for the title card's top-right corner.")
-    ] = None,
-    hold: Annotated[
-        str,
-        typer.Option(
-            "--hold-s", metavar="SECONDS",
-            help="Seconds the headline end card is shown, after a short pause on the final state (0: none).",
-        ),
-    ] = "4",
-    align: Annotated[
-        str,
-        typer.Option(
-            metavar="send|first-token",
-            help="send: every clock starts at request send (time to first token shows); "
-            "first-token: each arm's clock starts at its first token.",
-        ),
-    ] = "send",
-    metric: Annotated[
-        str,
-        typer.Option(
-            metavar="decode|e2e",
-            help="The one metric of every speed-up the video shows: decode (decode tok/s, the report's headline) "
-            "or e2e (end to end: time from request send to the last token; needs --align send).",
-        ),
-    ] = "decode",
+    logo: Logo = None,
+    hold: HoldS = "4",
+    align: Align = "send",
+    metric: Metric = "decode",
     at: Annotated[str | None, typer.Option(metavar="SECONDS", help="Poster time in seconds, for .png output.")] = None,
-    workers: Annotated[
-        int | None, typer.Option(min=1, metavar="N", help="Worker processes (the output is the same for any number).")
-    ] = None,
-    max_duration: Annotated[
-        str,
-        typer.Option(
-            "--max-duration", metavar="SECONDS",
-            help="Refuse a replay longer than this, in seconds of video (default 1800: 30 min; at most 86400).",
-        ),
-    ] = "1800",
-    answer_badge: Annotated[
-        bool,
-        typer.Option(
-            "--answer-badge",
-            help="Once an arm's stream is done, badge its column: 'same answer as <first arm>' or "
-            "'diverges at token N' (the first arm's says 'reference answer').",
-        ),
-    ] = False,
-    exclude_host_contended: Annotated[bool, typer.Option(help=EXCLUDE_HOST_HELP)] = False,
+    workers: Workers = None,
+    max_duration: MaxDuration = "1800",
+    answer_badge: AnswerBadge = False,
+    exclude_host_contended: ExcludeHostContended = False,
     force: Annotated[bool, typer.Option(help="Overwrite --out if it exists.")] = False,
 ) -> None:
     """Replay a session side by side at real speed into a video, deterministically.

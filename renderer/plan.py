@@ -11,6 +11,7 @@ import io
 import re
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import NamedTuple
 
 from PIL import Image
 
@@ -246,7 +247,7 @@ def _fraction(value: str, option: str, low: Fraction, high: Fraction) -> Fractio
     return number
 
 
-def _size(value: str) -> tuple[int, int]:
+def parse_size(value: str) -> tuple[int, int]:
     match = _SIZE.fullmatch(value.strip())
     if not match:
         raise ValueError(f"size: expected WIDTHxHEIGHT such as 1920x1080, got {value!r}")
@@ -273,8 +274,6 @@ def _pick_run(session: Session, arm_id: str, prompt_id: str, which: str, selecti
             why = next((m.reason for m in missing_cells(session, selection) if (m.arm, m.prompt) == (arm_id, prompt_id)), "")
             raise ValueError(f"run: arm {arm_id!r} has no usable measured run of prompt {prompt_id!r}" + (f" ({why})" if why else ""))
         return run
-    if not which.isdigit():
-        raise ValueError(f"run: expected 'median' or a run index such as '2', got {which!r}")
     runs = [r for r in session.runs_of(arm_id, prompt_id) if r.index == int(which)]
     if not runs:
         have = ", ".join(str(r.index) for r in session.runs_of(arm_id, prompt_id)) or "none"
@@ -289,7 +288,7 @@ def _pick_runs(session: Session, prompt_id: str, options: RenderOptions) -> list
     purpose; arms named there must have a usable run too."""
     runs: list[Run] = []
     problems: list[tuple[str, ValueError]] = []
-    for arm_id in _arm_ids(session, options.arms):
+    for arm_id in chosen_arms(session, options.arms):
         try:
             runs.append(_pick_run(session, arm_id, prompt_id, options.run.strip(), options.selection))
         except ValueError as exc:
@@ -420,7 +419,9 @@ def _ladder_note(session: Session, cells: list[Cell]) -> str:
     return f"Median of {per_cell} {runs_word} per cell, mean over {prompts} prompt{'' if prompts == 1 else 's'}"
 
 
-def _arm_ids(session: Session, chosen: tuple[str, ...]) -> list[str]:
+def chosen_arms(session: Session, chosen: tuple[str, ...]) -> list[str]:
+    """The arms a video races (all, or those chosen), checked against the session: a catalogue
+    checks them per session before it renders, so an unknown arm is bad input."""
     known = [a.id for a in session.arms]
     arm_ids = list(chosen) or known
     for arm_id in arm_ids:
@@ -507,9 +508,24 @@ def _check_duration(replay_frames: int, options: RenderOptions, speed: Fraction)
         )
 
 
-def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
-    """Check every option against the session and gather what the frames need."""
-    width, height = _size(options.size)
+class CheckedOptions(NamedTuple):
+    """The options that mean the same for every session, parsed."""
+
+    width: int
+    height: int
+    speed: Fraction
+    title_s: Fraction
+    hold_s: Fraction
+    theme: Theme
+    align: str
+    metric: str
+
+
+def check_options(options: RenderOptions) -> CheckedOptions:
+    """Check what needs no session (size, fps, speed, card lengths, theme, align, metric, run):
+    build_plan starts here, and a catalogue checks each of its layouts and themes here before it
+    renders anything, so a typo is bad input, not a failure of every video."""
+    width, height = parse_size(options.size)
     if isinstance(options.fps, bool) or not isinstance(options.fps, int) or not 1 <= options.fps <= MAX_FPS:
         raise ValueError(f"fps: expected a whole number 1..{MAX_FPS}, got {options.fps!r}")
     speed = _fraction(options.speed, "speed", Fraction(1, 100), Fraction(100))
@@ -526,6 +542,15 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
         raise ValueError(f"metric: expected decode or e2e, got {options.metric!r}")
     if metric == "e2e" and align != "send":
         raise ValueError("metric: e2e is the time from request send to the last token; race it with --align send")
+    run = options.run.strip()
+    if run != "median" and not run.isdigit():
+        raise ValueError(f"run: expected 'median' or a run index such as '2', got {options.run!r}")
+    return CheckedOptions(width, height, speed, title_s, hold_s, theme, align, metric)
+
+
+def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
+    """Check every option against the session and gather what the frames need."""
+    width, height, speed, title_s, hold_s, theme, align, metric = check_options(options)
     if not session.prompts:
         raise ValueError("prompt: the session has no prompts")
     prompt_id = options.prompt if options.prompt is not None else session.prompts[0].id

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import html
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -40,7 +39,7 @@ from tokenreel.report.wording import (
     ratio_text, repeats_summary,
 )
 from tokenreel.report.data import report_selection
-from tokenreel.safe_text import BIDI_CONTROLS, strip_controls
+from tokenreel.safe_text import BIDI_CONTROLS, esc
 from tokenreel.selection import RunSelection, first_token_late
 from tokenreel.theme import RGB, Theme, load_theme
 
@@ -50,11 +49,6 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src {scripts}; img-
 _BIDI = re.compile(f"[{BIDI_CONTROLS}]")
 SPEEDS = ("0.25", "0.5", "1", "2", "4")
 NS_PER_MS = 1_000_000
-
-
-def esc(text: object) -> str:
-    """Text escaped for HTML, without control or bidi characters (`strip_controls`)."""
-    return html.escape(strip_controls(str(text)), quote=True)
 
 
 def _hex(rgb: RGB) -> str:

@@ -13,9 +13,10 @@ from typing import Any
 from tokenreel.model import Session
 from tokenreel.report.charts import sweep_svgs
 from tokenreel.report.charts.style import hex_color
-from tokenreel.report.html_page import THEME, arm_name, esc, html_table, inline_svg, page
+from tokenreel.report.html_page import THEME, arm_name, html_table, inline_svg, page
 from tokenreel.report.sweep import sweep_report
 from tokenreel.report.sweep_md import CROSSOVER_MEANING, LEVEL_HEADERS, level_cells, ratio_cell
+from tokenreel.safe_text import esc
 from tokenreel.theme import load_theme
 
 

@@ -6,6 +6,7 @@ names all use it, and the renderer's workers import it without pulling in a term
 
 from __future__ import annotations
 
+import html
 import os
 import re
 
@@ -31,6 +32,12 @@ _ESCAPES = re.compile(
 def strip_controls(text: str) -> str:
     """`text` without terminal control sequences or control characters (newline and tab stay)."""
     return _ESCAPES.sub("", text) if _ESCAPES.search(text) else text
+
+
+def esc(text: object) -> str:
+    """Text escaped for HTML, without control or bidi characters (`strip_controls`): the HTML
+    report and the render catalogue's index page both write text from session files."""
+    return html.escape(strip_controls(str(text)), quote=True)
 
 
 # A path is shown, not cleaned: stripping its control characters would name a file that does not
