@@ -8,7 +8,10 @@ sharing one Python process pace their streams late under the GIL: a 8-replica la
 the wall time, the speed-up over one replica, the pooled ladder's last arm vs the first with its
 95 % interval, and each replica's own figure (`report["replicas"]`) against the one-replica
 recording's over the same prompts (its shard), the worst difference in %: a replica's prompts
-are not the suite's, so that, not the pooled figure, is what a replica must agree with. Goal: 8
+are not the suite's, so that, not the pooled figure, is what a replica must agree with. Last,
+the recorder's own error: every measured run's decode tok/s against its simulator's log (the
+worst, over the runs the simulator did not send late), so a replica's figure that moved is
+seen to be the simulators' pacing on the shared cores or the recorder's. Goal: 8
 replicas >= 7x faster than one, per-replica figures equal within the usual tolerance (2 %).
 
     python bench/replicas.py [--time-scale 1] [--max-tokens 32] [--repeats 1] [--replicas 1,2,4,8]
@@ -25,6 +28,8 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -33,25 +38,31 @@ import orjson
 from tokenreel import archive
 from tokenreel.ladder import build_cells, build_ladder
 from tokenreel.model import Session
+from tokenreel.simulator.control import TOKEN_HEADER
 from tokenreel.simulator.profiles import SEED_LADDER
+from tokenreel.simulator.truth import RunTruth, fetch_sent, session_truth
 
 PROMPTS = "builtin:mixed"
 GOAL_8 = 7.0
 
 
 @contextmanager
-def simulators(count: int, time_scale: float) -> Iterator[list[int]]:
+def simulators(count: int, time_scale: float) -> Iterator[list[tuple[int, str]]]:
     """`count` `tokenreel simulate` processes serving the seed ladder; yields each one's first
-    port (its arms on that port + 0, 1, 2), once every endpoint answers; stopped on the way out."""
-    ports = [free_ports(len(SEED_LADDER)) for _ in range(count)]
+    port (its arms on that port + 0, 1, 2) and control token, once every endpoint answers;
+    stopped on the way out."""
+    ports: list[int] = []
+    for _ in range(count):  # each set past the last: none is bound until its simulator starts
+        ports.append(free_ports(len(SEED_LADDER), ports[-1] + len(SEED_LADDER) if ports else 20000 + os.getpid() % 20000))
     procs = [subprocess.Popen([sys.executable, "-m", "tokenreel", "simulate", "--port", str(first),
-                               "--time-scale", str(time_scale)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               "--time-scale", str(time_scale)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
              for first in ports]
     try:
+        tokens = [control_token(proc) for proc in procs]
         for first in ports:
             for offset in range(len(SEED_LADDER)):
                 wait_ready(f"http://127.0.0.1:{first + offset}/v1/models")
-        yield ports
+        yield list(zip(ports, tokens))
     finally:
         for proc in procs:
             proc.terminate()
@@ -59,9 +70,18 @@ def simulators(count: int, time_scale: float) -> Iterator[list[int]]:
             proc.wait()
 
 
-def free_ports(n: int) -> int:
-    """The first of `n` consecutive ports free on 127.0.0.1 now."""
-    for first in range(20000 + os.getpid() % 20000, 60000, n):  # apart from a concurrent run's
+def control_token(proc: subprocess.Popen[str]) -> str:
+    """The token `tokenreel simulate` prints for its /sim controls (the sent log among them)."""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if TOKEN_HEADER in line:
+            return line.rsplit(":", 1)[1].strip()
+    raise SystemExit("tokenreel simulate ended without printing its control token")
+
+
+def free_ports(n: int, start: int) -> int:
+    """The first of `n` consecutive ports free on 127.0.0.1 now, from `start` on."""
+    for first in range(start, 65536 - n, n):
         try:
             with ExitStack() as stack:
                 for port in range(first, first + n):
@@ -99,20 +119,44 @@ def write_config(path: Path, ports: list[int], max_tokens: int, repeats: int) ->
     return path
 
 
-def record(replicas: int, folder: Path, args: argparse.Namespace) -> tuple[float, dict, Session]:
-    """Wall seconds of `tokenreel record` on `replicas` replicas, its json report and session."""
-    with simulators(replicas, args.time_scale) as ports:
-        config = write_config(folder / f"r{replicas}.toml", ports, args.max_tokens, args.repeats)
+def record(replicas: int, folder: Path, args: argparse.Namespace) -> tuple[float, dict, Session, list[RunTruth]]:
+    """Wall seconds of `tokenreel record` on `replicas` replicas, its json report and session,
+    and every run held against what its replica's simulator sent (simulator/truth.py)."""
+    with simulators(replicas, args.time_scale) as sims:
+        config = write_config(folder / f"r{replicas}.toml", [port for port, _ in sims], args.max_tokens, args.repeats)
         out = folder / f"r{replicas}.json"
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "tokenreel", "record", "--config", str(config), "--out", str(out)],
                               capture_output=True, text=True, timeout=1800)
         wall = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(f"record on {replicas} replica(s) exited {done.returncode}: {done.stderr.strip()[-400:]}")
+        if done.returncode != 0:
+            raise SystemExit(f"record on {replicas} replica(s) exited {done.returncode}: {done.stderr.strip()[-400:]}")
+        session = archive.load(out)
+        truths = []
+        for replica, (first, token) in enumerate(sims):  # response ids repeat across simulators: one replica at a time
+            sent = {p.id: fetch_sent(f"http://127.0.0.1:{first + i}", {TOKEN_HEADER: token}) for i, p in enumerate(SEED_LADDER)}
+            truths += session_truth(replace(session, runs=[r for r in session.runs if (r.replica or 0) == replica]), sent)
     report = subprocess.run([sys.executable, "-m", "tokenreel", "report", str(out), "--format", "json"],
                             capture_output=True, check=True).stdout
-    return wall, orjson.loads(report), archive.load(out)
+    return wall, orjson.loads(report), session, truths
+
+
+def recorder_error(truths: list[RunTruth]) -> str:
+    """The worst decode error of the measured runs against their simulator's log, and the runs
+    whose times its kernel sent late (their error is the simulator's, module docstring)."""
+    measured = [t for t in truths if not t.warmup and t.decode_error_pct is not None]
+    on_time = [t.decode_error_pct for t in measured if not t.sent_late]
+    worst = max(on_time, key=abs, default=0.0)
+    return f"decode err worst {worst:+.3f} % ({len(measured) - len(on_time)} of {len(measured)} sent late)"
+
+
+def recording_s(session: Session) -> float:
+    """From the first arm's start to the last one's end, over every replica (`Arm.recorded`): the
+    wall time without the command's own start (imports, preflight)."""
+    stamps = [entry for arm in session.arms for entry in arm.recorded]
+    start = min(datetime.fromisoformat(entry["started_at"]) for entry in stamps)
+    end = max(datetime.fromisoformat(entry["finished_at"]) for entry in stamps)
+    return (end - start).total_seconds()
 
 
 def shard_figure(one: Session, prompts: set[str]) -> float | None:
@@ -141,18 +185,20 @@ def main() -> None:
     args = parser.parse_args()
     counts = [int(n) for n in args.replicas.split(",")]
     print(f"seed ladder, {PROMPTS}, {args.max_tokens} tokens, 1 warmup + {args.repeats} run(s), time scale {args.time_scale}")
-    print(f"{'replicas':>8} {'wall':>8} {'speed-up':>8} | {'pooled':>7} {'95 % interval':>15} | per replica (last vs first) | vs one replica on its shard")
-    base_wall = one = None
+    print(f"{'replicas':>8} {'wall':>8} {'speed-up':>8} {'recording':>9} {'speed-up':>8} | {'pooled':>7} {'95 % interval':>15} | per replica (last vs first) | vs one replica on its shard | recorder vs simulator log")
+    base_wall = base_recording = one = None
     with tempfile.TemporaryDirectory(prefix="tokenreel-replicas-") as tmp:
         for count in counts:
-            wall, report, session = record(count, Path(tmp), args)
-            base_wall, one = base_wall or wall * counts[0], one or session
+            wall, report, session, truths = record(count, Path(tmp), args)
+            span = recording_s(session)
+            base_wall, base_recording, one = base_wall or wall * counts[0], base_recording or span * counts[0], one or session
             top = report["ladder"][-1]
             ci = top["vs_first_ci95"]
             shown = f"{ci[0]:.3f}-{ci[1]:.3f}" if ci else "none"
             per = " ".join(f"{entry['ladder'][-1]['vs_first']:.3f}" for entry in report.get("replicas", []))
-            print(f"{count:>8} {wall:>6.1f} s {base_wall / wall:>7.2f}x | {top['vs_first']:>6.3f}x {shown:>15} |"
-                  f" {per or '-'} | {worst_difference(report, session, one)}", flush=True)
+            print(f"{count:>8} {wall:>6.1f} s {base_wall / wall:>7.2f}x {span:>7.1f} s {base_recording / span:>7.2f}x |"
+                  f" {top['vs_first']:>6.3f}x {shown:>15} |"
+                  f" {per or '-'} | {worst_difference(report, session, one)} | {recorder_error(truths)}", flush=True)
     print(f"goal: 8 replicas >= {GOAL_8:g}x faster than 1, each replica within 2 % of one replica on its shard")
 
 
