@@ -23,7 +23,8 @@ from tokenreel.renderer.plan import RenderOptions, RenderPlan, build_plan
 from tokenreel.renderer.render import render
 
 SESSIONS = sorted((Path(__file__).resolve().parents[1] / "sessions").glob("*.json"))
-ARCHIVED = [p for p in SESSIONS if not p.name.endswith(".render.json")]
+# the ladders a video is rendered from (a sweep, sessions/sweep-demo.json, is never rendered)
+ARCHIVED = [p for p in SESSIONS if not p.name.endswith(".render.json") and orjson.loads(p.read_bytes()).get("kind", "ladder") == "ladder"]
 LAYOUTS = ["1920x1080", "1080x1920", "1080x1080"]
 
 
