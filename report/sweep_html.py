@@ -15,7 +15,7 @@ from tokenreel.report.charts import sweep_svgs
 from tokenreel.report.charts.style import hex_color
 from tokenreel.report.html_page import THEME, arm_name, html_table, inline_svg, page
 from tokenreel.report.sweep import sweep_report
-from tokenreel.report.sweep_md import CROSSOVER_MEANING, LEVEL_HEADERS, level_cells, ratio_cell
+from tokenreel.report.sweep_md import CROSSOVER_MEANING, LEVEL_HEADERS, level_cells, missing_note, ratio_cell
 from tokenreel.safe_text import esc
 from tokenreel.theme import load_theme
 
@@ -51,13 +51,17 @@ def _pairs(report: dict[str, Any], labels: dict[str, str]) -> str:
 
 
 def _arms(report: dict[str, Any], session: Session, colors: dict[str, str]) -> str:
-    tables = "".join(
-        f"<h3>{arm_name(arm.label, colors[arm.id])}</h3>"
-        + html_table([esc(h[0].upper() + h[1:]) for h in LEVEL_HEADERS],
-                     ([esc(cell) for cell in level_cells(row)] for row in report["levels"] if row["arm"] == arm.id),
-                     numeric=(0, 2, 3, 4, 7, 8, 9))
-        for arm in session.arms)
+    tables = "".join(_arm_table(arm.label, colors[arm.id], [row for row in report["levels"] if row["arm"] == arm.id])
+                     for arm in session.arms)
     return f'<section id="levels"><h2>Each arm, level by level</h2>{tables}</section>'
+
+
+def _arm_table(label: str, color: str, rows: list[dict[str, Any]]) -> str:
+    note = missing_note(rows)
+    return (f"<h3>{arm_name(label, color)}</h3>"
+            + html_table([esc(h[0].upper() + h[1:]) for h in LEVEL_HEADERS], ([esc(cell) for cell in level_cells(row)] for row in rows),
+                         numeric=(0, 2, 3, 4, 7, 8, 9))
+            + (f"<p class=note>{esc(note)}</p>" if note else ""))
 
 
 def sweep_html(session: Session) -> str:

@@ -38,6 +38,18 @@ def level_cells(row: dict[str, Any]) -> list[str]:
             _num(row["drafts_per_step"], 2), _num(row["peak_waiting"], 0)]
 
 
+def missing_note(rows: list[dict[str, Any]]) -> str:
+    """Why an arm's table shows a dash for drafts per step or acceptance length: never a silent one."""
+    reasons = []
+    if any(row["drafts_per_step"] is None for row in rows):
+        notes = sorted({row["metrics_note"] for row in rows if row["drafts_per_step"] is None and row["metrics_note"]})
+        reasons.append("drafts per step –: " + ("; ".join(notes) if notes else
+                       "the engine's /metrics has no spec-decode counters (vLLM and SGLang give them with a drafter only)"))
+    if any(row["acceptance_length"] is None for row in rows):
+        reasons.append("acceptance length –: no drafts counted at that level")
+    return "; ".join(reasons) + "." if reasons else ""
+
+
 def sweep_markdown(session: Session) -> str:
     """The whole sweep report as markdown (module docstring)."""
     report = sweep_report(session)
@@ -48,7 +60,9 @@ def sweep_markdown(session: Session) -> str:
     for arm in session.arms:
         lines += [f"## {arm.label}", "", "| " + " | ".join(LEVEL_HEADERS) + " |",
                   "|---:|---|---:|---:|---:|---|---|---:|---:|---:|"]
-        lines += ["| " + " | ".join(level_cells(row)) + " |" for row in report["levels"] if row["arm"] == arm.id]
+        rows = [row for row in report["levels"] if row["arm"] == arm.id]
+        lines += ["| " + " | ".join(level_cells(row)) + " |" for row in rows]
+        lines += ["", *textwrap.wrap(note, 99)] if (note := missing_note(rows)) else []
         lines.append("")
     for pair in report["crossovers"]:
         lines += [f"## {labels[pair['arm']]} vs {labels[pair['vs']]}", "",

@@ -92,5 +92,9 @@ def test_drafting_off_level_and_the_markdown_view(tmp_path: Path, make_sim) -> N
     assert lines[2] == (f"**Drafter pays over Base up to 2 concurrent requests; from 4 on it is slower"
                         f" (per request; aggregate: from 4 on); the engine stopped drafting at 4.**")
     assert "| 4 | ok | 8 |" in md.output and "## Drafter vs Base" in md.output
+    # the base's dashes say why (no drafter: no spec-decode counters); the drafter's table has none to explain
+    base_part, drafter_part = md.output.split("## Base", 1)[1].split("## Drafter", 1)
+    assert "drafts per step –: the engine's /metrics has no spec-decode counters" in " ".join(base_part.split())
+    assert "drafts per step –" not in drafter_part.split("## Drafter vs Base")[0]
     csv = invoke("report", sweep["out"], "--format", "csv")
     assert csv.exit_code == 2 and len(csv.output.strip().splitlines()) == 1
