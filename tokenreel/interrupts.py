@@ -9,6 +9,7 @@ to print says what was stopped and what is left (`interrupted_line`). Recording
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 
@@ -21,14 +22,28 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
+_stopping: list[bool] = []  # set once a first signal was taken: the process is on its way out
+
+
 def second_signal_exits() -> None:
     """After a first Ctrl-C or SIGTERM, a second one exits at once and quietly, 128 + its number."""
 
     def again(signum: int, frame: object) -> None:
         os._exit(128 + signum)
 
+    _stopping.append(True)
     signal.signal(signal.SIGINT, again)
     signal.signal(signal.SIGTERM, again)
+
+
+@atexit.register  # registered at import, before any other module's: so it runs after all of theirs
+def _ignore_signals_while_finalizing() -> None:
+    """Python's finalization puts the default handlers back, and a second Ctrl-C arriving then
+    killed the process by SIGINT (exit -2 instead of 130: seen on a loaded machine). Once
+    interrupted, nothing is left to stop but the exit under way, so the signals are ignored."""
+    if _stopping:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def exit_while_starting() -> None:
