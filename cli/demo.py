@@ -96,7 +96,7 @@ def demo(
     html = out_dir / "demo.html"
     with user_errors(html):
         write_atomic(html, render_report(load_session(path), "html").encode("utf-8"))
-    out.print(f"report: {html}  (open it in a browser: charts, percentiles, same answers, a replay)", markup=False)
+    out.print(f"report: {shown_path(html)}  (open it in a browser: charts, percentiles, same answers, a replay)", markup=False)
     code = demo_sweep(out_dir, time_scale)
     if code:
         raise typer.Exit(code)
@@ -172,6 +172,6 @@ def demo_sweep(out_dir: Path, time_scale: float) -> int:
     with user_errors(html):
         write_atomic(html, sweep_html(load_session(path, sweep_ok=True)).encode("utf-8"))
         charts = write_charts(session, out_dir, ["png", "svg"], force=True)
-    out.print(f"sweep report: {html}  (the crossover, ratios per level, charts: {', '.join(c.name for c in charts)})",
+    out.print(f"sweep report: {shown_path(html)}  (the crossover, ratios per level, charts: {', '.join(shown_path(c.name) for c in charts)})",
               markup=False)
     return 0

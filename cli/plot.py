@@ -75,4 +75,4 @@ def plot(
         paths = write_charts(session, out_dir, formats, None if prompt is None else [prompt], theme, force,
                              RunSelection(exclude_host_contended=exclude_host_contended))
     for path in paths:
-        out.print(str(path), markup=False, soft_wrap=True)
+        out.print(shown_path(path), markup=False, soft_wrap=True)

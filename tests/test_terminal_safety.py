@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 import re
 import threading
 from collections.abc import Iterator
@@ -133,6 +134,8 @@ def test_printed_paths_name_the_real_file_escaped(tmp_path: Path) -> None:
         (("report", str(tmp_path / f"{ODD_NAME}-missing.json")), 2, f"{shown_path(tmp_path / ODD_NAME)}-missing.json: no such file"),
         (("report", str(session), "-o", str(report)), 0, f"report written to {shown_path(report)}"),
         (("report", str(session), "-o", str(report)), 2, f"tokenreel: {shown_path(report)} already exists"),
+        (("plot", str(session), "--out", str(tmp_path / ODD_NAME), "--format", "svg"), 0,
+         f"{shown_path(tmp_path / ODD_NAME)}{os.sep}"),
     ]
     for args, code, expected in cases:
         result = runner.invoke(app, list(args))
