@@ -205,11 +205,13 @@ class SimServer:
         return await self._generate(request, chat=False)
 
     def _gateway_fault(self, fault: str | None) -> web.Response | None:
-        """Failures before the engine sees the request: API key, rate limit, crash."""
+        """Failures before the engine sees the request: API key, rate limit, overload, crash."""
         if fault == "401":
             return self.engine.unauthorized()
         if fault == "429":
             return self.engine.error(429, "Too many requests, retry later.", "RateLimitError", None, {"Retry-After": "1"})
+        if fault == "503":  # an overloaded gateway or engine turning requests away
+            return self.engine.error(503, "Service unavailable: too many requests in flight.", "ServiceUnavailableError")
         if fault == "500":
             return self.engine.error(500, "Simulated internal server error.", "InternalServerError")
         return None

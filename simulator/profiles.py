@@ -16,6 +16,7 @@ FAULTS: tuple[str, ...] = (
     "404",
     "429",
     "500",
+    "503",
     "error_event",
     "drop",
     "stall",

@@ -135,6 +135,7 @@ EXPECTED = {
     "404": ("HTTP 404 from", 404, False),
     "429": ("HTTP 429 from", 429, False),
     "500": ("HTTP 500 from", 500, False),
+    "503": ("HTTP 503 from", 503, False),
     "error_event": ("the server sent an error event after 3 tokens: Simulated engine failure", 200, True),
     "drop": ("connection dropped after 3 tokens", 200, True),
     "stall": (f"stream stalled: no data for {STALL_S} s after 3 tokens", 200, True),

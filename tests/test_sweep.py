@@ -161,13 +161,14 @@ def test_requests_and_duration_together_are_refused(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "give one of them" in result.output
 
 
-def test_a_refusing_endpoint_fails_its_level_and_the_sweep_goes_on(tmp_path: Path, make_sim) -> None:
-    cluster = make_sim([SEED_LADDER[0], seed("nvfp4", fault="429")])
+@pytest.mark.parametrize("status", ["429", "503"])
+def test_a_refusing_endpoint_fails_its_level_and_the_sweep_goes_on(tmp_path: Path, make_sim, status: str) -> None:
+    cluster = make_sim([SEED_LADDER[0], seed("nvfp4", fault=status)])
     config = write_config(tmp_path / "c.toml", cluster, max_tokens=8)
     out = tmp_path / "sweep.json"
     result = invoke("sweep", "--config", config, "--concurrency", "1,2", "--requests", "2", "--out", out, "--no-preflight")
     assert result.exit_code == 1
-    assert "nvfp4 level 1 failed: the endpoint refused concurrency 1 (HTTP 429)" in result.output
+    assert f"nvfp4 level 1 failed: the endpoint refused concurrency 1 (HTTP {status})" in result.output
     session = archive.load(out)
     statuses = {(r.arm, r.level): r.status for r in session.levels}
     assert statuses == {("bf16", 1): "ok", ("bf16", 2): "ok", ("nvfp4", 1): "failed", ("nvfp4", 2): "skipped"}
