@@ -4,6 +4,7 @@ prompts a target needs; the estimate is checked against a larger draw from the s
 from __future__ import annotations
 
 import random
+import shutil
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -77,3 +78,20 @@ def test_plan_prints_a_table_and_check_without_a_pilot_says_how_to_get_one(tmp_p
     check = runner.invoke(app, ["record", "--config", str(config), "--out", str(tmp_path / "none.json"), "--check",
                                 "--target-ci", "2%"])
     assert "no pilot at" in check.output and "record a few prompts per category" in check.output
+
+
+def test_check_with_a_pilot_at_out_prints_the_plan_for_the_config_s_suite(tmp_path: Path) -> None:
+    """`record --check --target-ci` reads the session at --out as its pilot: the same table as
+    `plan` for the config's suite (builtin:mixed, 32 prompts), whatever the endpoints say."""
+    pilot = tmp_path / "pilot.json"
+    shutil.copyfile(H200 / "session-default-cache.json", pilot)
+    config = tmp_path / "c.toml"
+    config.write_text('[session]\nname = "x"\nprompts = "builtin:mixed"\n[[arms]]\nid = "a"\n'
+                      'base_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n')
+    runner = CliRunner()
+    check = runner.invoke(app, ["record", "--config", str(config), "--out", str(pilot), "--check", "--target-ci", "2%"])
+    plan = runner.invoke(app, ["plan", str(pilot), "--target-ci", "2%", "--suite-size", "32"])
+    assert plan.exit_code == 0, plan.output
+    table = [line for line in plan.output.splitlines() if "vs f16" in line]
+    assert table and all(line in check.output for line in table), (check.output, plan.output)
+    assert "no pilot" not in check.output and "32 prompts" in check.output
