@@ -21,6 +21,7 @@ both sides and counted, for GET /sim/sent, without changing a byte or a moment o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 from collections import deque
@@ -81,6 +82,9 @@ class SimServer:
         self.counters = make_counters(profile, self.served_model)
         self.state = SimState()
         self.running = 0  # requests the engine is working on (prefill or decode)
+        self.waiting = 0  # requests queued for a free slot (llama.cpp's requests_deferred)
+        slots = profile.slot_count
+        self._slots = asyncio.Semaphore(slots) if slots is not None else None
         self.requests: deque[dict[str, Any]] = deque(maxlen=REQUEST_LOG_LEN)
         self.sent: deque[SentStream] = deque(maxlen=SENT_LOG_LEN)
         self._sequence = 0
@@ -166,7 +170,7 @@ class SimServer:
         running, waiting = BUSY_PROFILE_GAUGES if self.profile.fault == "busy" else (0, 0)
         busy_running, busy_waiting = self.state.busy_gauges(now)
         self._flush_contention(now)
-        return self.counters.render(self.running + running + busy_running, waiting + busy_waiting)
+        return self.counters.render(self.running + running + busy_running, self.waiting + waiting + busy_waiting)
 
     def _flush_contention(self, now: float) -> None:
         """Credit the tokens 'someone else' generated since the last scrape."""
@@ -252,8 +256,34 @@ class SimServer:
         Each decode step's length and drafting follow the batch when it begins (the requests
         running then, this one included: `Profile.step_s_at`); its end is an absolute target
         on the loop clock, so a late wake-up is not carried into the next step."""
+        async with self._slot(ctx.t_start) as begun:
+            async with contextlib.aclosing(self._steps(ctx, fault, tally, begun)) as steps:
+                async for step in steps:
+                    yield step
+
+    @contextlib.asynccontextmanager
+    async def _slot(self, arrived: float) -> AsyncIterator[float]:
+        """When the request starts: at once, or where the engine has a fixed number of slots
+        (llama.cpp) and all are busy, once one ends (it waits, counted as waiting, and its TTFT
+        includes the wait, as on the engine)."""
+        if self._slots is None:
+            yield arrived
+            return
+        queued = self._slots.locked()
+        self.waiting += 1
+        try:
+            await self._slots.acquire()
+        finally:
+            self.waiting -= 1
+        try:
+            yield asyncio.get_running_loop().time() if queued else arrived
+        finally:
+            self._slots.release()
+
+    async def _steps(self, ctx: Context, fault: str | None, tally: Tally, begun: float) -> AsyncIterator[Step]:
+        """The request's steps once it runs (`begun`: arrival, or when its slot came free)."""
         plan, start, profile, scale = ctx.plan, ctx.t_start, self.profile, self.time_scale
-        target = start + scale * profile.ttft_s
+        target = begun + scale * profile.ttft_s
         counters, k = self.counters, profile.spec_k
         strike = min(FAULT_AFTER_CHUNKS, len(plan.steps) - 1)  # the planned steps: never more than made
         stepper = Stepper(plan)

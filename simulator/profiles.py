@@ -26,6 +26,7 @@ FAULTS: tuple[str, ...] = (
     "busy",
 )
 ENGINES: tuple[str, ...] = ("vllm", "sglang", "llamacpp")
+LLAMACPP_DEFAULT_SLOTS = 4  # what the simulated llama-server reports in /props and serves at once
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,7 @@ class Profile:
     batch_slope: float = 0.0
     draft_cost: float = 0.0
     drafting_off_above: int | None = None
+    slots: int | None = None  # requests served at once, the rest wait (llama.cpp's -np); None: the engine's default
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -105,6 +107,16 @@ class Profile:
             raise ValueError(f"profile {self.id!r}: batch_flat_tokens must be >= spec_k + 1, batch_slope >= 0")
         if not 0 <= self.draft_cost < self.verify_cost or (self.drafting_off_above is not None and self.drafting_off_above < 1):
             raise ValueError(f"profile {self.id!r}: draft_cost must be in [0, verify_cost), drafting_off_above >= 1")
+        if self.slots is not None and (self.slots < 1 or self.engine != "llamacpp"):
+            raise ValueError(f"profile {self.id!r}: slots must be >= 1, and only a llamacpp engine has slots")
+
+    @property
+    def slot_count(self) -> int | None:
+        """How many requests run at once: llama.cpp serves a fixed number of slots (4 unless
+        `slots` says), queueing the rest; vLLM and SGLang schedule every request here."""
+        if self.engine != "llamacpp":
+            return None
+        return self.slots if self.slots is not None else LLAMACPP_DEFAULT_SLOTS
 
     @property
     def step_s(self) -> float:

@@ -158,7 +158,7 @@ class LlamacppEngine(Engine):
         profile = self.profile
         return json_response({
             "default_generation_settings": {"n_ctx": profile.max_model_len, "params": {"n_predict": -1}},
-            "total_slots": 4,
+            "total_slots": profile.slot_count,
             "model_alias": self.model,
             "model_path": self.model_path,
             "build_info": BUILD,

@@ -157,3 +157,39 @@ def test_drafting_off_above_n_counts_no_draft(make_sim, off_above: int) -> None:
         assert counted == sum(s[key] for s in spec)
     assert all(r.counts[-1] == n for r in replies)
 
+
+
+def test_llamacpp_slots_queue_the_requests_beyond_them(make_sim) -> None:
+    """llama.cpp serves a fixed number of slots (-np): with 2, a third request waits, counted as
+    deferred in /metrics, and starts (its first token) only once one of the first two has ended."""
+    server = replace(PLAIN, id="slots", engine="llamacpp", ttft_s=0.02, batch_slope=0, slots=2)
+    cluster = make_sim([server], time_scale=SCALE)
+
+    async def one(http: aiohttp.ClientSession) -> tuple[float, float]:
+        body = {"model": "m", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 120, "stream": True}
+        first = None
+        async with http.post(cluster.base_url("slots") + "/chat/completions", json=body) as r:
+            assert r.status == 200
+            async for line in r.content:
+                if first is None and b'"content"' in line:
+                    first = time.perf_counter()
+        assert first is not None
+        return first, time.perf_counter()
+
+    async def run() -> tuple[list[tuple[float, float]], float]:
+        async with aiohttp.ClientSession() as http:
+            tasks = [asyncio.create_task(one(http)) for _ in range(3)]
+            await asyncio.sleep(0.2)
+            async with http.get(cluster.metrics_url("slots")) as r:
+                text = await r.text()
+            deferred = next(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                            if line.startswith("llamacpp:requests_deferred"))
+            return list(await asyncio.gather(*tasks)), deferred
+
+    spans, deferred = asyncio.run(run())
+    assert deferred == 1
+    firsts = sorted(spans)
+    assert firsts[2][0] >= min(end for _, end in firsts[:2]) - 0.005, spans  # it waited for a slot
+    assert firsts[1][0] - firsts[0][0] < 0.1  # the two slots started together
+    with pytest.raises(ValueError):
+        replace(PLAIN, slots=2)  # a vLLM shape has no slots
