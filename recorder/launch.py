@@ -29,6 +29,7 @@ import aiohttp
 
 from tokenreel.model import Arm
 from tokenreel.recorder.config import PORT, Launch, scrub_secret_flags, scrub_secrets
+from tokenreel.recorder.fingerprint import scrubbed_argv
 from tokenreel.recorder.replicas import arm_view
 from tokenreel.recorder.stream import one_line
 
@@ -125,7 +126,7 @@ class Engine:
         assert self.process is not None and self.process.stdout is not None
         with open(self.log_path, "ab") as log:
             room = MAX_LOG_BYTES - log.tell()
-            log.write(f"tokenreel: started pid {self.process.pid} at {self.started_at}: {' '.join(self._shown())}\n".encode())
+            log.write(f"tokenreel: started pid {self.process.pid} at {self.started_at}: {' '.join(scrubbed_argv(self.argv))}\n".encode())
             log.flush()
             dropped = 0
             for raw in self.process.stdout:
@@ -141,10 +142,6 @@ class Engine:
             if dropped:
                 log.write(f"tokenreel: {dropped} bytes of output not kept (the log is capped at {MAX_LOG_BYTES} bytes)\n".encode())
 
-    def _shown(self) -> list[str]:
-        from tokenreel.recorder.fingerprint import scrubbed_argv  # the fingerprint's scrubbing, one rule
-
-        return scrubbed_argv(self.argv)
 
     async def wait_ready(self, http: aiohttp.ClientSession) -> None:
         """Poll `ready_url` until it answers 200; EngineFailed when the engine exits or the time is up."""
