@@ -134,6 +134,27 @@ def test_sweep_refuses_launch_in_one_line(tmp_path: Path) -> None:
     assert "arm 'a' has launch" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
+def test_check_defers_a_launched_arms_endpoint_to_its_turn(tmp_path: Path) -> None:
+    config = write_config(tmp_path, [sim_arm("a"), sim_arm("b", launch=["no-such-engine-29", "--port", "{port}"])])
+    done = record(config, tmp_path / "s.json", "--check", timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "ok: a: launches" in done.stdout and "at its turn" in done.stdout
+    assert "b: launch: 'no-such-engine-29' is not an executable" in done.stderr
+    assert not (tmp_path / "s.engines").exists()  # nothing was started
+
+
+def test_the_engine_log_and_the_failure_line_never_hold_the_key(tmp_path: Path) -> None:
+    key = "sk-engine-log-secret-4242424242"
+    argv = [sys.executable, "-c", "import sys; print('args', sys.argv[1:], flush=True); sys.exit(3)", "--api-key", key]
+    config = write_config(tmp_path, [{"id": "leaky", "base_url": "http://127.0.0.1:{port}/v1", "model": "m", "launch": argv}])
+    done = record(config, tmp_path / "s.json", timeout=120)
+    assert done.returncode == 1, done.stderr
+    log = (tmp_path / "s.engines" / "leaky.log").read_text()
+    assert "args" in log and "***" in log and key not in log
+    assert key not in done.stderr + done.stdout and "exited with code 3" in done.stderr
+    assert key not in (tmp_path / "s.json").read_text()
+
+
 # --- with the simulator launched ---------------------------------------------------------------
 
 
