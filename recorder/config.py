@@ -293,6 +293,8 @@ def _launch(check: _Checker, table: dict[str, Any], where: str, arm: Arm) -> Lau
         raise check.fail(f"{where}.launch", "must be a non-empty list of non-empty strings: the command and its arguments")
     if arm.base_urls:
         raise check.fail(f"{where}.launch", "launches one engine; with replicas (base_urls) start the engines yourself")
+    if any(PORT in item for item in argv) and PORT not in arm.base_url:
+        raise check.fail(f"{where}.base_url", "launch listens on {port} (picked at the arm's turn): write base_url with {port} too")
     for i, item in enumerate(argv):  # a key on the command line is scrubbed from the engine log and the fingerprint
         if i and is_secret_flag(argv[i - 1]):
             remember_secret(item)

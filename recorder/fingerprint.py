@@ -5,7 +5,8 @@ subset of /version (vLLM), /v1/models (max_model_len), /server_info (SGLang) and
 (llama.cpp), so all are asked and whatever answers with JSON is kept. Failures are ignored:
 the fingerprint is provenance, not a precondition. Anything that looks like a secret is dropped,
 and the values of secret flags in a launch command (SGLang's `launch_command`: `--api-key X`)
-are scrubbed so the rest of the command is kept.
+are scrubbed so the rest of the command is kept. An arm that `record` launched (recorder.launch)
+also keeps its own command as `launch`, scrubbed the same way (`scrubbed_argv`).
 
 `summary` condenses it into what tells two arms apart (engine, version, context, quantization,
 speculative decoding): the Q4_0 arm and the Q4_0 + draft arm differ in llama.cpp's /props

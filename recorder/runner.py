@@ -2,7 +2,8 @@
 
 Sequential arms are the method (each arm alone on its endpoint, so nothing competes); saving
 the whole archive atomically after every run means a crash or Ctrl-C never loses a completed
-run, and re-running `record` on the same session redoes only what is not ok yet (resume).
+run, and re-running `record` on the same session redoes only what is not ok yet (resume). An arm
+with `launch` has its engine started for its turn and stopped before the next (recorder.launch).
 """
 
 from __future__ import annotations

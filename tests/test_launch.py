@@ -106,6 +106,7 @@ def assert_one_at_a_time(session: Session, expected: int) -> None:
     (sim_arm("a", ready_timeout_s=0), "arms[0].ready_timeout_s", "greater than 0"),
     (sim_arm("a", ready_url="ftp://127.0.0.1:{port}/health"), "arms[0].ready_url", "http://"),
     ({"id": "a", "base_url": "http://127.0.0.1:{port}/v1", "model": "m"}, "arms[0].base_url", "{port}"),
+    (sim_arm("a", base_url="http://127.0.0.1:8000/v1"), "arms[0].base_url", "with {port} too"),
     ({"id": "a", "base_url": "http://127.0.0.1:8000/v1", "model": "m", "ready_timeout_s": 5}, "arms[0].ready_timeout_s", "goes with launch"),
 ])
 def test_bad_launch_keys_are_one_line_naming_the_field(tmp_path: Path, arm: dict, field: str, words: str) -> None:
