@@ -26,6 +26,8 @@ from tokenreel.recorder.runner import (
     MAX_BUSY_RETRIES,
     ArmFinished,
     ArmStarted,
+    EngineFailedEvent,
+    EngineLaunching,
     GateWaiting,
     HostUnwatched,
     HostWaitedOut,
@@ -104,6 +106,9 @@ class RecordDisplay:
                 markup=False, highlight=False,
             )
             return
+        if isinstance(event, EngineFailedEvent):  # one line for the arm: its runs are not tried one by one
+            self.console.print(f"{event.arm}: failed: {event.line}", markup=False, highlight=False)
+            return
         if isinstance(event, LookDone):
             self.console.print(look_line(event), markup=False, highlight=False)
             return
@@ -119,7 +124,9 @@ class RecordDisplay:
         task = self.tasks.get(event.arm)
         if task is None:
             return
-        if isinstance(event, GateWaiting):
+        if isinstance(event, EngineLaunching):
+            status = f"starting {event.command}, waiting for {event.ready_url} (log: {event.log})"
+        elif isinstance(event, GateWaiting):
             status = f"waiting for idle: {event.running:g} running, {event.waiting:g} queued ({event.waited_s:.0f} s)"
         elif isinstance(event, RunStarted):
             status = f"{event.prompt} {self._run_name(event.index, event.warmup)}"

@@ -74,7 +74,7 @@ def _sweep(signals: RecordSignals, config: Path, concurrency: str, requests: int
 
     from tokenreel.archive import SessionLock
     from tokenreel.files import output_target
-    from tokenreel.recorder.config import load_config
+    from tokenreel.recorder.config import launch_of, load_config
     from tokenreel.recorder.runner import new_session
     from tokenreel.recorder.sweep import new_sweep, over_limits, parse_levels
 
@@ -94,6 +94,10 @@ def _sweep(signals: RecordSignals, config: Path, concurrency: str, requests: int
     if replicated:
         fail(f"{shown_path(config)}: arm {replicated[0]!r} has replicas (base_urls); a sweep loads one endpoint per arm:"
              " give each arm one base_url")
+    launched = [arm.id for arm in cfg.arms if launch_of(arm) is not None]
+    if launched:
+        fail(f"{shown_path(config)}: arm {launched[0]!r} has launch; a sweep does not start engines yet: start it yourself"
+             " and give its base_url")
     signals.check()
     path = out_path or Path("sessions") / f"{cfg.name}-sweep.json"
     with user_errors():

@@ -27,8 +27,11 @@ SESSION_KEYS = (
 )
 ARM_KEYS = (
     "id", "label", "base_url", "model", "api", "api_key_env", "metrics_url", "extra_body", "timeouts", "settings",
-    "tokenizer", "base_urls", "metrics_urls",
+    "tokenizer", "base_urls", "metrics_urls", "launch", "ready_url", "ready_timeout_s",
 )
+LAUNCH_KEYS = ("launch", "ready_url", "ready_timeout_s")
+PORT = "{port}"  # in launch, base_url, metrics_url and ready_url: a free loopback port picked at the arm's turn
+DEFAULT_READY_TIMEOUT_S = 600.0
 # The recorder sets these itself; letting extra_body replace them would break the stream parsing.
 RESERVED_BODY_KEYS = ("model", "messages", "prompt", "stream")
 ARM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -106,6 +109,23 @@ def scrub_secret_fields(value: Any) -> Any:
         remember_secret(value)
         return SECRET_MASK
     return value
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How `record` starts an arm's engine for its turn (recorder.launch): the argv (run without a
+    shell), the URL that answers 200 once it serves (None: `<base_url>/models`) and how long to wait."""
+
+    argv: tuple[str, ...]
+    ready_url: str | None = None
+    ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S
+
+
+def launch_of(arm: Arm) -> Launch | None:
+    """The arm's launch command, or None for an arm whose engine is already running. Like the sent
+    extra_body it lives beside the dataclass fields: the config says it, the archive never holds it
+    (the fingerprint keeps the scrubbed argv)."""
+    return arm.__dict__.get("_launch")
 
 
 class ConfigError(ValueError):
@@ -247,11 +267,47 @@ def _arm(check: _Checker, table: dict[str, Any], where: str, default_tokenizer: 
         base_urls=base_urls,
         metrics_urls=metrics_urls,
     )
+    launch = _launch(check, table, where, arm)
+    if launch is not None:
+        arm.__dict__["_launch"] = launch
     if arm.extra_body != extra_body:
         # The archive gets the scrubbed extra_body; requests send this one (not a dataclass field,
         # so never archived). See `request_extra_body`.
         arm.__dict__["_extra_body_sent"] = extra_body
     return arm
+
+
+def _launch(check: _Checker, table: dict[str, Any], where: str, arm: Arm) -> Launch | None:
+    """An arm's `launch`, `ready_url` and `ready_timeout_s`; `{port}` only where a launch picks it."""
+    if "launch" not in table:
+        for key in ("ready_url", "ready_timeout_s"):
+            if key in table:
+                raise check.fail(f"{where}.{key}", "goes with launch (the command that starts the arm's engine); add launch or remove it")
+        if PORT in arm.base_url or PORT in (arm.metrics_url or ""):
+            raise check.fail(f"{where}.base_url", "holds {port}, which only a launched engine fills in; add launch or give the port")
+        return None
+    argv = table["launch"]
+    if isinstance(argv, str):
+        raise check.fail(f"{where}.launch", f'must be a list of strings (run without a shell), e.g. ["llama-server", "-m", "model.gguf", "--port", "{PORT}"]')
+    if not isinstance(argv, list) or not argv or not all(isinstance(item, str) and item for item in argv):
+        raise check.fail(f"{where}.launch", "must be a non-empty list of non-empty strings: the command and its arguments")
+    if arm.base_urls:
+        raise check.fail(f"{where}.launch", "launches one engine; with replicas (base_urls) start the engines yourself")
+    if any(PORT in item for item in argv) and PORT not in arm.base_url:
+        raise check.fail(f"{where}.base_url", "launch listens on {port} (picked at the arm's turn): write base_url with {port} too")
+    for i, item in enumerate(argv):  # a key on the command line is scrubbed from the engine log and the fingerprint
+        if i and is_secret_flag(argv[i - 1]):
+            remember_secret(item)
+    ready_url = table.get("ready_url")
+    if ready_url is not None:
+        ready_url = check.url(ready_url, f"{where}.ready_url", arm.id)
+    timeout = check.number(table.get("ready_timeout_s", DEFAULT_READY_TIMEOUT_S), f"{where}.ready_timeout_s", positive=True)
+    return Launch(tuple(argv), ready_url, timeout)
+
+
+def is_secret_flag(text: str) -> bool:
+    """`--api-key` alone: the argument after it is a secret."""
+    return text.startswith("-") and bool(SECRET_FLAG.fullmatch(text + " x"))
 
 
 def _replicas(check: _Checker, table: dict[str, Any], where: str, arm_id: str) -> tuple[list[str], list[str]]:
@@ -364,6 +420,9 @@ class _Checker:
         """
         text = self.text(value, where)
         field = where.rsplit(".", 1)[-1]
+        if PORT in text:  # a launched engine's port: checked with a stand-in, kept as written
+            self.url(text.replace(PORT, "1"), where, arm_id)
+            return text.rstrip("/")
 
         def bad(problem: str) -> ConfigError:
             return self.fail(where, f"{problem} (arm {arm_id!r}); fix {field}")

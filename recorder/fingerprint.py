@@ -5,7 +5,8 @@ subset of /version (vLLM), /v1/models (max_model_len), /server_info (SGLang) and
 (llama.cpp), so all are asked and whatever answers with JSON is kept. Failures are ignored:
 the fingerprint is provenance, not a precondition. Anything that looks like a secret is dropped,
 and the values of secret flags in a launch command (SGLang's `launch_command`: `--api-key X`)
-are scrubbed so the rest of the command is kept.
+are scrubbed so the rest of the command is kept. An arm that `record` launched (recorder.launch)
+also keeps its own command as `launch`, scrubbed the same way (`scrubbed_argv`).
 
 `summary` condenses it into what tells two arms apart (engine, version, context, quantization,
 speculative decoding): the Q4_0 arm and the Q4_0 + draft arm differ in llama.cpp's /props
@@ -21,9 +22,9 @@ import aiohttp
 import orjson
 
 from tokenreel.recorder.config import (
-    SECRET_FLAG,
     SECRET_MASK,
     SECRET_VALUE,
+    is_secret_flag,
     looks_secret,
     scrub_secret_flags,
     scrub_secrets,
@@ -195,6 +196,11 @@ async def _get_json(
         return None
 
 
+def scrubbed_argv(argv: tuple[str, ...] | list[str]) -> list[str]:
+    """A launch command as the fingerprint keeps it: secret flags' values masked, keys dropped."""
+    return _clean(list(argv), None, 0)
+
+
 def _clean(value: Any, key: str | None, depth: int) -> Any:
     """Drop secret-looking keys and values (judged whole, before any cut), cut long strings and
     deep nesting."""
@@ -213,7 +219,7 @@ def _clean(value: Any, key: str | None, depth: int) -> Any:
             return []
         items = [_clean(v, key, depth + 1) for v in value]
         # argv lists: ["--api-key", "X"] keeps the flag, scrubs its value
-        items = [SECRET_MASK if i and isinstance(items[i - 1], str) and _is_secret_flag(items[i - 1]) else v
+        items = [SECRET_MASK if i and isinstance(items[i - 1], str) and is_secret_flag(items[i - 1]) else v
                  for i, v in enumerate(items)]
         return [v for v, raw in zip(items, value) if v == SECRET_MASK or not _secret_value(raw, key)]
     if isinstance(value, str):
@@ -223,10 +229,6 @@ def _clean(value: Any, key: str | None, depth: int) -> Any:
         if len(value) > MAX_STRING_CHARS:
             return value[:MAX_STRING_CHARS] + "..."
     return value
-
-
-def _is_secret_flag(text: str) -> bool:
-    return text.startswith("-") and bool(SECRET_FLAG.fullmatch(text + " x"))
 
 
 def _secret_value(value: Any, key: str | None) -> bool:

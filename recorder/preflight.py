@@ -5,11 +5,16 @@ Per arm: its key variable is set, the endpoint answers `/v1/models` and serves t
 context length fits the longest prompt plus max_tokens (prompt lengths from vLLM's `/tokenize`
 where it answers), and `/metrics` answers. A missing /metrics is a warning, not a problem: the
 run can still be measured, but without the idle gate and the contention check, and that is said.
+
+An arm with `launch` has no endpoint before its turn (recorder.launch): here only its key and its
+command are checked; the endpoint checks (`check_arm`) run when its engine answers, and a problem
+then fails that arm alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import shutil
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +23,7 @@ import orjson
 
 import tokenreel
 from tokenreel.model import Arm, Prompt, Settings
-from tokenreel.recorder.config import default_metrics_url, server_root
+from tokenreel.recorder.config import default_metrics_url, launch_of, server_root
 from tokenreel.recorder.engine_metrics import MetricsUnavailable, fetch_snapshot
 from tokenreel.recorder.fingerprint import card_context_length
 from tokenreel.recorder.prompts import chat_messages, completion_text
@@ -54,19 +59,40 @@ async def preflight(arms: list[Arm], prompts: list[Prompt], settings: Settings) 
     targets = [(replica_arm(arm, r), replica_name(arm.id, r)) if arm.replicas > 1 else (arm, arm.id)
                for arm in arms for r in range(arm.replicas)]
     async with aiohttp.ClientSession(headers=headers) as http:
-        checks = list(await asyncio.gather(*(check_arm(http, arm, prompts, settings) for arm, _ in targets)))
+        checks = list(await asyncio.gather(*(
+            check_arm(http, arm, prompts, settings) if launch_of(arm) is None else _launched(arm) for arm, _ in targets
+        )))
     for check, (_, name) in zip(checks, targets):
         check.arm = name
     return checks
 
 
-async def check_arm(http: aiohttp.ClientSession, arm: Arm, prompts: list[Prompt], settings: Settings) -> ArmCheck:
+async def _launched(arm: Arm) -> ArmCheck:
+    """An arm whose engine `record` launches at its turn: nothing answers before then, so only
+    its key and its command are checked here; the endpoint checks run once it answers (runner)."""
     check = ArmCheck(arm.id)
+    _check_key(check, arm)
+    launch = launch_of(arm)
+    assert launch is not None
+    command = launch.argv[0]
+    if shutil.which(command) is None:
+        check.problems.append(f"launch: {command!r} is not an executable file nor on PATH; fix the arm's launch command")
+    else:
+        check.notes.append(f"launches {command} at its turn (endpoint checked once it answers)")
+    return check
+
+
+def _check_key(check: ArmCheck, arm: Arm) -> None:
     if arm.api_key_env and api_key(arm) is None:
         check.problems.append(
             f"environment variable {arm.api_key_env} (its api_key_env) is not set; export it, or remove"
             " api_key_env if the endpoint needs no key"
         )
+
+
+async def check_arm(http: aiohttp.ClientSession, arm: Arm, prompts: list[Prompt], settings: Settings) -> ArmCheck:
+    check = ArmCheck(arm.id)
+    _check_key(check, arm)
     models_url = f"{arm.base_url}/models"
     answer = await _request(http, "GET", models_url, auth_headers(arm))
     if answer.refused:  # a redirect to another server, or an answer over its read limit

@@ -37,9 +37,14 @@ def shards(prompts: list[Prompt], replicas: int) -> list[list[str]]:
 
 
 def replica_arm(arm: Arm, replica: int) -> Arm:
-    """The arm as replica `replica` serves it: its base_url and metrics_url. It shares the arm's
+    """The arm as replica `replica` serves it: its base_url and metrics_url."""
+    return arm_view(arm, base_url=arm.base_urls[replica], metrics_url=arm.metrics_urls[replica])
+
+
+def arm_view(arm: Arm, **endpoint: str | None) -> Arm:
+    """The arm on another endpoint (a replica's, a launched engine's port). It shares the arm's
     `recorded` list; what the recorder must send but never archives goes along (config)."""
-    view = replace(arm, base_url=arm.base_urls[replica], metrics_url=arm.metrics_urls[replica])
+    view = replace(arm, **endpoint)
     view.__dict__.update({k: v for k, v in arm.__dict__.items() if k.startswith("_")})
     return view
 

@@ -2,7 +2,8 @@
 
 Sequential arms are the method (each arm alone on its endpoint, so nothing competes); saving
 the whole archive atomically after every run means a crash or Ctrl-C never loses a completed
-run, and re-running `record` on the same session redoes only what is not ok yet (resume).
+run, and re-running `record` on the same session redoes only what is not ok yet (resume). An arm
+with `launch` has its engine started for its turn and stopped before the next (recorder.launch).
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from typing import Callable, Union
 import aiohttp
 
 import tokenreel
-from tokenreel.recorder.config import default_metrics_url
+from tokenreel.recorder.config import default_metrics_url, launch_of
 from tokenreel.recorder.engine_metrics import merge_acceptance, missing_acceptance
-from tokenreel.recorder.fingerprint import fingerprint
+from tokenreel.recorder.fingerprint import fingerprint, scrubbed_argv
+from tokenreel.recorder.launch import Engine, EngineFailed, engine_for
+from tokenreel.recorder.preflight import check_arm
 from tokenreel.recorder.kernel_clock import stamping_connector
 from tokenreel.recorder.replicas import replica_arm, replica_name, rotated, shards
 from tokenreel.recorder.wakeup import prompt_wakeups
@@ -133,6 +136,24 @@ class RunFinished:
 
 
 @dataclass(frozen=True)
+class EngineLaunching:
+    """The arm's engine is starting (its `launch`); the arm waits until ready_url answers."""
+
+    arm: str
+    command: str
+    ready_url: str
+    log: str
+
+
+@dataclass(frozen=True)
+class EngineFailedEvent:
+    """The arm's engine exited or never answered: its runs failed; `line` names the command and the log's tail."""
+
+    arm: str
+    line: str
+
+
+@dataclass(frozen=True)
 class NoMetrics:
     """Once per arm: /metrics did not answer, so runs go unchecked for other traffic."""
 
@@ -153,7 +174,7 @@ class ArmFinished:
 
 RecordEvent = Union[
     ArmStarted, GateWaiting, RunStarted, RunProgress, RunFinished, ArmFinished, NoMetrics, HostWaitedOut, HostUnwatched,
-    RunRetried, LookDone,
+    RunRetried, LookDone, EngineLaunching, EngineFailedEvent,
 ]
 EventFn = Callable[[RecordEvent], None]
 
@@ -331,9 +352,15 @@ class _Recorder:
         self.warned_no_metrics = False
         recording = {"started_at": _now()} | ({} if self.replica is None else {"replica": str(self.replica)})
         arm.recorded.append(recording)
+        launch, engine = launch_of(arm), None
         try:
+            if launch is not None:  # its engine starts now and stops in the finally below, before the next arm
+                engine, arm = engine_for(arm, launch, self.result.path)
+                await self._launch(http, engine, arm)
             arm.fingerprint = await fingerprint(http, arm) or arm.fingerprint  # keep the last one if none answers
-            if self.replica == 0:  # a replica's arm is a view (recorder.replicas): the archive keeps replica 0's
+            if launch is not None:
+                arm.fingerprint["launch"] = scrubbed_argv(launch.argv)
+            if self.replica in (None, 0):  # a replica's or launched arm is a view (arm_view): the archive keeps replica 0's
                 session.arm(arm.id).fingerprint = arm.fingerprint
             if arm.fingerprint.get("version", {}).get("simulated") is True:
                 session.simulated = True
@@ -359,11 +386,40 @@ class _Recorder:
                 if self.fail_fast and run.status in ("failed", "invalid"):
                     self.result.stopped_on_failure = True
                     return False
+        except EngineFailed as exc:
+            self._engine_failed(arm, todo, str(exc), tally)
+            if self.fail_fast:
+                self.result.stopped_on_failure = True
+                return False
         finally:
+            if engine is not None:
+                engine.stop()
+                recording.update(engine.times())
             recording["finished_at"] = _now()
             save(session, self.result.path)
             self.emit(ArmFinished(arm.id, **tally))
         return True
+
+    async def _launch(self, http: aiohttp.ClientSession, engine: Engine, arm: Arm) -> None:
+        """Start the arm's engine, wait until it answers, then check it as the preflight would have
+        (model served, context, key): EngineFailed with one line when any of that fails."""
+        self.emit(EngineLaunching(arm.id, engine.argv[0], engine.ready_url, str(engine.log_path)))
+        engine.start()
+        await engine.wait_ready(http)
+        check = await check_arm(http, arm, self.session.prompts, self.session.settings)
+        if check.problems:
+            raise EngineFailed(f"engine of arm {arm.id} ({engine.argv[0]}) answers, but: {check.problems[0]}")
+
+    def _engine_failed(self, arm: Arm, todo: list[tuple[Prompt, int]], line: str, tally: dict[str, int]) -> None:
+        """The arm's runs fail with the engine's one line (said once); `--resume` relaunches for them."""
+        self.emit(EngineFailedEvent(arm.id, line))
+        started = _now()
+        failed = [Run(arm=arm.id, prompt=prompt.id, index=index, warmup=index < self.session.settings.warmup,
+                      status="failed", error=line, started_at=started, replica=self.replica) for prompt, index in todo]
+        keys = {run.key for run in failed}
+        self.session.runs = [r for r in self.session.runs if r.key not in keys] + failed
+        tally["failed"] += len(failed)
+        self.result.failed += len(failed)
 
     async def _watch_host(self, arm: Arm) -> None:
         """Set up the host gate for this arm: only an endpoint on this machine, only with PSI."""

@@ -1,0 +1,318 @@
+"""Arms that start their own engine (issue 29, item 1), with real processes on loopback.
+
+The fast tests launch the simulator (`tokenreel simulate`) through `launch`; the tests marked
+`engine` launch the cached llama.cpp build (tests/engines/) the same way: no server is started
+by a test itself. Lifetimes are read back from the archive (each arm's recording entry keeps
+its engine's pid and its start and exit times) and checked against the process table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from tests.test_recorder_support import finish
+from tokenreel import archive
+from tokenreel.model import ArchiveError, Session
+from tokenreel.recorder.config import ConfigError, launch_of, load_config
+from tokenreel.recorder.fingerprint import scrubbed_argv
+from tokenreel.simulator.profiles import profile_by_id
+
+REPO = Path(__file__).resolve().parents[1]
+SIM = [sys.executable, "-m", "tokenreel", "simulate", "--profiles", "bf16", "--port", "{port}", "--time-scale", "0.02"]
+SIM_MODEL = profile_by_id("bf16").model
+EXITS_AT_ONCE = [sys.executable, "-c", "import sys; print('no model here'); sys.exit(3)"]
+NEVER_ANSWERS = [sys.executable, "-c", "import time; print('loading forever', flush=True); time.sleep(1000)"]
+PROMPTS = [
+    {"id": "code-1", "category": "code",
+     "messages": [{"role": "user", "content": "Write a Python function that merges overlapping intervals."}]},
+]
+# Bounds for hangs, never speed targets: this machine is shared.
+RECORD_TIMEOUT_S = 300
+
+
+def toml_list(items: list[str]) -> str:
+    return "[" + ", ".join(json.dumps(item) for item in items) + "]"
+
+
+def write_config(tmp: Path, arms: list[dict], *, max_tokens: int = 16, warmup: int = 0, repeats: int = 1,
+                 prompts: list[dict] | None = None, idle_wait_s: float = 5) -> Path:
+    """A config whose arms are dicts of arm keys (lists become TOML arrays)."""
+    suite = tmp / "suite.jsonl"
+    suite.write_text("".join(json.dumps(p) + "\n" for p in (prompts or PROMPTS)))
+    lines = ["[session]", 'name = "launch"', f'prompts = "{suite.name}"', f"max_tokens = {max_tokens}",
+             f"warmup = {warmup}", f"repeats = {repeats}", f"idle_wait_s = {idle_wait_s}", ""]
+    for arm in arms:
+        lines.append("[[arms]]")
+        for key, value in arm.items():
+            lines.append(f"{key} = {toml_list(value) if isinstance(value, list) else json.dumps(value)}")
+        lines.append("")
+    path = tmp / "launch.toml"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def sim_arm(arm_id: str, **more: object) -> dict:
+    return {"id": arm_id, "base_url": "http://127.0.0.1:{port}/v1", "model": SIM_MODEL, "launch": SIM,
+            "ready_timeout_s": 120} | more
+
+
+def record(config: Path, session: Path, *args: str, timeout: float = RECORD_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tokenreel", "record", "--config", str(config), "--out", str(session), *args],
+        cwd=REPO, capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def engines(session: Session) -> list[dict[str, str]]:
+    """Every launched engine's recording entry, in recording order."""
+    return [entry | {"arm": arm.id} for arm in session.arms for entry in arm.recorded if entry.get("engine_pid")]
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie (a zombie holds no GPU memory, no port)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def assert_one_at_a_time(session: Session, expected: int) -> None:
+    """The engines ran one after another, and none is left running."""
+    entries = sorted(engines(session), key=lambda e: e["engine_started_at"])
+    assert len(entries) == expected, entries
+    for earlier, later in zip(entries, entries[1:]):
+        assert datetime.fromisoformat(earlier["engine_exited_at"]) <= datetime.fromisoformat(later["engine_started_at"]), entries
+    for entry in entries:
+        assert entry["engine_exited_at"], entry
+        assert not alive(int(entry["engine_pid"])), f"engine {entry['arm']} pid {entry['engine_pid']} still running"
+
+
+# --- config ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arm, field, words", [
+    (sim_arm("a", launch="llama-server -m x.gguf"), "arms[0].launch", "list of strings"),
+    (sim_arm("a", launch=[]), "arms[0].launch", "non-empty list"),
+    (sim_arm("a", ready_timeout_s=0), "arms[0].ready_timeout_s", "greater than 0"),
+    (sim_arm("a", ready_url="ftp://127.0.0.1:{port}/health"), "arms[0].ready_url", "http://"),
+    ({"id": "a", "base_url": "http://127.0.0.1:{port}/v1", "model": "m"}, "arms[0].base_url", "{port}"),
+    (sim_arm("a", base_url="http://127.0.0.1:8000/v1"), "arms[0].base_url", "with {port} too"),
+    ({"id": "a", "base_url": "http://127.0.0.1:8000/v1", "model": "m", "ready_timeout_s": 5}, "arms[0].ready_timeout_s", "goes with launch"),
+])
+def test_bad_launch_keys_are_one_line_naming_the_field(tmp_path: Path, arm: dict, field: str, words: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(write_config(tmp_path, [arm]))
+    message = str(caught.value)
+    assert f"{field}:" in message and words in message and "\n" not in message
+
+
+def test_launch_keys_load_and_a_key_in_the_command_is_scrubbed(tmp_path: Path) -> None:
+    argv = ["llama-server", "-m", "m.gguf", "--port", "{port}", "--api-key", "sk-launch-secret-0123456789"]
+    cfg = load_config(write_config(tmp_path, [sim_arm("a", launch=argv, ready_url="http://127.0.0.1:{port}/health"),
+                                              {"id": "b", "base_url": "http://127.0.0.1:9/v1", "model": "m"}]))
+    launch = launch_of(cfg.arms[0])
+    assert launch is not None and launch.argv == tuple(argv) and launch.ready_timeout_s == 120
+    assert launch.ready_url == "http://127.0.0.1:{port}/health" and cfg.arms[0].base_url == "http://127.0.0.1:{port}/v1"
+    assert launch_of(cfg.arms[1]) is None
+    assert scrubbed_argv(launch.argv) == ["llama-server", "-m", "m.gguf", "--port", "{port}", "--api-key", "***"]
+
+
+def test_sweep_refuses_launch_in_one_line(tmp_path: Path) -> None:
+    config = write_config(tmp_path, [sim_arm("a")])
+    done = subprocess.run([sys.executable, "-m", "tokenreel", "sweep", "--config", str(config), "--concurrency", "1,2", "--out", str(tmp_path / "w.json")],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "arm 'a' has launch" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_check_defers_a_launched_arms_endpoint_to_its_turn(tmp_path: Path) -> None:
+    config = write_config(tmp_path, [sim_arm("a"), sim_arm("b", launch=["no-such-engine-29", "--port", "{port}"])])
+    done = record(config, tmp_path / "s.json", "--check", timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "ok: a: launches" in done.stdout and "at its turn" in done.stdout
+    assert "b: launch: 'no-such-engine-29' is not an executable" in done.stderr
+    assert not (tmp_path / "s.engines").exists()  # nothing was started
+
+
+def test_the_engine_log_and_the_failure_line_never_hold_the_key(tmp_path: Path) -> None:
+    key = "sk-engine-log-secret-4242424242"
+    argv = [sys.executable, "-c", "import sys; print('args', sys.argv[1:], flush=True); sys.exit(3)", "--api-key", key]
+    config = write_config(tmp_path, [{"id": "leaky", "base_url": "http://127.0.0.1:{port}/v1", "model": "m", "launch": argv}])
+    done = record(config, tmp_path / "s.json", timeout=120)
+    assert done.returncode == 1, done.stderr
+    log = (tmp_path / "s.engines" / "leaky.log").read_text()
+    assert "args" in log and "***" in log and key not in log
+    assert key not in done.stderr + done.stdout and "exited with code 3" in done.stderr
+    assert key not in (tmp_path / "s.json").read_text()
+
+
+# --- with the simulator launched ---------------------------------------------------------------
+
+
+def test_launched_arms_run_one_at_a_time_and_fail_alone(tmp_path: Path) -> None:
+    """Three launched arms beside a command that exits at once and one that never answers: those
+    two fail in one line each (naming the command and the log's tail), the others record, their
+    engines never overlap and none outlives its arm; --resume relaunches only what it needs."""
+    arms = [sim_arm("one"), {"id": "exits", "base_url": "http://127.0.0.1:{port}/v1", "model": SIM_MODEL,
+                             "launch": EXITS_AT_ONCE},
+            sim_arm("two"), {"id": "hangs", "base_url": "http://127.0.0.1:{port}/v1", "model": SIM_MODEL,
+                             "launch": NEVER_ANSWERS, "ready_timeout_s": 3},
+            sim_arm("three")]
+    config = write_config(tmp_path, arms)
+    session_path = tmp_path / "s.json"
+    done = record(config, session_path)
+    assert done.returncode == 1, done.stderr
+    session = archive.load(session_path)
+    by_arm = {arm: [r for r in session.runs if r.arm == arm] for arm in ("one", "exits", "two", "hangs", "three")}
+    for arm in ("one", "two", "three"):
+        assert [r.status for r in by_arm[arm]] == ["ok"], (arm, done.stderr)
+    failed = [line for line in done.stderr.splitlines() if ": failed: engine of arm" in line]
+    assert len(failed) == 2, done.stderr
+    assert failed[0].startswith("exits: failed:") and "exited with code 3" in failed[0] and "no model here" in failed[0]
+    assert failed[1].startswith("hangs: failed:") and "within 3 s (ready_timeout_s)" in failed[1] and "loading forever" in failed[1]
+    assert [r.status for r in by_arm["exits"] + by_arm["hangs"]] == ["failed", "failed"]
+    assert_one_at_a_time(session, 5)
+    log = tmp_path / "s.engines" / "one.log"
+    assert "tokenreel: started pid" in log.read_text() and "tokenreel: stopped pid" in log.read_text()
+    assert session.arm("one").fingerprint["launch"] == SIM
+    assert session.arm("one").base_url == "http://127.0.0.1:{port}/v1"  # the template, so --resume matches it
+
+    again = record(config, session_path, "--resume")  # only the two failed arms are relaunched (and fail again)
+    assert again.returncode == 1, again.stderr
+    resumed = archive.load(session_path)
+    assert_one_at_a_time(resumed, 7)
+    assert [e["arm"] for e in engines(resumed)].count("one") == 1  # "one" was not relaunched
+
+
+def test_ctrl_c_mid_arm_leaves_no_engine(tmp_path: Path) -> None:
+    config = write_config(tmp_path, [sim_arm("slow")], max_tokens=4000, repeats=3)
+    config.write_text(config.read_text().replace('"0.02"', '"1"'))  # the simulator at full speed: a long run
+    session_path = tmp_path / "s.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tokenreel", "record", "--config", str(config), "--out", str(session_path)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    pid = wait_for_engine(session_path, proc)
+    time.sleep(1)  # into the first run
+    proc.send_signal(signal.SIGINT)
+    _, stderr = finish(proc, timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert not alive(pid), f"engine pid {pid} survived Ctrl-C"
+    assert_one_at_a_time(archive.load(session_path), 1)
+
+
+def test_sigkill_of_record_kills_the_engine(tmp_path: Path) -> None:
+    """PR_SET_PDEATHSIG: the kernel stops the engine even when record gets no chance to."""
+    config = write_config(tmp_path, [sim_arm("slow")], max_tokens=4000)
+    config.write_text(config.read_text().replace('"0.02"', '"1"'))
+    session_path = tmp_path / "s.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tokenreel", "record", "--config", str(config), "--out", str(session_path)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    pid = wait_for_engine(session_path, proc)
+    proc.kill()
+    finish(proc)
+    deadline = time.monotonic() + 30
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(pid), f"engine pid {pid} survived SIGKILL of record"
+
+
+def wait_for_engine(session_path: Path, proc: subprocess.Popen[str], timeout: float = 180) -> int:
+    """The pid of the engine `record` launched, once it runs (from its log's first line)."""
+    log = session_path.parent / f"{session_path.stem}.engines"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        for path in log.glob("*.log") if log.is_dir() else ():
+            head = path.read_text(errors="replace").split("\n", 1)[0]
+            if head.startswith("tokenreel: started pid ") and _answers(session_path):
+                return int(head.split()[3])
+        time.sleep(0.1)
+    raise AssertionError(f"no engine started under {log}")
+
+
+def _answers(session_path: Path) -> bool:
+    """The arm's fingerprint is saved: its engine answered and the runs begin."""
+    try:
+        return any(arm.fingerprint for arm in archive.load(session_path).arms)
+    except (ArchiveError, OSError):
+        return False
+
+
+# --- with the real llama.cpp build (tests/engines) --------------------------------------------
+
+
+def llamacpp_argv(model: Path, draft: Path | None = None) -> list[str]:
+    from tests.engines import build
+
+    spec = ["-md", str(draft), "--spec-type", "draft-simple", "--spec-draft-n-max", "8"] if draft else []
+    return [str(build.binary("llama-server")), "-m", str(model), *spec, "--host", "127.0.0.1", "--port", "{port}",
+            "-np", "1", "-c", "2048", "-t", "1", "-tb", "1", "--poll", "0", "--no-webui", "--metrics"]
+
+
+@pytest.fixture(scope="module")
+def llamacpp():
+    """The cached build and models (make engine builds them once; never built here)."""
+    from tests.engines import build, models
+
+    if not build.binary("llama-server").exists():
+        pytest.fail("engine tests need the cached llama.cpp build: run `make engine` first", pytrace=False)
+    return models.generate()
+
+
+@pytest.mark.engine
+def test_three_llamacpp_arms_through_launch_only(tmp_path: Path, llamacpp) -> None:
+    arms = [
+        {"id": "f16", "base_url": "http://127.0.0.1:{port}/v1", "model": "tiny", "launch": llamacpp_argv(llamacpp.f16)},
+        {"id": "exits", "base_url": "http://127.0.0.1:{port}/v1", "model": "tiny",
+         "launch": [str(Path(llamacpp_argv(llamacpp.f16)[0])), "--no-such-flag"]},
+        {"id": "q4_0", "base_url": "http://127.0.0.1:{port}/v1", "model": "tiny", "launch": llamacpp_argv(llamacpp.q4_0)},
+        {"id": "hangs", "base_url": "http://127.0.0.1:{port}/v1", "model": "tiny", "launch": NEVER_ANSWERS, "ready_timeout_s": 3},
+        {"id": "q4_0-spec", "base_url": "http://127.0.0.1:{port}/v1", "model": "tiny",
+         "launch": llamacpp_argv(llamacpp.q4_0, llamacpp.draft)},
+    ]
+    config = write_config(tmp_path, arms, max_tokens=64, idle_wait_s=30)
+    session_path = tmp_path / "s.json"
+    done = record(config, session_path, timeout=1200)
+    assert done.returncode == 1, done.stderr
+    session = archive.load(session_path)
+    for arm in ("f16", "q4_0", "q4_0-spec"):
+        runs = [r for r in session.runs if r.arm == arm]
+        assert runs and all(r.status == "ok" for r in runs), (arm, done.stderr)
+        assert session.arm(arm).fingerprint.get("props") is not None  # llama.cpp answered the fingerprint
+    failed = [line for line in done.stderr.splitlines() if ": failed: engine of arm" in line]
+    assert [line.split(":")[0] for line in failed] == ["exits", "hangs"], done.stderr
+    assert "exited with code" in failed[0]
+    assert_one_at_a_time(session, 5)
+
+
+@pytest.mark.engine
+def test_ctrl_c_mid_llamacpp_arm_leaves_no_engine(tmp_path: Path, llamacpp) -> None:
+    arms = [{"id": "f16", "base_url": "http://127.0.0.1:{port}/v1", "model": "tiny", "launch": llamacpp_argv(llamacpp.f16)}]
+    config = write_config(tmp_path, arms, max_tokens=1024, repeats=3, idle_wait_s=30)
+    session_path = tmp_path / "s.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tokenreel", "record", "--config", str(config), "--out", str(session_path)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    pid = wait_for_engine(session_path, proc, timeout=300)
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = finish(proc, timeout=120)
+    assert proc.returncode == 130, stderr
+    assert not alive(pid), f"llama-server pid {pid} survived Ctrl-C"
+    assert_one_at_a_time(archive.load(session_path), 1)
+    assert os.path.getsize(session_path.parent / "s.engines" / "f16.log") > 0
