@@ -15,6 +15,10 @@ architectures get their generic baseline. The cache key names machine and level
 not used, and a cached build is probed (each program started once) before it is trusted: one
 that cannot start here is rebuilt. Measured on this project's 2-core machine: a first build
 takes about 10 min (x86-64 baseline: 10.1 min; `-march=native` before: 20.6 min), then reused.
+
+The GPU ladder's CUDA variant (`build(cuda="90")`) adds `-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES`
+and is cached under its own key (`...-x86-64-v3-cuda-sm90`); `source=` builds from a carried
+tarball (`tests.engines.gpu_carry`) on a machine without network.
 """
 
 from __future__ import annotations
