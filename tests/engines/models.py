@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -234,8 +235,11 @@ def generate(spec: Spec = SPEC, engine: Path | None = None, jobs: int | None = N
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
-    for stale in final.parent.glob(f"models-{spec.name}-*"):  # this shape's earlier generators' output
-        if stale != final and stale.is_dir():
+    # This shape's earlier generators' output, and the folders named before shapes had names
+    # (models-<key>: ~140 MiB each).
+    for stale in final.parent.glob("models-*"):
+        earlier = stale.name.startswith(f"models-{spec.name}-") or re.fullmatch(r"models-[0-9a-f]{16}", stale.name)
+        if earlier and stale != final and stale.is_dir():
             shutil.rmtree(stale, ignore_errors=True)
     done = time.monotonic()
     sizes = ", ".join(f"{p.name} {p.stat().st_size / 2**20:.1f} MiB" for p in (out.f16, out.q4_0, out.draft))
