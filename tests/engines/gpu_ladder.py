@@ -80,6 +80,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--config", type=Path, default=TEMPLATE, help="the template to fill (default: examples/llamacpp-gpu.toml)")
     parser.add_argument("--jobs", type=int, help="build jobs and generator threads (default: every core)")
     parser.add_argument("--force", action="store_true", help="replace a session already in --out")
+    parser.add_argument("--prepare", action="store_true",
+                        help="build and generate only (the cache keeps both), e.g. within a command time limit")
     return parser.parse_args(argv)
 
 
@@ -108,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu ladder: {exc}", file=sys.stderr)
         return 2
     generated = time.monotonic()
+    if args.prepare:
+        print(f"gpu ladder: engine {built - started:.0f} s, models {generated - built:.0f} s; prepared", flush=True)
+        return 0
     config = out / "ladder.toml"
     config.write_text(fill(args.config, {
         "hardware": hardware(args.cpu), "llama_server": str(build.binary("llama-server", engine)),
