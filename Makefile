@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast engine tools golden bench bench-ci verify clean lock check-lock wheel
+.PHONY: demo test test-fast engine tools golden bench bench-ci verify clean lock check-lock wheel gpu-ladder gpu-carry
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,19 @@ test-fast: $(STAMP) tools
 engine: $(STAMP)
 	$(BIN)/python -m tests.engines.build
 	$(BIN)/python -m tests.engines.models
+
+# A real GPU ladder (issue 29; nvcc and an NVIDIA GPU): the pinned llama.cpp built with CUDA, the
+# 1.14 B-parameter generated models, three arms recorded through launch into out/gpu-ladder.
+# Runs with the venv where there is one, else with $(PYTHON) (a machine without network: install
+# .gpu-carry's wheels and tokenreel first, README "A real GPU ladder"). GPU_LADDER_ARGS='--cpu'
+# checks the same path on the CPU build; '--model F16.gguf --draft D.gguf' uses your own files.
+GPU_PY = $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
+gpu-ladder:
+	$(GPU_PY) -m tests.engines.gpu_ladder $(GPU_LADDER_ARGS)
+
+# What that machine needs when it has no network, in .gpu-carry/ (git-ignored, ~11 MiB).
+gpu-carry: $(STAMP)
+	$(BIN)/python -m tests.engines.gpu_carry
 
 bench: $(STAMP)
 	$(BIN)/python bench/render_throughput.py

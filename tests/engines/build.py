@@ -15,6 +15,10 @@ architectures get their generic baseline. The cache key names machine and level
 not used, and a cached build is probed (each program started once) before it is trusted: one
 that cannot start here is rebuilt. Measured on this project's 2-core machine: a first build
 takes about 10 min (x86-64 baseline: 10.1 min; `-march=native` before: 20.6 min), then reused.
+
+The GPU ladder's CUDA variant (`build(cuda="90")`) adds `-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES`
+and is cached under its own key (`...-x86-64-v3-cuda-sm90`); `source=` builds from a carried
+tarball (`tests.engines.gpu_carry`) on a machine without network.
 """
 
 from __future__ import annotations
@@ -47,6 +51,9 @@ CMAKE_FLAGS = (
     "-DLLAMA_BUILD_EXAMPLES=OFF",
 )
 REQUIRED_TOOLS = {"cmake": "cmake", "g++": "g++", "make": "make"}
+# The CUDA variant (the GPU ladder, issue 29): same flags plus these; the architecture is the GPU's
+# compute capability (nvidia-smi), else Hopper's (the H200 the ladder was first recorded on).
+DEFAULT_CUDA_ARCH = "90"
 
 
 class BuildError(RuntimeError):
@@ -85,29 +92,47 @@ def isa_flags(level: str) -> tuple[str, ...]:
     return tuple(f"-DGGML_{isa}={state}" for isa in X86_64_V3)
 
 
-def build_target() -> str:
-    """What a build runs on: this machine's architecture and the instruction-set level."""
-    return f"{platform.machine().lower() or 'unknown'}-{instruction_level()}"
+def cuda_arch() -> str:
+    """The first GPU's compute capability as CMake names it ("9.0" -> "90"), else the default."""
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return DEFAULT_CUDA_ARCH
+    first = (done.stdout.split() or [""])[0].replace(".", "")
+    return first if done.returncode == 0 and first.isdigit() else DEFAULT_CUDA_ARCH
 
 
-def engine_dir() -> Path:
-    """The finished install: bin/ with the two programs, src/ with the vendored llama.cpp."""
-    return cache_root() / f"llama.cpp-{LLAMA_CPP_PYTHON_VERSION}-{build_target()}"
+def cuda_flags(arch: str) -> tuple[str, ...]:
+    """cmake's switches for a CUDA build of one architecture (GGML_NATIVE is off for every build)."""
+    return ("-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={arch}")
 
 
-def binary(name: str) -> Path:
-    """Path of one built program (llama-server or llama-quantize)."""
-    return engine_dir() / "bin" / name
+def build_target(cuda: str | None = None) -> str:
+    """What a build runs on: this machine's architecture, the instruction-set level, the CUDA arch."""
+    gpu = f"-cuda-sm{cuda}" if cuda else ""
+    return f"{platform.machine().lower() or 'unknown'}-{instruction_level()}{gpu}"
 
 
-def gguf_py_dir() -> Path:
+def engine_dir(cuda: str | None = None) -> Path:
+    """The finished install: bin/ with the two programs, src/ with the vendored llama.cpp.
+    A CUDA build (`cuda` = its architecture) is cached apart from the CPU build."""
+    return cache_root() / f"llama.cpp-{LLAMA_CPP_PYTHON_VERSION}-{build_target(cuda)}"
+
+
+def binary(name: str, root: Path | None = None) -> Path:
+    """Path of one built program (llama-server or llama-quantize) of the install at root (default: CPU)."""
+    return (root or engine_dir()) / "bin" / name
+
+
+def gguf_py_dir(root: Path | None = None) -> Path:
     """The gguf-py package of the same llama.cpp, imported from here rather than installed."""
-    return engine_dir() / "src" / "gguf-py"
+    return (root or engine_dir()) / "src" / "gguf-py"
 
 
-def is_built() -> bool:
+def is_built(root: Path | None = None) -> bool:
     """True when a previous run finished the install (the rename is the last step)."""
-    return all(binary(t).is_file() for t in TARGETS) and (gguf_py_dir() / "gguf").is_dir()
+    return all(binary(t, root).is_file() for t in TARGETS) and (gguf_py_dir(root) / "gguf").is_dir()
 
 
 def probe(bin_dir: Path) -> str | None:
@@ -128,13 +153,16 @@ def probe(bin_dir: Path) -> str | None:
     return None
 
 
-def _check_tools() -> None:
+def _check_tools(cuda: bool) -> None:
     missing = [name for name in REQUIRED_TOOLS if shutil.which(name) is None]
     if missing:
         raise BuildError(
             f"building llama.cpp needs {', '.join(missing)}: install them "
             f"(Debian/Ubuntu: sudo apt-get install cmake g++ make)"
         )
+    if cuda and shutil.which("nvcc") is None:
+        raise BuildError("a CUDA build of llama.cpp needs nvcc on PATH: install the CUDA toolkit "
+                         "(or add its bin/ to PATH)")
 
 
 def _run(cmd: list[str], cwd: Path, log: Path) -> None:
@@ -170,31 +198,39 @@ def _extract_vendor(sdist: Path, dest: Path) -> Path:
     return dest
 
 
-def build(jobs: int | None = None) -> Path:
-    """Build and install the engine unless a finished install is already cached; return its dir."""
-    final = engine_dir()
-    if is_built():
+def build(jobs: int | None = None, cuda: str | None = None, source: Path | None = None) -> Path:
+    """Build and install the engine unless a finished install is already cached; return its dir.
+
+    `cuda`: build the CUDA variant for that architecture (e.g. "90"). `source`: a tarball laid out
+    like the pinned sdist (the trimmed one `tests.engines.gpu_carry` makes, for a machine without
+    network) instead of downloading the sdist."""
+    final = engine_dir(cuda)
+    if is_built(final):
         broken = probe(final / "bin")
         if broken is None:
             print(f"llama.cpp {LLAMA_CPP_PYTHON_VERSION}: reusing the cached build in {final}", flush=True)
             return final
         print(f"llama.cpp {LLAMA_CPP_PYTHON_VERSION}: the cached build in {final} cannot run here "
               f"({broken}): rebuilding", flush=True)
-    _check_tools()
+    _check_tools(cuda is not None)
     final.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix=f".{final.name}.building-", dir=final.parent))
     log = work / "build.log"
+    n = str(jobs or os.cpu_count() or 2)
+    expect = "about 4-5 min on 16 cores" if cuda else "about 10 min on 2 cores"
     print(f"llama.cpp {LLAMA_CPP_PYTHON_VERSION}: building {', '.join(TARGETS)} "
-          f"for {build_target()} (about 10 min on 2 cores; log {log})", flush=True)
+          f"for {build_target(cuda)} with {n} jobs ({expect}; log {log})", flush=True)
     try:
-        sdist = _download(work, log)
+        sdist = source if source is not None else _download(work, log)
         src = _extract_vendor(sdist, work / "src")
-        sdist.unlink()
+        if source is None:
+            sdist.unlink()
         bdir = work / "build"
         gen = ["-G", "Ninja"] if shutil.which("ninja") else []
-        _run(["cmake", "-S", str(src), "-B", str(bdir), *gen, *CMAKE_FLAGS, *isa_flags(instruction_level())], work, log)
-        n = str(jobs or os.cpu_count() or 2)
+        gpu = cuda_flags(cuda) if cuda else ()
+        _run(["cmake", "-S", str(src), "-B", str(bdir), *gen, *CMAKE_FLAGS, *isa_flags(instruction_level()), *gpu],
+             work, log)
         _run(["cmake", "--build", str(bdir), "--config", "Release", "-j", n,
               "--target", *TARGETS], work, log)
         (work / "bin").mkdir()
@@ -215,7 +251,7 @@ def build(jobs: int | None = None) -> Path:
         print(f"llama.cpp build failed; partial work left in {work}", file=sys.stderr)
         raise
     minutes = (time.monotonic() - started) / 60
-    print(f"llama.cpp {LLAMA_CPP_PYTHON_VERSION}: built in {minutes:.1f} min into {final}", flush=True)
+    print(f"llama.cpp {LLAMA_CPP_PYTHON_VERSION}: built in {minutes:.1f} min ({n} jobs) into {final}", flush=True)
     return final
 
 

@@ -13,6 +13,9 @@ two CPU cores is what keeps a whole ladder under a few minutes. Why this shape:
   draft (an f16 draft disagreed with the Q4_0 target it drafts for: acceptance 0.30, 0.76x).
 
 Everything is cached under a hash of the generator's inputs (this file, the spec, the engine pin).
+Each tensor has its own seed (the spec's seed and the tensor's index), so the tensors are drawn in
+parallel threads (numpy releases the GIL while drawing) and the bytes do not depend on the thread
+count: the GPU ladder's 1.14 B-parameter shape (`GPU_SPEC`) takes seconds on 16 cores.
 """
 
 from __future__ import annotations
@@ -20,10 +23,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -36,6 +42,7 @@ from tests.engines import build
 class Spec:
     """Model shape and the knobs that set how often the draft agrees with the target."""
 
+    name: str = "tiny"
     vocab: int = 2048
     n_embd: int = 512
     n_ff: int = 1408
@@ -48,6 +55,8 @@ class Spec:
 
 
 SPEC = Spec()
+# The GPU ladder's target (issue 29): a llama of 1.14 B parameters (f16 2,172 MiB, Q4_0 ~612 MiB).
+GPU_SPEC = Spec(name="gpu-1b", n_embd=2048, n_ff=5632, n_head=32, n_layer=22)
 SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -64,9 +73,9 @@ class Models:
     draft: Path
 
 
-def _gguf():
+def _gguf(engine: Path | None = None):
     """The gguf package of the pinned llama.cpp, from its source tree (not installed in the venv)."""
-    path = str(build.gguf_py_dir())
+    path = str(build.gguf_py_dir(engine))
     if path not in sys.path:
         sys.path.insert(0, path)
     import gguf  # noqa: PLC0415
@@ -74,9 +83,9 @@ def _gguf():
     return gguf
 
 
-def _training_text() -> list[Path]:
+def _training_text(engine: Path | None = None) -> list[Path]:
     """Fixed by the pin: the vendored llama.cpp's markdown docs, sorted."""
-    src = build.engine_dir() / "src"
+    src = (engine or build.engine_dir()) / "src"
     return sorted([src / "README.md", *(src / "docs").rglob("*.md")])
 
 
@@ -89,10 +98,10 @@ def _key(spec: Spec) -> str:
 
 
 def models_dir(spec: Spec = SPEC) -> Path:
-    return build.cache_root() / f"models-{_key(spec)}"
+    return build.cache_root() / f"models-{spec.name}-{_key(spec)}"
 
 
-def train_tokenizer(spec: Spec) -> tuple[list[str], list[int], list[str]]:
+def train_tokenizer(spec: Spec, engine: Path | None = None) -> tuple[list[str], list[int], list[str]]:
     """(tokens, token types, merges) of a byte-level BPE; specials first, ids 0..2."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -103,7 +112,7 @@ def train_tokenizer(spec: Spec) -> tuple[list[str], list[int], list[str]]:
         vocab_size=spec.vocab, special_tokens=list(SPECIAL), show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
-    texts = [p.read_text(encoding="utf-8", errors="replace") for p in _training_text()]
+    texts = [p.read_text(encoding="utf-8", errors="replace") for p in _training_text(engine)]
     tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
     data = json.loads(tok.to_str())
     vocab: dict[str, int] = data["model"]["vocab"]
@@ -115,38 +124,46 @@ def train_tokenizer(spec: Spec) -> tuple[list[str], list[int], list[str]]:
     return tokens, types, merges
 
 
-def _weights(spec: Spec) -> dict[str, np.ndarray]:
-    """Seeded random weights, (out, in) row-major as gguf-py expects; later layers damped."""
-    rng = np.random.default_rng(spec.seed)
+def _shapes(spec: Spec) -> dict[str, tuple[tuple[int, ...], float]]:
+    """Every tensor's (shape, scale) in file order; scale 0 marks a norm (ones), later layers damped."""
     e, f = spec.n_embd, spec.n_ff
-
-    def mat(rows: int, cols: int, scale: float = 1.0) -> np.ndarray:
-        return (rng.standard_normal((rows, cols), dtype=np.float32) * (scale / np.sqrt(cols))).astype(np.float16)
-
-    w: dict[str, np.ndarray] = {
-        "token_embd.weight": (rng.standard_normal((spec.vocab, e), dtype=np.float32)).astype(np.float16),
-        "output_norm.weight": np.ones(e, dtype=np.float32),
-        "output.weight": mat(spec.vocab, e, 4.0),
+    shapes: dict[str, tuple[tuple[int, ...], float]] = {
+        "token_embd.weight": ((spec.vocab, e), np.sqrt(e)),  # unit normal: scale / sqrt(cols) = 1
+        "output_norm.weight": ((e,), 0.0),
+        "output.weight": ((spec.vocab, e), 4.0),
     }
     for i in range(spec.n_layer):
         damp = 1.0 if i < spec.draft_layers else spec.later_scale
         p = f"blk.{i}."
-        w[p + "attn_norm.weight"] = np.ones(e, dtype=np.float32)
-        w[p + "attn_q.weight"] = mat(e, e)
-        w[p + "attn_k.weight"] = mat(e, e)
-        w[p + "attn_v.weight"] = mat(e, e)
-        w[p + "attn_output.weight"] = mat(e, e, damp)
-        w[p + "ffn_norm.weight"] = np.ones(e, dtype=np.float32)
-        w[p + "ffn_gate.weight"] = mat(f, e)
-        w[p + "ffn_up.weight"] = mat(f, e)
-        w[p + "ffn_down.weight"] = mat(e, f, damp)
-    return w
+        shapes |= {p + "attn_norm.weight": ((e,), 0.0), p + "attn_q.weight": ((e, e), 1.0),
+                   p + "attn_k.weight": ((e, e), 1.0), p + "attn_v.weight": ((e, e), 1.0),
+                   p + "attn_output.weight": ((e, e), damp), p + "ffn_norm.weight": ((e,), 0.0),
+                   p + "ffn_gate.weight": ((f, e), 1.0), p + "ffn_up.weight": ((f, e), 1.0),
+                   p + "ffn_down.weight": ((e, f), damp)}
+    return shapes
+
+
+def _weights(spec: Spec, jobs: int | None = None) -> dict[str, np.ndarray]:
+    """Seeded random weights, (out, in) row-major as gguf-py expects, drawn in parallel threads;
+    tensor i has the seed (spec.seed, i), so the bytes are the same for any thread count."""
+    shapes = _shapes(spec)
+
+    def draw(index: int, shape: tuple[int, ...], scale: float) -> np.ndarray:
+        if scale == 0.0:
+            return np.ones(shape, dtype=np.float32)
+        values = np.random.default_rng((spec.seed, index)).standard_normal(shape, dtype=np.float32)
+        values *= np.float32(scale / np.sqrt(shape[-1]))
+        return values.astype(np.float16)
+
+    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 2) as pool:
+        futures = [pool.submit(draw, i, shape, scale) for i, (shape, scale) in enumerate(shapes.values())]
+        return {name: future.result() for name, future in zip(shapes, futures)}
 
 
 def write_gguf(path: Path, spec: Spec, n_layer: int, weights: dict[str, np.ndarray],
-               tokenizer: tuple[list[str], list[int], list[str]], name: str) -> None:
+               tokenizer: tuple[list[str], list[int], list[str]], name: str, engine: Path | None = None) -> None:
     """One llama-architecture GGUF with the first n_layer blocks of `weights`."""
-    gguf = _gguf()
+    gguf = _gguf(engine)
     tokens, types, merges = tokenizer
     wr = gguf.GGUFWriter(str(path), "llama")
     wr.add_name(name)
@@ -180,17 +197,18 @@ def write_gguf(path: Path, spec: Spec, n_layer: int, weights: dict[str, np.ndarr
     wr.close()
 
 
-def _quantize(src: Path, dst: Path) -> None:
+def quantize(src: Path, dst: Path, engine: Path | None = None) -> None:
     """Q4_0 with the pinned llama-quantize (same recipe for target and draft, so they agree)."""
-    done = subprocess.run([str(build.binary("llama-quantize")), str(src), str(dst), "Q4_0"],
+    done = subprocess.run([str(build.binary("llama-quantize", engine)), str(src), str(dst), "Q4_0"],
                           capture_output=True, text=True)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"llama-quantize {src.name} failed (exit {done.returncode}): {last}")
 
 
-def generate(spec: Spec = SPEC) -> Models:
-    """Build (or reuse) the three files; atomic like the engine build."""
+def generate(spec: Spec = SPEC, engine: Path | None = None, jobs: int | None = None) -> Models:
+    """Build (or reuse) the three files with the install at `engine` (default: the CPU build's
+    gguf-py, docs and llama-quantize); atomic like the engine build."""
     final = models_dir(spec)
     out = Models(final / "target-f16.gguf", final / "target-q4_0.gguf", final / "draft-q4_0.gguf")
     if all(p.is_file() for p in (out.f16, out.q4_0, out.draft)):
@@ -198,13 +216,17 @@ def generate(spec: Spec = SPEC) -> Models:
         return out
     final.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    started = time.monotonic()
     try:
-        tokenizer = train_tokenizer(spec)
-        weights = _weights(spec)
-        write_gguf(work / out.f16.name, spec, spec.n_layer, weights, tokenizer, "tokenreel-tiny-target")
-        write_gguf(work / "draft-f16.gguf", spec, spec.draft_layers, weights, tokenizer, "tokenreel-tiny-draft")
-        _quantize(work / out.f16.name, work / out.q4_0.name)
-        _quantize(work / "draft-f16.gguf", work / out.draft.name)
+        tokenizer = train_tokenizer(spec, engine)
+        weights = _weights(spec, jobs)
+        drawn = time.monotonic()
+        write_gguf(work / out.f16.name, spec, spec.n_layer, weights, tokenizer, f"tokenreel-{spec.name}-target", engine)
+        write_gguf(work / "draft-f16.gguf", spec, spec.draft_layers, weights, tokenizer, f"tokenreel-{spec.name}-draft", engine)
+        del weights
+        written = time.monotonic()
+        quantize(work / out.f16.name, work / out.q4_0.name, engine)
+        quantize(work / "draft-f16.gguf", work / out.draft.name, engine)
         (work / "draft-f16.gguf").unlink()
         os.chmod(work, 0o755)
         if final.exists():
@@ -213,11 +235,16 @@ def generate(spec: Spec = SPEC) -> Models:
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
-    for stale in final.parent.glob("models-*"):  # earlier generators' output: ~140 MiB each
-        if stale != final and stale.is_dir():
+    # This shape's earlier generators' output, and the folders named before shapes had names
+    # (models-<key>: ~140 MiB each).
+    for stale in final.parent.glob("models-*"):
+        earlier = stale.name.startswith(f"models-{spec.name}-") or re.fullmatch(r"models-[0-9a-f]{16}", stale.name)
+        if earlier and stale != final and stale.is_dir():
             shutil.rmtree(stale, ignore_errors=True)
+    done = time.monotonic()
     sizes = ", ".join(f"{p.name} {p.stat().st_size / 2**20:.1f} MiB" for p in (out.f16, out.q4_0, out.draft))
-    print(f"models: generated {sizes} in {final}", flush=True)
+    print(f"models: generated {sizes} in {final} ({done - started:.1f} s: weights {drawn - started:.1f} s, "
+          f"writing {written - drawn:.1f} s, quantizing {done - written:.1f} s)", flush=True)
     return out
 
 
