@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import platform
 import socket
+from urllib.parse import urlsplit
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,6 +27,7 @@ from tokenreel.recorder.replicas import replica_arm, replica_name, rotated, shar
 from tokenreel.recorder.wakeup import prompt_wakeups
 from tokenreel.recorder.gate import contention, settle_after_run, wait_idle
 from tokenreel.recorder.host_gate import HostWatch, NoPressure, endpoint_is_local, find_psi
+from tokenreel.recorder.gpu_gate import Engine, GpuWait, NoNvml, gpu_gate, listener_pids, unavailable, with_descendants
 from tokenreel.recorder.sse_client import ProgressFn, stream_run
 from tokenreel.recorder.target import LookDone, TargetPlan
 from tokenreel.archive import save
@@ -78,6 +80,32 @@ class HostWaitedOut:
 @dataclass(frozen=True)
 class HostUnwatched:
     """Once per reason: the engine host's CPU pressure is not read (remote endpoint, no PSI)."""
+
+    arm: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class GpuWaiting:
+    """The arm's GPU is busy (another compute process, or utilisation over gpu_util_pct): the
+    GPU gate waits, at most gpu_wait_s, before the arm's first run."""
+
+    arm: str
+    detail: str
+    wait_s: float
+
+
+@dataclass(frozen=True)
+class GpuFlagged:
+    """The GPU stayed busy through the whole GPU gate: the arm is recorded anyway, flagged."""
+
+    arm: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class GpuUnchecked:
+    """Once per record: NVML cannot be read here, so no arm's GPU is checked or archived."""
 
     arm: str
     reason: str
@@ -153,7 +181,7 @@ class ArmFinished:
 
 RecordEvent = Union[
     ArmStarted, GateWaiting, RunStarted, RunProgress, RunFinished, ArmFinished, NoMetrics, HostWaitedOut, HostUnwatched,
-    RunRetried, LookDone,
+    RunRetried, LookDone, GpuWaiting, GpuFlagged, GpuUnchecked,
 ]
 EventFn = Callable[[RecordEvent], None]
 
@@ -310,6 +338,7 @@ class _Recorder:
         self.host_reasons_said: set[str] = set()  # HostUnwatched goes out once per reason
         self.host: HostWatch | None = None  # the arm's host gate; None: not watched (host_note says why)
         self.host_note = ""
+        self.gpu_reason = ""  # why NVML cannot be read (said once, archived per arm): not tried again
 
     async def arms(self, http: aiohttp.ClientSession, arms: list[Arm], prompts: set[str] | None,
                    out_of_time: Callable[[], bool] = lambda: False) -> bool:
@@ -338,7 +367,10 @@ class _Recorder:
             if arm.fingerprint.get("version", {}).get("simulated") is True:
                 session.simulated = True
             save(session, self.result.path)
-            await self._watch_host(arm)
+            local = await endpoint_is_local(arm.base_url)
+            await self._watch_host(arm, local)
+            if local and self.replica is None:  # replicas record at once: each other's engines share the machine
+                await self._check_gpu(arm, Engine(pids=_engine_pids(arm.base_url)))
             for prompt, index in todo:
                 run = await self._run(http, arm, prompt, index)
                 for attempt in range(1, MAX_BUSY_RETRIES + 1):
@@ -365,10 +397,31 @@ class _Recorder:
             self.emit(ArmFinished(arm.id, **tally))
         return True
 
-    async def _watch_host(self, arm: Arm) -> None:
+    async def _check_gpu(self, arm: Arm, engine: Engine) -> None:
+        """The GPU gate before the arm (recorder.gpu_gate), archived with the arm. An engine that
+        tokenreel starts itself passes its process group and the GPU's processes before it."""
+        settings = self.session.settings
+        if self.gpu_reason:
+            check = unavailable(self.gpu_reason)
+        else:
+            try:
+                check = await gpu_gate(GpuWait(settings.gpu_util_pct, settings.gpu_wait_s, engine),
+                                       lambda seen: self.emit(GpuWaiting(arm.id, seen, settings.gpu_wait_s)))
+            except NoNvml as exc:
+                self.gpu_reason = str(exc)
+                self.emit(GpuUnchecked(arm.id, self.gpu_reason))
+                check = unavailable(self.gpu_reason)
+            else:
+                if check.status == "busy":
+                    self.emit(GpuFlagged(arm.id, check.detail))
+        check.at = _now()
+        arm.gpu.append(check)
+        save(self.session, self.result.path)
+
+    async def _watch_host(self, arm: Arm, local: bool) -> None:
         """Set up the host gate for this arm: only an endpoint on this machine, only with PSI."""
         self.host, self.host_note = None, ""
-        if not await endpoint_is_local(arm.base_url):
+        if not local:
             self.host_note = "remote endpoint: its host's CPU load is not visible from here"
         else:
             try:
@@ -483,6 +536,15 @@ def _finished(run: Run) -> RunFinished:
         contended=run.contended,
         client_busy=_client_busy_line(run),
     )
+
+
+def _engine_pids(base_url: str) -> frozenset[int] | None:
+    """The processes of an engine on this machine: the one listening on the endpoint's port and
+    its descendants; None when that is not visible here."""
+    parts = urlsplit(base_url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    roots = listener_pids(port)
+    return with_descendants(roots) if roots else None
 
 
 def _client_busy_line(run: Run) -> str:

@@ -57,6 +57,19 @@ CLIENT_BUSY_P99_MS = 2.0
 # flags a run host_contended, after waiting at most HOST_WAIT_S for it to fall.
 HOST_PRESSURE_PCT = 10.0
 HOST_WAIT_S = 5.0
+# The GPU gate (`GpuCheck`, endpoints on this machine, issue 29): utilisation above this, or a
+# compute process that is not the arm's engine, flags the arm after waiting at most GPU_WAIT_S.
+GPU_UTIL_PCT = 10.0
+GPU_WAIT_S = 30.0
+GPU_STATUSES = ("idle", "busy", "unavailable")
+# Bounds on what NVML may report (a value outside is a driver bug and is dropped to None).
+MAX_GPU_DEVICES = 64
+MAX_GPU_PROCESSES = 4096
+MAX_GPU_NAME = 256
+MAX_GPU_MEMORY_BYTES = 2**50  # a pebibyte: far above any one GPU
+MAX_GPU_CLOCK_MHZ = 100_000
+MAX_GPU_POWER_MW = 10_000_000  # 10 kW
+MAX_PID = 2**31 - 1
 
 
 class ArchiveError(ValueError):
@@ -102,6 +115,9 @@ class Arm:
     # metrics_url being the first's. Empty: one replica (absent from the file).
     base_urls: list[str] = field(default_factory=list)
     metrics_urls: list[str] = field(default_factory=list)
+    # The GPU gate's check before each recording of this arm, oldest first (issue 29); empty
+    # (absent from the file): never checked (remote endpoint, replicas, or recorded before).
+    gpu: list[GpuCheck] = field(default_factory=list)
 
     @property
     def replicas(self) -> int:
@@ -130,6 +146,10 @@ class Settings:
     # for the host's CPU pressure to fall below host_pressure_pct, then record anyway, flagged.
     host_pressure_pct: float = HOST_PRESSURE_PCT
     host_wait_s: float = HOST_WAIT_S
+    # The GPU gate (local endpoints only, `GpuCheck`): wait up to gpu_wait_s before an arm for its
+    # GPU to have no other compute process and utilisation at most gpu_util_pct, then flag it.
+    gpu_util_pct: float = GPU_UTIL_PCT
+    gpu_wait_s: float = GPU_WAIT_S
 
 
 @dataclass
@@ -231,6 +251,57 @@ class HostPressure:
     before_pct: float  # the same over the gate's last sample before the run
     waited_s: float = 0.0
     contended: bool = False
+
+
+@dataclass
+class GpuProcess:
+    """A compute process NVML lists on a GPU. `engine`: it is the arm's own engine (True), another
+    program (False), or it could not be told (None: the engine's processes are not known, or
+    NVML's pids are another pid namespace's, as in a container)."""
+
+    pid: int
+    used_memory_bytes: int | None = None  # None: the driver does not say (some drivers, containers)
+    name: str = ""  # /proc/<pid>/comm where that pid is visible here; "" where it is not
+    engine: bool | None = None
+
+
+@dataclass
+class GpuDevice:
+    """One GPU as NVML read it before an arm; None where the device does not support the query."""
+
+    index: int
+    name: str
+    memory_total_bytes: int | None = None
+    memory_used_bytes: int | None = None
+    sm_clock_mhz: int | None = None
+    sm_clock_max_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    mem_clock_max_mhz: int | None = None
+    power_limit_mw: int | None = None  # the enforced limit, in NVML's milliwatts
+    utilization_pct: int | None = None  # the GPU's busy share over NVML's last sample period
+    processes: list[GpuProcess] = field(default_factory=list)
+
+
+@dataclass
+class GpuCheck:
+    """The GPU gate before one recording of an arm whose engine runs on this machine (issue 29).
+
+    "idle": no compute process other than the arm's engine and utilisation at most
+    `settings.gpu_util_pct` on the GPUs checked; "busy": still not so after `waited_s` (at most
+    `settings.gpu_wait_s`), the arm recorded anyway and flagged, `detail` says what was seen;
+    "unavailable": NVML could not be read, `detail` says why. `devices` is the last reading
+    (every GPU of this machine); `checked` the indexes the verdict looked at (the engine's GPUs
+    where they were found, else all).
+    """
+
+    status: str
+    at: str = ""  # UTC time of the verdict
+    driver: str = ""
+    cuda_driver: str = ""  # the CUDA version the driver supports ("12.4")
+    devices: list[GpuDevice] = field(default_factory=list)
+    checked: list[int] = field(default_factory=list)
+    waited_s: float = 0.0
+    detail: str = ""
 
 
 @dataclass
@@ -406,6 +477,16 @@ def fingerprint_summary(arm: Arm) -> dict[str, str]:
     return out
 
 
+def gpu_hardware(arm: Arm) -> str:
+    """The GPUs the arm's last GPU check looked at, as the end card names hardware ("1x NVIDIA
+    H200", "2x NVIDIA H200 / 1x NVIDIA L4"); "" when no check read a GPU."""
+    check = next((c for c in reversed(arm.gpu) if c.devices), None)
+    if check is None:
+        return ""
+    names = [d.name or "unnamed GPU" for d in check.devices if d.index in check.checked]
+    return " / ".join(f"{names.count(name)}x {name}" for name in dict.fromkeys(names))
+
+
 # ---------------------------------------------------------------------------------------------
 # The file's shape: a Session as the JSON object the file holds
 
@@ -450,8 +531,9 @@ def session_to_dict(session: Session) -> dict[str, Any]:
 
 
 def _arm_to_dict(arm: Arm) -> dict[str, Any]:
-    """asdict, leaving out replica lists that are empty (one replica): older files stay byte-identical."""
-    return {k: v for k, v in asdict(arm).items() if v or k not in ("base_urls", "metrics_urls")}
+    """asdict, leaving out replica lists (one replica) and GPU checks (none) that are empty: older
+    files stay byte-identical."""
+    return {k: v for k, v in asdict(arm).items() if v or k not in ("base_urls", "metrics_urls", "gpu")}
 
 
 def run_to_dict(run: Run) -> dict[str, Any]:
