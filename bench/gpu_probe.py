@@ -18,7 +18,8 @@ from dataclasses import asdict
 
 import orjson
 
-from tokenreel.model import GPU_UTIL_PCT, gpu_hardware, Arm
+from tokenreel.gpu import gpu_hardware
+from tokenreel.model import GPU_UTIL_PCT
 from tokenreel.recorder.gpu_gate import Engine, GpuWait, NoNvml, listener_pids, read_gpus, with_descendants
 from tokenreel.report.wording import gpu_device_text
 
@@ -43,8 +44,7 @@ def main() -> int:
     check = GpuWait(args.util_pct, 0.0, engine).step(snapshot, 0.0)
     assert check is not None  # a wait of 0 s always decides
     print(orjson.dumps(asdict(check), option=orjson.OPT_INDENT_2).decode())
-    arm = Arm(id="probe", label="probe", base_url="", model="", gpu=[check])
-    print(f"end card hardware: {gpu_hardware(arm) or '(none)'}")
+    print(f"end card hardware: {gpu_hardware([check]) or '(none)'}")
     for device in check.devices:
         print(gpu_device_text(asdict(device)))
     print(f"verdict: {check.status}" + (f": {check.detail}" if check.detail else ""))

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from tokenreel.model import GpuCheck, GpuDevice, GpuProcess
-from tokenreel.validate import bound_gpu
+from tokenreel.gpu import GpuCheck, GpuDevice, GpuProcess
+from tokenreel.gpu_validate import bound_gpu
 
 POLL_S = 1.0  # NVML's utilisation is an average over its last sample period (up to a second)
 PROC = Path("/proc")

@@ -22,7 +22,8 @@ from tokenreel.figures import multiplier
 from tokenreel.files import read_input
 from tokenreel.claims import METRICS, Speedup, claim_text, interval_text, run_speedup, scope_text, suite_speedup
 from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, median_run, missing_cells
-from tokenreel.model import Arm, Prompt, Run, Session, fingerprint_summary, gpu_hardware
+from tokenreel.gpu import gpu_hardware
+from tokenreel.model import Arm, Prompt, Run, Session, fingerprint_summary
 from tokenreel.selection import RunSelection
 from tokenreel.metrics import first_token_index, last_token_index, output_tokens, run_metrics
 from tokenreel.theme import Theme, load_theme
@@ -340,7 +341,7 @@ def end_facts(session: Session, arm_ids: list[str]) -> EndFacts:
     if session.simulated:
         hardware, engine = "simulated endpoints, no GPU", "tokenreel simulate (behaves like vLLM)"
     else:
-        declared = [a.settings.get("hardware") or fingerprint_summary(a).get("hardware", "") or gpu_hardware(a) for a in arms]
+        declared = [a.settings.get("hardware") or fingerprint_summary(a).get("hardware", "") or gpu_hardware(a.gpu) for a in arms]
         hardware = _joined(declared, "hardware not stated (config: [session] hardware)")
         engine = _joined([_engine(a) for a in arms], "engine not stated by the endpoints")
     return EndFacts(

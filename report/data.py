@@ -10,7 +10,8 @@ from dataclasses import asdict
 
 from tokenreel.answers import build_answers
 from tokenreel.claims import DEFINITIONS, all_speedups, claim_text, headline, interval_text, scope_text
-from tokenreel.model import Arm, Session, fingerprint_summary, gpu_hardware
+from tokenreel.gpu import gpu_hardware
+from tokenreel.model import Arm, Session, fingerprint_summary
 from tokenreel.ladder import build_cells, build_ladder, category_ladders, category_table, common_prompts, missing_cells
 from tokenreel.replica_ladders import replica_ladders
 from tokenreel.latency import PERCENTILE_METHOD, Latency, LatencyRow, build_latency
@@ -110,7 +111,7 @@ def gpu_entry(arm: Arm) -> dict:
         "arm": arm.id,
         "status": last["status"] if last else "not checked",
         "flagged": any(check.status == "busy" for check in arm.gpu),
-        "hardware": gpu_hardware(arm),
+        "hardware": gpu_hardware(arm.gpu),
         "last": last,
         "checks": len(arm.gpu),
     }

@@ -24,13 +24,15 @@ from tests.session_factory import ladder
 from tests.test_cli import invoke, write_config
 from tests.test_recorder_support import seed
 from tokenreel import archive
-from tokenreel.model import ArchiveError, GpuCheck, GpuDevice, GpuProcess, session_to_dict
+from tokenreel.gpu import GpuDevice, GpuProcess
+from tokenreel.gpu_validate import bound_gpu
+from tokenreel.model import ArchiveError, session_to_dict
 from tokenreel.recorder.gpu_gate import (
     Engine, GpuSnapshot, GpuWait, NoNvml, classify, cuda_version, listener_pids, read_gpus, verdict, with_descendants,
 )
 from tokenreel.renderer.plan import end_facts
 from tokenreel.report import build_report, render_report
-from tokenreel.validate import bound_gpu, from_dict
+from tokenreel.validate import from_dict
 
 H200_MIB = 143_771  # what NVML reports as an H200's memory total
 ENGINE, OTHER = 4242, 5151

@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import math
 import re
-from functools import partial
 from typing import Any, Callable
 
 from tokenreel.field_reader import FieldReader, T
+from tokenreel.gpu_validate import gpu_check
 from tokenreel.model import (
-    CLIENT_BUSY_P99_MS, CLOCK_SOURCES, FORMAT, GATE_STATUSES, GPU_STATUSES, GPU_UTIL_PCT, GPU_WAIT_S,
-    HOST_PRESSURE_PCT, HOST_WAIT_S, MAX_GPU_CLOCK_MHZ, MAX_GPU_DEVICES, MAX_GPU_MEMORY_BYTES, MAX_GPU_NAME,
-    MAX_GPU_POWER_MW, MAX_GPU_PROCESSES, MAX_PID, GpuCheck, GpuDevice, GpuProcess,
+    CLIENT_BUSY_P99_MS, CLOCK_SOURCES, FORMAT, GATE_STATUSES, GPU_UTIL_PCT, GPU_WAIT_S, HOST_PRESSURE_PCT, HOST_WAIT_S,
     MAX_ACCEPTANCE_LENGTH, MAX_CHUNKS_PER_RUN, MAX_COUNT, MAX_OFFSET_NS, MAX_RESPONSE_ID, MAX_RUNS,
     MAX_TOKENS_PER_EVENT, RUN_STATUSES, TOKEN_SOURCES, VERSION, Acceptance, ArchiveError, Arm,
     Chunks, Clock, Gate, HostPressure, Prompt, Run, Session, Settings, Stopping, run_to_dict, session_to_dict,
@@ -71,16 +69,12 @@ def _arm(r: FieldReader, data: Any, where: str) -> Arm:
         tokenizer=r.get(d, "tokenizer", where, r.opt_str, None),
         base_urls=_strings(r, d.get("base_urls", []), f"{where}.base_urls"),
         metrics_urls=_strings(r, d.get("metrics_urls", []), f"{where}.metrics_urls"),
-        gpu=[_gpu_check(r, item, f"{where}.gpu[{i}]") for i, item in enumerate(r.get(d, "gpu", where, r.list_, []))],
+        gpu=[gpu_check(r, item, f"{where}.gpu[{i}]") for i, item in enumerate(r.get(d, "gpu", where, r.list_, []))],
     )
 
 
 def _strings(r: FieldReader, data: Any, where: str) -> list[str]:
-    return _items(r, data, where, r.str_)
-
-
-def _items(r: FieldReader, data: Any, where: str, kind: Callable[[Any, str], T]) -> list[T]:
-    return [kind(item, f"{where}[{i}]") for i, item in enumerate(r.list_(data, where))]
+    return [r.str_(item, f"{where}[{i}]") for i, item in enumerate(r.list_(data, where))]
 
 
 def _settings(r: FieldReader, data: Any, where: str) -> Settings:
@@ -199,99 +193,6 @@ def _host(r: FieldReader, data: Any, where: str) -> HostPressure | None:
         waited_s=r.get(d, "waited_s", where, r.nonneg_num, 0.0),
         contended=r.get(d, "contended", where, r.bool_, False),
     )
-
-
-# Each bounded integer field of a GPU reading and its largest value (`bound_gpu`, `_gpu_device`).
-GPU_DEVICE_BOUNDS = {
-    "memory_total_bytes": MAX_GPU_MEMORY_BYTES, "memory_used_bytes": MAX_GPU_MEMORY_BYTES,
-    "sm_clock_mhz": MAX_GPU_CLOCK_MHZ, "sm_clock_max_mhz": MAX_GPU_CLOCK_MHZ,
-    "mem_clock_mhz": MAX_GPU_CLOCK_MHZ, "mem_clock_max_mhz": MAX_GPU_CLOCK_MHZ,
-    "power_limit_mw": MAX_GPU_POWER_MW, "utilization_pct": 100,
-}
-
-
-def _bounded(r: FieldReader, value: Any, where: str, high: int) -> int | None:
-    number = r.opt_int(value, where)
-    if number is not None and number > high:
-        raise r.fail(where, f"expected at most {high}, got {number}")
-    return number
-
-
-def _name(r: FieldReader, value: Any, where: str) -> str:
-    text = r.str_(value, where)
-    if len(text) > MAX_GPU_NAME:
-        raise r.fail(where, f"expected at most {MAX_GPU_NAME} characters, got {len(text)}")
-    return text
-
-
-def _gpu_process(r: FieldReader, data: Any, where: str) -> GpuProcess:
-    d = r.obj(data, where)
-    return GpuProcess(
-        pid=_bounded(r, r.get(d, "pid", where, r.nonneg_int), f"{where}.pid", MAX_PID) or 0,
-        used_memory_bytes=_bounded(r, d.get("used_memory_bytes"), f"{where}.used_memory_bytes", MAX_GPU_MEMORY_BYTES),
-        name=r.get(d, "name", where, partial(_name, r), ""),
-        engine=r.get(d, "engine", where, r.opt_bool, None),
-    )
-
-
-def _gpu_device(r: FieldReader, data: Any, where: str) -> GpuDevice:
-    d = r.obj(data, where)
-    processes = r.get(d, "processes", where, r.list_, [])
-    if len(processes) > MAX_GPU_PROCESSES:
-        raise r.fail(f"{where}.processes", f"{len(processes)} entries is more than the limit of {MAX_GPU_PROCESSES}")
-    figures = {name: _bounded(r, d.get(name), f"{where}.{name}", high) for name, high in GPU_DEVICE_BOUNDS.items()}
-    return GpuDevice(
-        index=_bounded(r, r.get(d, "index", where, r.nonneg_int), f"{where}.index", MAX_GPU_DEVICES - 1) or 0,
-        name=r.get(d, "name", where, partial(_name, r)),
-        **figures,
-        processes=[_gpu_process(r, item, f"{where}.processes[{i}]") for i, item in enumerate(processes)],
-    )
-
-
-def _gpu_check(r: FieldReader, data: Any, where: str) -> GpuCheck:
-    d = r.obj(data, where)
-    devices = r.get(d, "devices", where, r.list_, [])
-    if len(devices) > MAX_GPU_DEVICES:
-        raise r.fail(f"{where}.devices", f"{len(devices)} entries is more than the limit of {MAX_GPU_DEVICES}")
-    check = GpuCheck(
-        status=r.get(d, "status", where, r.one_of(GPU_STATUSES)),
-        at=r.get(d, "at", where, r.str_, ""),
-        driver=r.get(d, "driver", where, partial(_name, r), ""),
-        cuda_driver=r.get(d, "cuda_driver", where, partial(_name, r), ""),
-        devices=[_gpu_device(r, item, f"{where}.devices[{i}]") for i, item in enumerate(devices)],
-        checked=_items(r, d.get("checked", []), f"{where}.checked", r.nonneg_int),
-        waited_s=r.get(d, "waited_s", where, r.nonneg_num, 0.0),
-        detail=r.get(d, "detail", where, r.str_, ""),
-    )
-    known = {device.index for device in check.devices}
-    if len(known) != len(check.devices) or not set(check.checked) <= known:
-        raise r.fail(f"{where}.checked", "expected distinct device indexes, and only those of the devices listed")
-    return check
-
-
-def bound_gpu(device: GpuDevice) -> list[str]:
-    """Drop a reading NVML cannot have meant to None (a clock over 100 GHz, a pid past 2^31, ...)
-    and name what was dropped: the recorder applies it before archiving, so a driver's bad value
-    never makes a session the loader rejects. Names are cut to MAX_GPU_NAME characters."""
-    dropped = []
-    for name, high in GPU_DEVICE_BOUNDS.items():
-        value = getattr(device, name)
-        if value is not None and not 0 <= value <= high:
-            setattr(device, name, None)
-            dropped.append(f"{name} {value}")
-    device.name = device.name[:MAX_GPU_NAME]
-    kept = []
-    for process in device.processes[:MAX_GPU_PROCESSES]:
-        if not 0 <= process.pid <= MAX_PID:
-            dropped.append(f"pid {process.pid}")
-            continue
-        if process.used_memory_bytes is not None and not 0 <= process.used_memory_bytes <= MAX_GPU_MEMORY_BYTES:
-            dropped.append(f"pid {process.pid} used memory {process.used_memory_bytes}")
-            process.used_memory_bytes = None
-        process.name = process.name[:MAX_GPU_NAME]
-        kept.append(process)
-    device.processes = kept
-    return dropped
 
 
 def _usage(r: FieldReader, data: Any, where: str) -> dict[str, int] | None:
