@@ -370,7 +370,7 @@ class _Recorder:
             local = await endpoint_is_local(arm.base_url)
             await self._watch_host(arm, local)
             if local and self.replica is None:  # replicas record at once: each other's engines share the machine
-                await self._check_gpu(arm, Engine(pids=_engine_pids(arm.base_url)))
+                await self._check_gpu(arm)
             for prompt, index in todo:
                 run = await self._run(http, arm, prompt, index)
                 for attempt in range(1, MAX_BUSY_RETRIES + 1):
@@ -397,13 +397,15 @@ class _Recorder:
             self.emit(ArmFinished(arm.id, **tally))
         return True
 
-    async def _check_gpu(self, arm: Arm, engine: Engine) -> None:
-        """The GPU gate before the arm (recorder.gpu_gate), archived with the arm. An engine that
-        tokenreel starts itself passes its process group and the GPU's processes before it."""
+    async def _check_gpu(self, arm: Arm, engine: Engine | None = None) -> None:
+        """The GPU gate before the arm (recorder.gpu_gate), archived with the arm. The engine is
+        the endpoint port's listener unless given: one tokenreel starts itself passes its process
+        group and the GPU's processes from before it started."""
         settings = self.session.settings
         if self.gpu_reason:
             check = unavailable(self.gpu_reason)
         else:
+            engine = engine or Engine(pids=_engine_pids(arm.base_url))
             try:
                 check = await gpu_gate(GpuWait(settings.gpu_util_pct, settings.gpu_wait_s, engine),
                                        lambda seen: self.emit(GpuWaiting(arm.id, seen, settings.gpu_wait_s)))
