@@ -82,11 +82,12 @@ bench-ci: $(STAMP)
 clean:
 	rm -rf $(VENV) out .pytest_cache
 
-# constraints.txt is the lock: every package of the venv at one version. `make test` checks the venv
+# constraints.txt is the lock: every package of the venv at one version (and the optional `gpu` extra's,
+# which the venv leaves out). `make test` checks the venv
 # against it first; `make lock` re-resolves it with uv (pinned, in a scratch venv), keeping the
 # versions already there unless an input needs others (LOCK_ARGS='--upgrade-package NAME' moves one).
 UV_VERSION := 0.13.9
-LOCK_CMD := uv pip compile pyproject.toml .ci/lock.in --extra test --python-version 3.11 -o constraints.txt
+LOCK_CMD := uv pip compile pyproject.toml .ci/lock.in --extra test --extra gpu --python-version 3.11 -o constraints.txt
 lock:
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	$(PYTHON) -m venv "$$tmp/uv"; "$$tmp/uv/bin/python" -m pip install -q uv==$(UV_VERSION); \

@@ -19,11 +19,14 @@ import argparse
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 LOCK = Path(__file__).resolve().parents[1] / "constraints.txt"
 PROJECT = "tokenreel"
 VENV_TOOLS = {"pip", "setuptools", "wheel"}
+# Extras the lock pins but the venv need not hold (pyproject's optional-dependencies of that name).
+OPTIONAL_EXTRAS = ("gpu",)
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*===?\s*([^\s;#]+)")
 
 
@@ -42,6 +45,13 @@ def same_version(a: str, b: str) -> bool:
         return Version(a) == Version(b)
     except InvalidVersion:
         return a == b
+
+
+def optional_packages(pyproject: Path) -> set[str]:
+    """The packages of OPTIONAL_EXTRAS: locked, allowed to be absent, checked when installed."""
+    extras = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"].get("optional-dependencies", {})
+    return {canonicalize_name(re.split(r"[\s<>=!~;\[]", item, maxsplit=1)[0])
+            for extra in OPTIONAL_EXTRAS for item in extras.get(extra, [])}
 
 
 def read_lock(path: Path) -> dict[str, str]:
@@ -101,12 +111,13 @@ def main() -> int:
     lock = read_lock(args.lock)
     installed, unpinned = read_installed()
     ignored = (VENV_TOOLS | {PROJECT}) if args.subset else set()
+    optional = optional_packages(LOCK.with_name("pyproject.toml"))
     rows: list[tuple[str, str, str]] = []  # (name, installed, locked)
     for name in sorted(set(lock) | set(installed)):
         if name in ignored:
             continue
         have, want = installed.get(name), lock.get(name)
-        if have is None and args.subset:
+        if have is None and (args.subset or name in optional):
             continue
         if have is None or want is None or not same_version(have, want):
             rows.append((name, have or "(not installed)", want or "(not in the lock)"))

@@ -29,6 +29,9 @@ from tokenreel.recorder.runner import (
     EngineFailedEvent,
     EngineLaunching,
     GateWaiting,
+    GpuFlagged,
+    GpuUnchecked,
+    GpuWaiting,
     HostUnwatched,
     HostWaitedOut,
     NoMetrics,
@@ -91,6 +94,17 @@ class RecordDisplay:
             return
         if isinstance(event, HostUnwatched):  # once per reason: an unwatched host is said, never silently
             self.console.print(f"note: {event.arm}: engine host not watched: {event.reason}", markup=False, highlight=False)
+            return
+        if isinstance(event, GpuUnchecked):  # once per record: NVML is absent for every arm alike
+            self.console.print(f"note: {event.reason}", markup=False, highlight=False)
+            return
+        if isinstance(event, GpuWaiting):
+            self.console.print(f"note: {event.arm}: GPU busy ({event.detail}): waiting up to {event.wait_s:g} s",
+                               markup=False, highlight=False)
+            return
+        if isinstance(event, GpuFlagged):
+            self.console.print(f"note: {event.arm}: GPU still busy, recording anyway, arm flagged: {event.detail}",
+                               markup=False, highlight=False)
             return
         if isinstance(event, HostWaitedOut):
             self.console.print(  # about the arm's host, not one run: said once per wait

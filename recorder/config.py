@@ -23,7 +23,7 @@ from tokenreel.safe_text import shown_path
 TIMEOUT_KEYS = ("connect", "first_token", "between_chunks", "total")
 SESSION_KEYS = (
     "name", "prompts", "max_tokens", "ignore_eos", "temperature", "warmup", "repeats", "idle_wait_s", "timeouts",
-    "tokenizer", "client_busy_p99_ms", "host_pressure_pct", "host_wait_s", "hardware",
+    "tokenizer", "client_busy_p99_ms", "host_pressure_pct", "host_wait_s", "gpu_util_pct", "gpu_wait_s", "hardware",
 )
 ARM_KEYS = (
     "id", "label", "base_url", "model", "api", "api_key_env", "metrics_url", "extra_body", "timeouts", "settings",
@@ -201,6 +201,8 @@ def _session(check: _Checker, table: dict[str, Any], default_name: str) -> tuple
             table.get("host_pressure_pct", defaults.host_pressure_pct), "session.host_pressure_pct"
         ),
         host_wait_s=check.number(table.get("host_wait_s", defaults.host_wait_s), "session.host_wait_s"),
+        gpu_util_pct=check.number(table.get("gpu_util_pct", defaults.gpu_util_pct), "session.gpu_util_pct"),
+        gpu_wait_s=check.number(table.get("gpu_wait_s", defaults.gpu_wait_s), "session.gpu_wait_s"),
     )
     return name, settings
 

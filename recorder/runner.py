@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import platform
 import socket
+from urllib.parse import urlsplit
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,6 +30,7 @@ from tokenreel.recorder.replicas import replica_arm, replica_name, rotated, shar
 from tokenreel.recorder.wakeup import prompt_wakeups
 from tokenreel.recorder.gate import contention, settle_after_run, wait_idle
 from tokenreel.recorder.host_gate import HostWatch, NoPressure, endpoint_is_local, find_psi
+from tokenreel.recorder.gpu_gate import EngineProcesses, GpuWait, gpu_pids, NoNvml, gpu_gate, listener_pids, unavailable, with_descendants
 from tokenreel.recorder.sse_client import ProgressFn, stream_run
 from tokenreel.recorder.target import LookDone, TargetPlan
 from tokenreel.archive import save
@@ -81,6 +83,32 @@ class HostWaitedOut:
 @dataclass(frozen=True)
 class HostUnwatched:
     """Once per reason: the engine host's CPU pressure is not read (remote endpoint, no PSI)."""
+
+    arm: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class GpuWaiting:
+    """The arm's GPU is busy (another compute process, or utilisation over gpu_util_pct): the
+    GPU gate waits, at most gpu_wait_s, before the arm's first run."""
+
+    arm: str
+    detail: str
+    wait_s: float
+
+
+@dataclass(frozen=True)
+class GpuFlagged:
+    """The GPU stayed busy through the whole GPU gate: the arm is recorded anyway, flagged."""
+
+    arm: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class GpuUnchecked:
+    """Once per record: NVML cannot be read here, so no arm's GPU is checked or archived."""
 
     arm: str
     reason: str
@@ -174,7 +202,7 @@ class ArmFinished:
 
 RecordEvent = Union[
     ArmStarted, GateWaiting, RunStarted, RunProgress, RunFinished, ArmFinished, NoMetrics, HostWaitedOut, HostUnwatched,
-    RunRetried, LookDone, EngineLaunching, EngineFailedEvent,
+    RunRetried, LookDone, EngineLaunching, EngineFailedEvent, GpuWaiting, GpuFlagged, GpuUnchecked,
 ]
 EventFn = Callable[[RecordEvent], None]
 
@@ -331,6 +359,7 @@ class _Recorder:
         self.host_reasons_said: set[str] = set()  # HostUnwatched goes out once per reason
         self.host: HostWatch | None = None  # the arm's host gate; None: not watched (host_note says why)
         self.host_note = ""
+        self.gpu_reason = ""  # why NVML cannot be read (said once, archived per arm): not tried again
 
     async def arms(self, http: aiohttp.ClientSession, arms: list[Arm], prompts: set[str] | None,
                    out_of_time: Callable[[], bool] = lambda: False) -> bool:
@@ -352,11 +381,11 @@ class _Recorder:
         self.warned_no_metrics = False
         recording = {"started_at": _now()} | ({} if self.replica is None else {"replica": str(self.replica)})
         arm.recorded.append(recording)
-        launch, engine = launch_of(arm), None
+        launch, engine, owner = launch_of(arm), None, None
         try:
             if launch is not None:  # its engine starts now and stops in the finally below, before the next arm
                 engine, arm = engine_for(arm, launch, self.result.path)
-                await self._launch(http, engine, arm)
+                owner = await self._launch(http, engine, arm)
             arm.fingerprint = await fingerprint(http, arm) or arm.fingerprint  # keep the last one if none answers
             if launch is not None:
                 arm.fingerprint["launch"] = scrubbed_argv(launch.argv)
@@ -365,7 +394,10 @@ class _Recorder:
             if arm.fingerprint.get("version", {}).get("simulated") is True:
                 session.simulated = True
             save(session, self.result.path)
-            await self._watch_host(arm)
+            local = await endpoint_is_local(arm.base_url)
+            await self._watch_host(arm, local)
+            if local and self.replica is None:  # replicas record at once: each other's engines share the machine
+                await self._check_gpu(arm, owner)
             for prompt, index in todo:
                 run = await self._run(http, arm, prompt, index)
                 for attempt in range(1, MAX_BUSY_RETRIES + 1):
@@ -400,15 +432,19 @@ class _Recorder:
             self.emit(ArmFinished(arm.id, **tally))
         return True
 
-    async def _launch(self, http: aiohttp.ClientSession, engine: Engine, arm: Arm) -> None:
+    async def _launch(self, http: aiohttp.ClientSession, engine: Engine, arm: Arm) -> EngineProcesses:
         """Start the arm's engine, wait until it answers, then check it as the preflight would have
-        (model served, context, key): EngineFailed with one line when any of that fails."""
+        (model served, context, key): EngineFailed with one line when any of that fails. Returns its
+        processes for the GPU gate: its own and what was on the GPU before it started."""
         self.emit(EngineLaunching(arm.id, engine.argv[0], engine.ready_url, str(engine.log_path)))
+        before = None if self.gpu_reason else gpu_pids()  # what is on the GPU before it is never the engine's
         engine.start()
         await engine.wait_ready(http)
         check = await check_arm(http, arm, self.session.prompts, self.session.settings)
         if check.problems:
             raise EngineFailed(f"engine of arm {arm.id} ({engine.argv[0]}) answers, but: {check.problems[0]}")
+        assert engine.process is not None  # started above, or EngineFailed
+        return EngineProcesses(pids=with_descendants(frozenset({engine.process.pid})), before=before)
 
     def _engine_failed(self, arm: Arm, todo: list[tuple[Prompt, int]], line: str, tally: dict[str, int]) -> None:
         """The arm's runs fail with the engine's one line (said once); `--resume` relaunches for them."""
@@ -421,10 +457,33 @@ class _Recorder:
         tally["failed"] += len(failed)
         self.result.failed += len(failed)
 
-    async def _watch_host(self, arm: Arm) -> None:
+    async def _check_gpu(self, arm: Arm, engine: EngineProcesses | None = None) -> None:
+        """The GPU gate before the arm (recorder.gpu_gate), archived with the arm. The engine is
+        the endpoint port's listener unless given: one tokenreel starts itself passes its process
+        group and the GPU's processes from before it started."""
+        settings = self.session.settings
+        if self.gpu_reason:
+            check = unavailable(self.gpu_reason)
+        else:
+            engine = engine or EngineProcesses(pids=_engine_pids(arm.base_url))
+            try:
+                check = await gpu_gate(GpuWait(settings.gpu_util_pct, settings.gpu_wait_s, engine),
+                                       lambda seen: self.emit(GpuWaiting(arm.id, seen, settings.gpu_wait_s)))
+            except NoNvml as exc:
+                self.gpu_reason = str(exc)
+                self.emit(GpuUnchecked(arm.id, self.gpu_reason))
+                check = unavailable(self.gpu_reason)
+            else:
+                if check.status == "busy":
+                    self.emit(GpuFlagged(arm.id, check.detail))
+        check.at = _now()
+        arm.gpu.append(check)
+        save(self.session, self.result.path)
+
+    async def _watch_host(self, arm: Arm, local: bool) -> None:
         """Set up the host gate for this arm: only an endpoint on this machine, only with PSI."""
         self.host, self.host_note = None, ""
-        if not await endpoint_is_local(arm.base_url):
+        if not local:
             self.host_note = "remote endpoint: its host's CPU load is not visible from here"
         else:
             try:
@@ -539,6 +598,15 @@ def _finished(run: Run) -> RunFinished:
         contended=run.contended,
         client_busy=_client_busy_line(run),
     )
+
+
+def _engine_pids(base_url: str) -> frozenset[int] | None:
+    """The processes of an engine on this machine: the one listening on the endpoint's port and
+    its descendants; None when that is not visible here."""
+    parts = urlsplit(base_url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    roots = listener_pids(port)
+    return with_descendants(roots) if roots else None
 
 
 def _client_busy_line(run: Run) -> str:

@@ -22,6 +22,7 @@ from tokenreel.figures import multiplier
 from tokenreel.files import read_input
 from tokenreel.claims import METRICS, Speedup, claim_text, interval_text, run_speedup, scope_text, suite_speedup
 from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, median_run, missing_cells
+from tokenreel.gpu import gpu_hardware
 from tokenreel.model import Arm, Prompt, Run, Session, fingerprint_summary
 from tokenreel.selection import RunSelection
 from tokenreel.metrics import first_token_index, last_token_index, output_tokens, run_metrics
@@ -332,14 +333,15 @@ def _joined(values: list[str], missing: str) -> str:
 def end_facts(session: Session, arm_ids: list[str]) -> EndFacts:
     """Model, hardware, engine and recording date of the arms raced: from the endpoint's own
     fingerprint where it said them, else from the config's declared settings ("hardware" in
-    [arms.settings] or [session]); a fact neither gave is said to be missing."""
+    [arms.settings] or [session]), else (hardware) the GPUs NVML named before the arm; a fact
+    none gave is said to be missing."""
     arms = [session.arm(a) for a in arm_ids]
     dates = sorted({r["started_at"][:10] for a in arms for r in a.recorded if r.get("started_at")})
     dates = dates or ([session.created_at[:10]] if session.created_at else [])
     if session.simulated:
         hardware, engine = "simulated endpoints, no GPU", "tokenreel simulate (behaves like vLLM)"
     else:
-        declared = [a.settings.get("hardware") or fingerprint_summary(a).get("hardware", "") for a in arms]
+        declared = [a.settings.get("hardware") or fingerprint_summary(a).get("hardware", "") or gpu_hardware(a.gpu) for a in arms]
         hardware = _joined(declared, "hardware not stated (config: [session] hardware)")
         engine = _joined([_engine(a) for a in arms], "engine not stated by the endpoints")
     return EndFacts(

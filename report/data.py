@@ -10,6 +10,7 @@ from dataclasses import asdict
 
 from tokenreel.answers import build_answers
 from tokenreel.claims import DEFINITIONS, all_speedups, claim_text, headline, interval_text, scope_text
+from tokenreel.gpu import gpu_hardware
 from tokenreel.model import Arm, Session, fingerprint_summary
 from tokenreel.ladder import build_cells, build_ladder, category_ladders, category_table, common_prompts, missing_cells
 from tokenreel.replica_ladders import replica_ladders
@@ -56,6 +57,7 @@ def build_report(session: Session, baseline: str | None = None, selection: RunSe
         "missing_cells": [asdict(missing) for missing in missing_cells(session, selection)],
         "clocks": run_clocks(session, selection),
         "host": host_summary(session),
+        "gpu": [gpu_entry(arm) for arm in session.arms],
         "latency": _latency_entry(build_latency(session, cells, selection)),
         "answers": asdict(build_answers(session, baseline, selection)),
         **({"replicas": replicas} if (replicas := replica_ladders(session, cells, baseline)) else {}),
@@ -98,6 +100,20 @@ def host_summary(session: Session) -> dict:
         "threshold_pct": session.settings.host_pressure_pct,
         "max_pressure_pct": max((r.host.some_pct for r in watched if r.host), default=None),
         "notes": notes,
+    }
+
+
+def gpu_entry(arm: Arm) -> dict:
+    """The arm's GPU as the GPU gate read it before its last recording (every check kept in
+    "checks"), and whether any recording of it found the GPU busy (flagged)."""
+    last = asdict(arm.gpu[-1]) if arm.gpu else None
+    return {
+        "arm": arm.id,
+        "status": last["status"] if last else "not checked",
+        "flagged": any(check.status == "busy" for check in arm.gpu),
+        "hardware": gpu_hardware(arm.gpu),
+        "last": last,
+        "checks": len(arm.gpu),
     }
 
 

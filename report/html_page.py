@@ -35,7 +35,7 @@ from tokenreel.metrics import NS_PER_S, first_token_index, last_token_index, out
 from tokenreel.report.charts import chart_svgs
 from tokenreel.report.wording import (
     ESTIMATED_NOTE, LATENCY_FIGURES, STEP_MARKS, acceptance_text, acceptance_notes, contended_text, fingerprint_text, rate_text,
-    answers_legend, category_interval_note, host_notes, host_text, interval_legend, ladder_note, latency_gaps, latency_legend,
+    answers_legend, category_interval_note, gpu_notes, host_notes, host_text, interval_legend, ladder_note, latency_gaps, latency_legend,
     ratio_text, repeats_summary,
 )
 from tokenreel.report.data import report_selection
@@ -299,7 +299,7 @@ def _cells(report: dict) -> str:
          "Accept. len", "Accept. rate", "Like-for-like", "Contended", "Host CPU pressure"],
         rows, numeric=tuple(range(3, 12)),
     )
-    notes = "".join(f"<p class=note>{esc(line)}</p>" for line in [report["selection"]["rule"], *host_notes(report)] if line)
+    notes = "".join(f"<p class=note>{esc(line)}</p>" for line in [report["selection"]["rule"], *host_notes(report), *gpu_notes(report)] if line)
     if any(c["ttft_left_out"] for c in report["cells"]):
         notes += "<p class=note>† the TTFT leaves out runs whose first token was read together with later ones.</p>"
     missing = ""

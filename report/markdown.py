@@ -10,7 +10,7 @@ from tokenreel.model import Session
 from tokenreel.figures import figure
 from tokenreel.report.wording import (
     ESTIMATED_NOTE, LATENCY_FIGURES, STEP_MARKS, acceptance_notes, acceptance_text, answers_legend, category_interval_note,
-    contended_text, fingerprint_text, host_notes, host_text, interval_legend, ladder_note, latency_gaps, latency_legend, rate_text,
+    contended_text, fingerprint_text, gpu_notes, host_notes, host_text, interval_legend, ladder_note, latency_gaps, latency_legend, rate_text,
     ratio_text, repeats_summary, run_names,
 )
 
@@ -96,7 +96,7 @@ def _clock_notes(report: dict, session: Session) -> list[str]:
     if late:
         lines += ["", f"TTFT left out of TTFT figures for {run_names(late)}: the first token was read together"
                   " with later ones, so its time is a later packet's (decode figures keep these runs)."]
-    return [*lines, "", *host_notes(report)]
+    return [*lines, "", *host_notes(report), *gpu_notes(report)]
 
 
 def _ratios_table(report: dict, labels: dict[str, str]) -> list[str]:

@@ -114,6 +114,42 @@ def host_notes(report: dict) -> list[str]:
     return [*lines, ""] if lines else []
 
 
+def gpu_notes(report: dict) -> list[str]:
+    """Each arm's GPU as the GPU gate read it (name, memory, driver, clocks, power limit) and its
+    verdict; one line for arms never checked (remote endpoints, or sessions from before)."""
+    lines, unchecked = [], []
+    for entry in report["gpu"]:
+        last = entry["last"]
+        if last is None:
+            unchecked.append(entry["arm"])
+            continue
+        if last["status"] == "unavailable":
+            lines.append(f"GPU ({entry['arm']}): not read: {last['detail']}.")
+            continue
+        devices = [d for d in last["devices"] if d["index"] in last["checked"]]
+        driver = f"driver {last['driver'] or 'not given'}" + (f" (CUDA {last['cuda_driver']})" if last["cuda_driver"] else "")
+        shown = "; ".join(gpu_device_text(d) for d in devices) or "no GPU listed"
+        flag = " Flagged: an earlier recording found it busy." if entry["flagged"] and last["status"] != "busy" else ""
+        verdict = f"busy, recorded anyway (flagged): {last['detail']}" if last["status"] == "busy" else \
+            "idle (no other compute process, utilisation within the threshold)" + (f"; {last['detail']}" if last["detail"] else "")
+        lines.append(f"GPU ({entry['arm']}): {shown}; {driver}; {verdict}.{flag}")
+    if unchecked and lines:
+        lines.append(f"GPU not checked for {', '.join(unchecked)} (remote endpoint, replicas, or recorded before"
+                     " tokenreel read the GPU).")
+    return [*lines, ""] if lines else []
+
+
+def gpu_device_text(device: dict) -> str:
+    """"GPU 0 NVIDIA H200, 140.4 GiB, SM 1980 of 1980 MHz, memory 3201 of 3201 MHz, power limit 700 W"."""
+    def clock(now: int | None, top: int | None) -> str:
+        return f"{now if now is not None else '—'} of {top if top is not None else '—'} MHz"
+
+    memory = figure(None if device["memory_total_bytes"] is None else device["memory_total_bytes"] / 2**30, 1, " GiB")
+    power = figure(None if device["power_limit_mw"] is None else device["power_limit_mw"] / 1000, 0, " W")
+    return (f"GPU {device['index']} {device['name']}, {memory}, SM {clock(device['sm_clock_mhz'], device['sm_clock_max_mhz'])},"
+            f" memory {clock(device['mem_clock_mhz'], device['mem_clock_max_mhz'])}, power limit {power}")
+
+
 def run_names(runs: list[dict]) -> str:
     """"bf16 / prose-1 / run 2" for up to 3 runs, else the count per arm."""
     if len(runs) <= 3:

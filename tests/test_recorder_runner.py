@@ -18,6 +18,8 @@ import tokenreel
 from tokenreel.recorder.runner import (
     ArmFinished,
     ArmStarted,
+    GpuUnchecked,
+    HostWaitedOut,
     RecordEvent,
     RecordResult,
     RunFinished,
@@ -80,7 +82,11 @@ def test_ladder_recording_round_trips_through_the_archive(sim: SimCluster, tmp_p
     assert [(e.ttft_s, e.decode_tok_s) for e in finished] == [
         (m.ttft_s, m.decode_tok_s) for m in map(run_metrics, session.runs)
     ]
-    assert [type(e) for e in events[:3]] == [ArmStarted, RunStarted, RunFinished]
+    # NVML absent (the test venv): said once for the whole record, right after the first arm starts.
+    # Notes about this machine (no NVML, a loaded host) come between; the runs' own events in order.
+    assert sum(isinstance(e, GpuUnchecked) for e in events) <= 1
+    own = [type(e) for e in events if not isinstance(e, (GpuUnchecked, HostWaitedOut))]
+    assert own[:3] == [ArmStarted, RunStarted, RunFinished]
     assert [e.arm for e in events if isinstance(e, ArmFinished)] == ["bf16", "nvfp4", "nvfp4-dflash2"]
 
 

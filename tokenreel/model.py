@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenreel.safe_text import shown_path
+
+if TYPE_CHECKING:
+    from tokenreel.gpu import GpuCheck
 
 FORMAT = "tokenreel.session"
 VERSION = 1
@@ -57,6 +60,10 @@ CLIENT_BUSY_P99_MS = 2.0
 # flags a run host_contended, after waiting at most HOST_WAIT_S for it to fall.
 HOST_PRESSURE_PCT = 10.0
 HOST_WAIT_S = 5.0
+# The GPU gate (`GpuCheck`, endpoints on this machine, issue 29): utilisation above this, or a
+# compute process that is not the arm's engine, flags the arm after waiting at most GPU_WAIT_S.
+GPU_UTIL_PCT = 10.0
+GPU_WAIT_S = 30.0
 
 
 class ArchiveError(ValueError):
@@ -102,6 +109,9 @@ class Arm:
     # metrics_url being the first's. Empty: one replica (absent from the file).
     base_urls: list[str] = field(default_factory=list)
     metrics_urls: list[str] = field(default_factory=list)
+    # The GPU gate's check before each recording of this arm, oldest first (issue 29); empty
+    # (absent from the file): never checked (remote endpoint, replicas, or recorded before).
+    gpu: list[GpuCheck] = field(default_factory=list)
 
     @property
     def replicas(self) -> int:
@@ -130,6 +140,10 @@ class Settings:
     # for the host's CPU pressure to fall below host_pressure_pct, then record anyway, flagged.
     host_pressure_pct: float = HOST_PRESSURE_PCT
     host_wait_s: float = HOST_WAIT_S
+    # The GPU gate (local endpoints only, `GpuCheck`): wait up to gpu_wait_s before an arm for its
+    # GPU to have no other compute process and utilisation at most gpu_util_pct, then flag it.
+    gpu_util_pct: float = GPU_UTIL_PCT
+    gpu_wait_s: float = GPU_WAIT_S
 
 
 @dataclass
@@ -450,8 +464,9 @@ def session_to_dict(session: Session) -> dict[str, Any]:
 
 
 def _arm_to_dict(arm: Arm) -> dict[str, Any]:
-    """asdict, leaving out replica lists that are empty (one replica): older files stay byte-identical."""
-    return {k: v for k, v in asdict(arm).items() if v or k not in ("base_urls", "metrics_urls")}
+    """asdict, leaving out replica lists (one replica) and GPU checks (none) that are empty: older
+    files stay byte-identical."""
+    return {k: v for k, v in asdict(arm).items() if v or k not in ("base_urls", "metrics_urls", "gpu")}
 
 
 def run_to_dict(run: Run) -> dict[str, Any]:

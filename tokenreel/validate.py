@@ -22,8 +22,9 @@ import re
 from typing import Any, Callable
 
 from tokenreel.field_reader import FieldReader, T
+from tokenreel.gpu_validate import gpu_check
 from tokenreel.model import (
-    CLIENT_BUSY_P99_MS, CLOCK_SOURCES, FORMAT, GATE_STATUSES, HOST_PRESSURE_PCT, HOST_WAIT_S,
+    CLIENT_BUSY_P99_MS, CLOCK_SOURCES, FORMAT, GATE_STATUSES, GPU_UTIL_PCT, GPU_WAIT_S, HOST_PRESSURE_PCT, HOST_WAIT_S,
     MAX_ACCEPTANCE_LENGTH, MAX_CHUNKS_PER_RUN, MAX_COUNT, MAX_OFFSET_NS, MAX_RESPONSE_ID, MAX_RUNS,
     MAX_TOKENS_PER_EVENT, RUN_STATUSES, TOKEN_SOURCES, VERSION, Acceptance, ArchiveError, Arm,
     Chunks, Clock, Gate, HostPressure, Prompt, Run, Session, Settings, Stopping, run_to_dict, session_to_dict,
@@ -68,6 +69,7 @@ def _arm(r: FieldReader, data: Any, where: str) -> Arm:
         tokenizer=r.get(d, "tokenizer", where, r.opt_str, None),
         base_urls=_strings(r, d.get("base_urls", []), f"{where}.base_urls"),
         metrics_urls=_strings(r, d.get("metrics_urls", []), f"{where}.metrics_urls"),
+        gpu=[gpu_check(r, item, f"{where}.gpu[{i}]") for i, item in enumerate(r.get(d, "gpu", where, r.list_, []))],
     )
 
 
@@ -89,6 +91,8 @@ def _settings(r: FieldReader, data: Any, where: str) -> Settings:
         client_busy_p99_ms=r.get(d, "client_busy_p99_ms", where, r.nonneg_num, CLIENT_BUSY_P99_MS),
         host_pressure_pct=r.get(d, "host_pressure_pct", where, r.nonneg_num, HOST_PRESSURE_PCT),
         host_wait_s=r.get(d, "host_wait_s", where, r.nonneg_num, HOST_WAIT_S),
+        gpu_util_pct=r.get(d, "gpu_util_pct", where, r.nonneg_num, GPU_UTIL_PCT),
+        gpu_wait_s=r.get(d, "gpu_wait_s", where, r.nonneg_num, GPU_WAIT_S),
     )
 
 
