@@ -57,6 +57,12 @@ CLIENT_BUSY_P99_MS = 2.0
 # flags a run host_contended, after waiting at most HOST_WAIT_S for it to fall.
 HOST_PRESSURE_PCT = 10.0
 HOST_WAIT_S = 5.0
+# The fastest decode any figure may claim: 600 x the fastest single-request decode published
+# (~17 k tok/s, 2026); it bounds running counts while streaming and an engine's decode figure.
+MAX_TOKENS_PER_SECOND = 10_000_000
+# `Settings.prompt_cache`: "fresh": a fresh prefill every run where a request can ask for one
+# (llama.cpp `cache_prompt: false`; extra_body overrides); "engine": the engines' defaults.
+PROMPT_CACHE_POLICIES = ("fresh", "engine")
 
 
 class ArchiveError(ValueError):
@@ -130,6 +136,7 @@ class Settings:
     # for the host's CPU pressure to fall below host_pressure_pct, then record anyway, flagged.
     host_pressure_pct: float = HOST_PRESSURE_PCT
     host_wait_s: float = HOST_WAIT_S
+    prompt_cache: str = "fresh"  # PROMPT_CACHE_POLICIES; files without it load as "engine"
 
 
 @dataclass
@@ -234,6 +241,25 @@ class HostPressure:
 
 
 @dataclass
+class EngineFigures:
+    """What the engine said of one request (issue 29). `decode_tok_s` is tokenreel's decode
+    (tokenreel.metrics: tokens after the first over first to last token); from llama.cpp's
+    `timings`: (predicted_n - 1) / predicted_ms, not predicted_per_second, which older builds
+    computed over all predicted_n tokens. `cached_prompt_tokens`: prompt tokens its cache served
+    (llama.cpp `cache_n`, vLLM/SGLang `usage.prompt_tokens_details.cached_tokens`): a TTFT with
+    any is no whole prefill. None: not said. `source`: where they came from ("" for nowhere)."""
+
+    decode_tok_s: float | None = None
+    prompt_tokens: int | None = None
+    cached_prompt_tokens: int | None = None
+    source: str = ""
+
+    @property
+    def cache_hit(self) -> bool:
+        return bool(self.cached_prompt_tokens)
+
+
+@dataclass
 class Run:
     """One request to one arm for one prompt; warmup runs are kept but flagged."""
 
@@ -272,6 +298,7 @@ class Run:
     # server's own log (simulator/truth.py pairs runs with the simulator's by it). None: no id
     # given, or recorded before issue 27 (absent from the file).
     response_id: str | None = None
+    engine: EngineFigures | None = None  # what the engine said of it; None: recorded before issue 29
     chunks: Chunks = field(default_factory=Chunks)
 
     @property
@@ -463,9 +490,9 @@ def run_to_dict(run: Run) -> dict[str, Any]:
             out[name] = _chunks_to_json(value)
         elif name in ("gate", "acceptance", "clock", "host"):
             out[name] = asdict(value) if value is not None else None
-        elif name in ("level", "replica", "response_id"):
+        elif name in ("level", "replica", "response_id", "engine"):
             if value is not None:
-                out[name] = value
+                out[name] = asdict(value) if name == "engine" else value
         else:
             out[name] = value
     return out

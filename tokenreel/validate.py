@@ -13,6 +13,8 @@ Rules that keep one bad server value from poisoning a session (issue 11):
 2. Every float that reaches a metric is finite and bounded: an acceptance length outside
    [1, MAX_ACCEPTANCE_LENGTH], a rate outside [0, 1] or a count above MAX_COUNT is dropped to
    None with a note (`bound_acceptance`, applied at save and at load alike).
+3. The engine's own figures are bounded where they are read (`tokenreel.engine_archive`); at
+   save a run past a bound is quarantined without its `engine` part.
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ import math
 import re
 from typing import Any, Callable
 
+from tokenreel.engine_archive import read_engine_figures
 from tokenreel.field_reader import FieldReader, T
 from tokenreel.model import (
     CLIENT_BUSY_P99_MS, CLOCK_SOURCES, FORMAT, GATE_STATUSES, HOST_PRESSURE_PCT, HOST_WAIT_S,
     MAX_ACCEPTANCE_LENGTH, MAX_CHUNKS_PER_RUN, MAX_COUNT, MAX_OFFSET_NS, MAX_RESPONSE_ID, MAX_RUNS,
-    MAX_TOKENS_PER_EVENT, RUN_STATUSES, TOKEN_SOURCES, VERSION, Acceptance, ArchiveError, Arm,
-    Chunks, Clock, Gate, HostPressure, Prompt, Run, Session, Settings, Stopping, run_to_dict, session_to_dict,
+    MAX_TOKENS_PER_EVENT, PROMPT_CACHE_POLICIES, RUN_STATUSES, TOKEN_SOURCES, VERSION,
+    Acceptance, ArchiveError, Arm, Chunks, Clock, Gate, HostPressure, Prompt, Run, Session, Settings, Stopping, run_to_dict, session_to_dict,
     LEVEL_COUNTERS, LEVEL_STATUSES, SESSION_KINDS, LevelRecord,
 )
 
@@ -89,6 +92,7 @@ def _settings(r: FieldReader, data: Any, where: str) -> Settings:
         client_busy_p99_ms=r.get(d, "client_busy_p99_ms", where, r.nonneg_num, CLIENT_BUSY_P99_MS),
         host_pressure_pct=r.get(d, "host_pressure_pct", where, r.nonneg_num, HOST_PRESSURE_PCT),
         host_wait_s=r.get(d, "host_wait_s", where, r.nonneg_num, HOST_WAIT_S),
+        prompt_cache=r.get(d, "prompt_cache", where, r.one_of(PROMPT_CACHE_POLICIES), "engine"),
     )
 
 
@@ -229,6 +233,7 @@ def _run(r: FieldReader, data: Any, where: str) -> Run:
         level=_opt_level(r, d.get("level"), f"{where}.level"),
         replica=r.get(d, "replica", where, r.opt_int, None),
         response_id=_response_id(r, d.get("response_id"), f"{where}.response_id"),
+        engine=read_engine_figures(r, d.get("engine"), f"{where}.engine"),
         chunks=_chunks(r, d.get("chunks"), f"{where}.chunks"),
     )
     bound_acceptance(run)
@@ -431,6 +436,7 @@ _DROPPABLE: dict[str, Callable[[Run], None]] = {
     "usage": _drop_usage,
     "gate": _drop_gate_figures,
     "acceptance": _drop_acceptance,
+    "engine": lambda run: setattr(run, "engine", None),
 }
 
 
