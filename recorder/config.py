@@ -17,13 +17,14 @@ from urllib.parse import urlsplit
 from tokenreel import assets
 from tokenreel.files import read_input
 from tokenreel.recorder.prompts import load_prompts
-from tokenreel.model import Arm, Prompt, Settings
+from tokenreel.model import PROMPT_CACHE_POLICIES, Arm, Prompt, Settings
 from tokenreel.safe_text import shown_path
 
 TIMEOUT_KEYS = ("connect", "first_token", "between_chunks", "total")
 SESSION_KEYS = (
     "name", "prompts", "max_tokens", "ignore_eos", "temperature", "warmup", "repeats", "idle_wait_s", "timeouts",
     "tokenizer", "client_busy_p99_ms", "host_pressure_pct", "host_wait_s", "gpu_util_pct", "gpu_wait_s", "hardware",
+    "prompt_cache",
 )
 ARM_KEYS = (
     "id", "label", "base_url", "model", "api", "api_key_env", "metrics_url", "extra_body", "timeouts", "settings",
@@ -203,6 +204,8 @@ def _session(check: _Checker, table: dict[str, Any], default_name: str) -> tuple
         host_wait_s=check.number(table.get("host_wait_s", defaults.host_wait_s), "session.host_wait_s"),
         gpu_util_pct=check.number(table.get("gpu_util_pct", defaults.gpu_util_pct), "session.gpu_util_pct"),
         gpu_wait_s=check.number(table.get("gpu_wait_s", defaults.gpu_wait_s), "session.gpu_wait_s"),
+        prompt_cache=check.choice(table.get("prompt_cache", defaults.prompt_cache), "session.prompt_cache",
+                                  PROMPT_CACHE_POLICIES),
     )
     return name, settings
 
@@ -408,6 +411,12 @@ class _Checker:
             bound = "greater than 0" if positive else "0 or more"
             raise self.fail(where, f"must be a finite number {bound}, got {value}")
         return float(value)
+
+    def choice(self, value: Any, where: str, choices: tuple[str, ...]) -> str:
+        text = self.text(value, where)
+        if text not in choices:
+            raise self.fail(where, f"expected one of {', '.join(repr(c) for c in choices)}, got {text!r}")
+        return text
 
     def boolean(self, value: Any, where: str) -> bool:
         if not isinstance(value, bool):

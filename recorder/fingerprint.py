@@ -10,7 +10,11 @@ also keeps its own command as `launch`, scrubbed the same way (`scrubbed_argv`).
 
 `summary` condenses it into what tells two arms apart (engine, version, context, quantization,
 speculative decoding): the Q4_0 arm and the Q4_0 + draft arm differ in llama.cpp's /props
-speculative settings, or SGLang's speculative_* server args. vLLM exposes neither its
+speculative settings, or SGLang's speculative_* server args. A llama.cpp build configured
+without its build number and commit ("b0-unknown") is said as unknown (`stated_version`); a
+drafter the stream shows is named as observed by the report, whatever /props says
+(`tokenreel.engine_figures.arm_fingerprint`): a server started with -md reports
+`speculative.types: "none"`. vLLM exposes neither its
 quantization nor its speculative config on these endpoints: declare them in `[arms.settings]`.
 """
 
@@ -31,6 +35,7 @@ from tokenreel.recorder.config import (
     server_root,
 )
 from tokenreel.recorder.sse_client import MAX_FINGERPRINT_BYTES, Refused, api_key, auth_headers, get_bounded
+from tokenreel.engine_figures import stated_version
 from tokenreel.model import Arm
 
 MAX_STRING_CHARS = 2000
@@ -73,7 +78,7 @@ def summarize(fp: dict[str, Any], model: str = "") -> dict[str, str]:
     out: dict[str, str] = {"engine": engine} if engine else {}
     version = _first(fp, ("version", "version"), ("server_info", "version"), ("props", "build_info"))
     if version is not None:
-        out["version"] = str(version)
+        out["version"] = stated_version(str(version))
     if isinstance(fp.get("max_model_len"), int):
         out["max_model_len"] = str(fp["max_model_len"])
     card = _card(fp.get("models"), model)

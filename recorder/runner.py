@@ -35,7 +35,7 @@ from tokenreel.recorder.sse_client import ProgressFn, stream_run
 from tokenreel.recorder.target import LookDone, TargetPlan
 from tokenreel.archive import save
 from tokenreel.model import Arm, Prompt, Run, Session, Settings, replica_count
-from tokenreel.validate import quarantine
+from tokenreel.quarantine import quarantine
 from tokenreel.metrics import NS_PER_S, output_tokens, run_metrics
 from tokenreel.selection import DEFAULT_SELECTION, client_busy_inexact
 
@@ -197,7 +197,7 @@ class ArmFinished:
     ok: int
     failed: int
     skipped: int
-    invalid: int = 0  # runs with an impossible value from the server (validate.quarantine)
+    invalid: int = 0  # runs with an impossible value from the server (tokenreel.quarantine)
 
 
 RecordEvent = Union[
@@ -564,7 +564,7 @@ class _Recorder:
     def _store(self, run: Run) -> None:
         """Replace an earlier failed/skipped attempt of the same run, then save at once.
 
-        The run is checked first (validate.quarantine), so one that the loader would reject is
+        The run is checked first (tokenreel.quarantine), so one that the loader would reject is
         reported and counted as `invalid` rather than poisoning the session."""
         quarantine(run, str(self.result.path))
         self.session.runs = [r for r in self.session.runs if r.key != run.key]

@@ -55,8 +55,8 @@ from tokenreel.recorder.stream import (
     UNSTATED_MAX_TOKENS, CountText, ImpossibleCount, OverBound, RunBounds, StreamFailure, StreamParser, one_line, tokenizer_counts,
 )
 from tokenreel.metrics import output_tokens
-from tokenreel.model import CLIENT_BUSY_P99_MS, Arm, Chunks, Prompt, Run, Settings
-from tokenreel.validate import mark_invalid
+from tokenreel.model import CLIENT_BUSY_P99_MS, Arm, Chunks, Prompt, Run, Settings, fingerprint_summary
+from tokenreel.quarantine import mark_invalid
 
 # connect: TCP+TLS; first_token: send -> first text (covers prefill of long prompts on a cold
 # server); between_chunks: a stall after the first token; total: the whole run (8K tokens at
@@ -146,7 +146,13 @@ def added_fields(arm: Arm) -> dict[str, Any]:
 def request_body(
     arm: Arm, prompt: Prompt, settings: Settings, added: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The JSON body; the arm's extra_body is merged last so it can override anything."""
+    """The JSON body; the arm's extra_body is merged last so it can override anything.
+
+    `settings.prompt_cache` "fresh" asks a llama.cpp arm (as its fingerprint says) for a whole
+    prefill every run (`cache_prompt: false`): its default reuses the slot's or the host-RAM
+    cache's KV state of a repeated prompt, and TTFT then times a cache restore, not a prefill.
+    vLLM and SGLang take no such per-request field (their prefix cache is a server flag):
+    their cached prompt tokens are recorded and flagged (`Run.engine`)."""
     body: dict[str, Any] = {"model": arm.model}
     if arm.api == "chat":
         body["messages"] = chat_messages(prompt)
@@ -159,6 +165,8 @@ def request_body(
         stream=True,
         stream_options={"include_usage": True, "continuous_usage_stats": True},
     )
+    if settings.prompt_cache == "fresh" and fingerprint_summary(arm).get("engine") == "llamacpp":
+        body["cache_prompt"] = False
     body.update(added or {})
     body.update(request_extra_body(arm))  # the config's values, where the archived copy is scrubbed
     return body
@@ -467,8 +475,9 @@ class _Request:
     def _finish(self, parser: StreamParser, stamped: kernel_clock.StampedSocket | str, t0: int, offset: int) -> None:
         outcome = parser.finish(self.count_text)
         run = self.run
-        run.token_source, run.usage, run.finish_reason, run.acceptance, run.response_id = (
-            outcome.token_source, outcome.usage, outcome.finish_reason, outcome.acceptance, outcome.response_id
+        run.token_source, run.usage, run.finish_reason, run.acceptance, run.response_id, run.engine = (
+            outcome.token_source, outcome.usage, outcome.finish_reason, outcome.acceptance, outcome.response_id,
+            outcome.engine,
         )
         self.note = outcome.note
         reads = stamped if isinstance(stamped, str) else kernel_clock.release(stamped)

@@ -19,7 +19,7 @@ from typing import Any, Callable, Protocol
 
 import orjson
 
-from tokenreel.model import MAX_CHUNKS_PER_RUN, MAX_RESPONSE_ID, Acceptance, Chunks
+from tokenreel.model import MAX_CHUNKS_PER_RUN, MAX_COUNT, MAX_RESPONSE_ID, MAX_TOKENS_PER_SECOND, Acceptance, Chunks, EngineFigures
 from tokenreel.recorder.config import known_secrets, scrub_secrets
 
 # SSE fields other than data carry nothing for us; anything else means the body is not SSE.
@@ -44,8 +44,7 @@ MAX_SSE_LINE_BYTES = 4 << 20
 # - a running count (usage, llama.cpp's predicted_n) that jumps by more than the token bound in
 #   one event, or goes backwards, is an impossible value: the run is quarantined (`invalid`);
 # - time: a count (usage, predicted_n, token_ids) t seconds after send is at most
-#   TOKENS_AT_SEND + MAX_TOKENS_PER_SECOND * t. 10 M tok/s is some 600 times the fastest
-#   single-request decode published (about 17 k tok/s in 2026), and TOKENS_AT_SEND a step's worth
+#   TOKENS_AT_SEND + MAX_TOKENS_PER_SECOND * t (the archive's bound, `tokenreel.model`), and TOKENS_AT_SEND a step's worth
 #   (a drafter's window, a stream_interval's batch): a count past it is quarantined too. It is a
 #   bound on the whole time since send, not on the gap to the previous event, so a proxy that
 #   buffers the stream, or vLLM's one usage event at the end, stays within it.
@@ -56,7 +55,6 @@ UNSTATED_MAX_TOKENS = 1 << 17
 EXTRA_EVENTS = 1024
 BASE_RUN_BYTES = 16 << 20
 BYTES_PER_TOKEN = 8 << 10
-MAX_TOKENS_PER_SECOND = 10_000_000
 TOKENS_AT_SEND = 64
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -103,6 +101,7 @@ class Outcome:
     acceptance: Acceptance | None
     note: str = ""  # what the run should say although it is ok (invalid text replaced)
     response_id: str | None = None  # the first event's `id` (Run.response_id)
+    engine: EngineFigures | None = None  # what the engine said of the request (Run.engine)
 
 
 class StreamParser:
@@ -126,6 +125,7 @@ class StreamParser:
         self._usage: dict[str, Any] | None = None
         self._finish_reason: str | None = None
         self._spec: tuple[str, dict[str, Any]] | None = None
+        self._timings: dict[str, Any] | None = None  # llama.cpp's last `timings` (the final one is whole)
         self._response_id: str | None = None
         # Body offset just past each event's last byte, to find the read that delivered it
         # (`recorder.kernel_clock.apply`); `_fed` counts the body bytes fed so far.
@@ -274,8 +274,10 @@ class StreamParser:
         if not _SPEC_KEYS.isdisjoint(event):
             self._note_spec(event)
             timings = event.get("timings")
-            if type(timings) is dict and type(timings.get("predicted_n")) is int:
-                predicted = timings["predicted_n"]
+            if type(timings) is dict:
+                self._timings = timings
+                if type(timings.get("predicted_n")) is int:
+                    predicted = timings["predicted_n"]
         if self._response_id is None:
             self._note_id(event.get("id"))
         self._check(t_ns, cum, predicted, ids_n)
@@ -371,8 +373,12 @@ class StreamParser:
                 f"{self._non_finite} event(s) held a number JSON does not allow (NaN, Infinity or one past a double,"
                 " such as 1e400), read as not a number and left out of every figure; check the server"
             )
+        engine, dropped = engine_figures(self._timings, self._usage)
+        if dropped:
+            notes.append(f"the engine reported an impossible {dropped}; dropped from its figures")
         return Outcome(
-            source, usage, self._finish_reason, response_acceptance(self._spec), "; ".join(notes), self._response_id
+            source, usage, self._finish_reason, response_acceptance(self._spec), "; ".join(notes), self._response_id,
+            engine,
         )
 
     def _fill_tokens(self, usage: dict[str, int] | None, count_text: CountText | None) -> str:
@@ -490,6 +496,47 @@ def response_acceptance(spec: tuple[str, dict[str, Any]] | None) -> Acceptance |
     if mean_length is None and rate is None:
         return None
     return Acceptance(mean_length, rate, drafts, draft_tokens, accepted, source)
+
+
+def engine_figures(timings: dict[str, Any] | None, usage: dict[str, Any] | None) -> tuple[EngineFigures, str]:
+    """The engine's own figures of one request (`EngineFigures`), and what was dropped as impossible.
+
+    llama.cpp's final `timings`: decode = (predicted_n - 1) / predicted_ms, tokenreel's definition
+    (the first token comes from the prompt's batch; see EngineFigures), prompt = prompt_n (the
+    tokens prefilled) + cache_n (those taken from its cache). vLLM and SGLang: `usage.prompt_tokens`
+    and `usage.prompt_tokens_details.cached_tokens` (no per-request decode figure in their stream).
+    """
+    dropped: list[str] = []
+    if timings is not None:
+        predicted_n, predicted_ms = _num(timings.get("predicted_n")), _num(timings.get("predicted_ms"))
+        processed, cached = _count(timings.get("prompt_n")), _count(timings.get("cache_n"))
+        decode = None
+        if predicted_n is not None and predicted_n > 1 and predicted_ms:
+            decode = (predicted_n - 1) * 1000.0 / predicted_ms
+            if decode > MAX_TOKENS_PER_SECOND:
+                dropped.append(f"decode of {decode:g} tok/s (predicted_n {predicted_n:g} in {predicted_ms:g} ms)")
+                decode = None
+        prompt = processed + cached if processed is not None and cached is not None else None
+        return EngineFigures(decode, prompt, cached, "llama.cpp timings"), ", ".join(dropped)
+    if usage is None:
+        return EngineFigures(), ""
+    prompt = _count(usage.get("prompt_tokens"))
+    details = usage.get("prompt_tokens_details")
+    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
+    if cached is not None and prompt is not None and cached > prompt:
+        dropped.append(f"cached_tokens {cached} of a {prompt}-token prompt")
+        cached = None
+    if prompt is None and cached is None:
+        return EngineFigures(), ", ".join(dropped)
+    source = "usage.prompt_tokens_details" if cached is not None else "usage"
+    return EngineFigures(None, prompt, cached, source), ", ".join(dropped)
+
+
+def _count(value: Any) -> int | None:
+    """A token count the archive takes (an integer from 0 to MAX_COUNT), or None."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+        return None
+    return value
 
 
 def _num(value: Any) -> float | None:

@@ -42,7 +42,7 @@ from tokenreel.recorder.gate import wait_idle
 from tokenreel.recorder.kernel_clock import stamping_connector
 from tokenreel.recorder.sse_client import stream_run
 from tokenreel.recorder.wakeup import prompt_wakeups
-from tokenreel.validate import quarantine
+from tokenreel.quarantine import quarantine
 
 MAX_LEVEL = 1024  # the highest level `--concurrency` takes when the endpoint reports no limit
 MIN_REQUESTS = 8  # the default measured requests per level: max(MIN_REQUESTS, 4 * N)

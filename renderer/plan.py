@@ -23,6 +23,7 @@ from tokenreel.files import read_input
 from tokenreel.claims import METRICS, Speedup, claim_text, interval_text, run_speedup, scope_text, suite_speedup
 from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, median_run, missing_cells
 from tokenreel.gpu import gpu_hardware
+from tokenreel.engine_figures import stated_version
 from tokenreel.model import Arm, Prompt, Run, Session, fingerprint_summary
 from tokenreel.selection import RunSelection
 from tokenreel.metrics import first_token_index, last_token_index, output_tokens, run_metrics
@@ -312,15 +313,12 @@ def _pick_runs(session: Session, prompt_id: str, options: RenderOptions) -> list
     )
 
 
-UNKNOWN_BUILD = "b0-unknown"  # what a llama.cpp server built without its git metadata says its version is
-
-
 def _engine(arm: Arm) -> str:
     """"vllm 0.11.2": the engine and version the endpoint's fingerprint said; without a version,
     the config's declared engine (it says more), else the engine's bare name."""
     summary = fingerprint_summary(arm)
     name, version = summary.get("engine", ""), summary.get("version", "")
-    if version and version != UNKNOWN_BUILD:
+    if version and not stated_version(version).startswith("unknown"):  # a llama.cpp "b0-unknown" says nothing
         return f"{name} {version}".strip()
     return arm.settings.get("engine") or name
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from tokenreel.answers import build_answers
+from tokenreel.engine_figures import arm_fingerprint, engine_agreement, prompt_cache
 from tokenreel.claims import DEFINITIONS, all_speedups, claim_text, headline, interval_text, scope_text
 from tokenreel.gpu import gpu_hardware
 from tokenreel.model import Arm, Session, fingerprint_summary
@@ -60,6 +61,8 @@ def build_report(session: Session, baseline: str | None = None, selection: RunSe
         "gpu": [gpu_entry(arm) for arm in session.arms],
         "latency": _latency_entry(build_latency(session, cells, selection)),
         "answers": asdict(build_answers(session, baseline, selection)),
+        "engine_agreement": engine_agreement(session, selection),
+        "prompt_cache": prompt_cache(session),
         **({"replicas": replicas} if (replicas := replica_ladders(session, cells, baseline)) else {}),
     }
 
@@ -159,7 +162,7 @@ def _arm_entry(session: Session, arm: Arm) -> dict:
     return {
         "arm": arm.id,
         "label": arm.label,
-        "fingerprint": fingerprint_summary(arm),
+        "fingerprint": arm_fingerprint(session, arm.id, fingerprint_summary(arm)),
         "settings": dict(arm.settings),
         "token_counts": ",".join(sorted({r.token_source for r in runs})),
         "tokens_estimated": any(r.tokens_estimated for r in runs),

@@ -34,7 +34,7 @@ from tokenreel.ladder import median_run
 from tokenreel.metrics import NS_PER_S, first_token_index, last_token_index, output_tokens, run_metrics
 from tokenreel.report.charts import chart_svgs
 from tokenreel.report.wording import (
-    ESTIMATED_NOTE, LATENCY_FIGURES, STEP_MARKS, acceptance_text, acceptance_notes, contended_text, fingerprint_text, rate_text,
+    ESTIMATED_NOTE, LATENCY_FIGURES, STEP_MARKS, acceptance_text, acceptance_notes, contended_text, engine_notes, fingerprint_text, rate_text,
     answers_legend, category_interval_note, gpu_notes, host_notes, host_text, interval_legend, ladder_note, latency_gaps, latency_legend,
     ratio_text, repeats_summary,
 )
@@ -141,6 +141,10 @@ def _ladder(report: dict, colors: dict[str, str]) -> str:
     if acceptance:
         items = "".join(f"<li>{esc(line)}</li>" for line in acceptance)
         notes.append(f"<p class=note>Acceptance length and rate, where not measured exactly:</p><ul class=note>{items}</ul>")
+    engine = engine_notes(report)
+    if engine:
+        items = "".join(f"<li>{esc(line.removeprefix('- '))}</li>" for line in engine if line.startswith("- "))
+        notes.append(f"<p class=note>{esc(engine[0])}</p><ul class=note>{items}</ul>")
     table = html_table(
         ["Step", "Arm", "Decode speed", "vs. prior step", "vs. original", "TTFT", "Acceptance length", "Acceptance rate"],
         rows, numeric=(3, 4, 5, 6, 7), labelled=True,

@@ -10,7 +10,7 @@ from tokenreel.model import Session
 from tokenreel.figures import figure
 from tokenreel.report.wording import (
     ESTIMATED_NOTE, LATENCY_FIGURES, STEP_MARKS, acceptance_notes, acceptance_text, answers_legend, category_interval_note,
-    contended_text, fingerprint_text, gpu_notes, host_notes, host_text, interval_legend, ladder_note, latency_gaps, latency_legend, rate_text,
+    contended_text, engine_notes, fingerprint_text, gpu_notes, host_notes, host_text, interval_legend, ladder_note, latency_gaps, latency_legend, rate_text,
     ratio_text, repeats_summary, run_names,
 )
 
@@ -152,6 +152,7 @@ def to_markdown(report: dict, session: Session) -> str:
     if estimated_arms:
         lines += [ESTIMATED_NOTE, ""]
     lines += acceptance_notes(report)
+    lines += engine_notes(report)
     lines += _clock_notes(report, session)
     lines += _arms_table(report)
     if report["missing_cells"]:

@@ -93,6 +93,33 @@ def acceptance_notes(report: dict) -> list[str]:
     return ["Acceptance length and rate, where not measured exactly:", "", *lines, ""]
 
 
+def engine_notes(report: dict) -> list[str]:
+    """The engine's own figures beside ours: decode agreement and prompt-cache hits, per arm,
+    each missing one said with its reason (a report built before issue 29 has neither)."""
+    labels = {a["arm"]: a["label"] for a in report["arms"]}
+    lines = []
+    for row in report.get("engine_agreement", []):
+        if row["runs"]:
+            lines.append(f"- {labels[row['arm']]}: decode within {figure(row['median_pct'], 3, ' %')} of the engine's own"
+                         f" (median), {figure(row['worst_pct'], 3, ' %')} worst, over {row['runs']} runs")
+        else:
+            lines.append(f"- {labels[row['arm']]}: engine decode missing: {row['note']}")
+    cache = report.get("prompt_cache")
+    if cache is not None:
+        for row in cache["arms"]:
+            if row["cache_hits"]:
+                lines.append(f"- {labels[row['arm']]}: {row['cache_hits']} of {row['runs']} runs' TTFT include a prompt-cache"
+                             f" hit (up to {row['max_cached_tokens']} prompt tokens served from the cache): not a whole prefill")
+            elif row.get("note"):
+                lines.append(f"- {labels[row['arm']]}: prompt-cache hits unknown: {row['note']}")
+    if not lines:
+        return []
+    head = "The engine's own figures (decode: tokens after the first over first to last token, both sides)"
+    if cache is not None:
+        head += f"; prompt cache: {cache['policy_text']}"
+    return [head + ":", "", *lines, ""]
+
+
 def host_notes(report: dict) -> list[str]:
     """The engine's host: how loaded it was during the runs, or why it was not watched."""
     host = report["host"]

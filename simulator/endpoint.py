@@ -244,7 +244,8 @@ class SimServer:
             return self.engine.error(400, str(exc), "BadRequestError", exc.param)
         self._sequence += 1
         request_id = f"sim-{self.profile.id}-{self._sequence:08d}"  # the profile's id: unique across a cluster
-        ctx = Context(self.profile, self.served_model, body, chat, plan, request_id, t_start=start)
+        ctx = Context(self.profile, self.served_model, body, chat, plan, request_id, t_start=start,
+                      cached_prompt=self.engine.prompt_cache(body, plan.prompt_tokens))
         emitter = self.engine.emitter(ctx)
         if body.get("stream"):
             return await self._stream(request, ctx, emitter, fault)

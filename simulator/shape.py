@@ -36,6 +36,7 @@ class Context:
     t_first: float | None = None  # loop time the first token was written
     t_last: float | None = None  # loop time the last token was written
     drafted: int | None = None  # drafting steps the engine made (None: not run, the whole plan)
+    cached_prompt: int = 0  # prompt tokens the engine's prompt cache served (`Engine.prompt_cache`)
 
     @property
     def include_usage(self) -> bool:
@@ -122,6 +123,10 @@ class Engine:
 
     def routes(self) -> list[web.RouteDef]:
         return []
+
+    def prompt_cache(self, body: dict[str, Any], prompt_tokens: int) -> int:
+        """Prompt tokens of this request served from the engine's prompt cache (none by default)."""
+        return 0
 
     def models(self) -> dict[str, Any]:
         raise NotImplementedError

@@ -6,18 +6,23 @@ burst, in one write); a token that ends mid-character sends no event, its text r
 next token's event (whose logprobs hold only that next token: the held one's entry is never
 streamed); then a finish event (empty delta), a usage event (`choices: []`, include_usage) and
 `timings` on the last event (on every token's event with `timings_per_token`; `predicted_n`, `predicted_ms`, ..., `draft_n` and
-`draft_n_accepted` when it drafted); `continuous_usage_stats` is ignored. Every event carries
+`draft_n_accepted` when it drafted; `predicted_per_second` is (predicted_n - 1) / predicted_ms, the
+first token being the prompt batch's, as the pinned build computes it; `cache_n`: the prompt
+tokens its prompt cache served, all but the last of a prompt it saw before unless the request
+says `cache_prompt: false`); `continuous_usage_stats` is ignored. Every event carries
 `system_fingerprint` (the build). /v1/models has `meta.n_ctx`; /props the server's settings.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 from aiohttp import web
 
 from tokenreel.simulator.plan import Step, spec_stats
+from tokenreel.simulator.profiles import Profile
 from tokenreel.simulator.shape import Context, Emitter, Engine, chat_logprob_entry
 from tokenreel.simulator.text import VOCAB_SIZE
 from tokenreel.simulator.wire import ends_mid_utf8, json_response, sse, usage
@@ -78,17 +83,19 @@ class LlamacppEmitter(Emitter):
     def timings(self) -> dict[str, Any]:
         ctx = self.ctx
         prompt_ms, predicted_ms = ctx.timings_ms()
-        n_prompt = ctx.plan.prompt_tokens
+        cached = ctx.cached_prompt
+        n_prompt = ctx.plan.prompt_tokens - cached  # the tokens prefilled
+        steps = max(self.completion - 1, 0)
         out: dict[str, Any] = {
-            "cache_n": 0,
+            "cache_n": cached,
             "prompt_n": n_prompt,
             "prompt_ms": prompt_ms,
             "prompt_per_token_ms": prompt_ms / n_prompt if n_prompt else 0.0,
             "prompt_per_second": 1000 * n_prompt / prompt_ms if prompt_ms else 0.0,
             "predicted_n": self.completion,
             "predicted_ms": predicted_ms,
-            "predicted_per_token_ms": predicted_ms / self.completion if self.completion else 0.0,
-            "predicted_per_second": 1000 * self.completion / predicted_ms if predicted_ms else 0.0,
+            "predicted_per_token_ms": predicted_ms / steps if steps else 0.0,
+            "predicted_per_second": 1000 * steps / predicted_ms if predicted_ms else 0.0,
         }
         if ctx.profile.spec_k:
             stats = spec_stats(ctx.plan, ctx.profile.spec_k, ctx.drafted)
@@ -136,6 +143,18 @@ class LlamacppEngine(Engine):
 
     def routes(self) -> list[web.RouteDef]:
         return [web.get("/props", self._props)]
+
+    def __init__(self, profile: Profile, model: str, time_scale: float) -> None:
+        super().__init__(profile, model, time_scale)
+        self._prompts_seen: set[str] = set()
+
+    def prompt_cache(self, body: dict[str, Any], prompt_tokens: int) -> int:
+        """llama.cpp reuses a repeated prompt's KV state (all but its last token, which it must
+        evaluate) unless the request says `cache_prompt: false`."""
+        key = json.dumps([body.get("messages"), body.get("prompt")], sort_keys=True, default=str)
+        seen = key in self._prompts_seen
+        self._prompts_seen.add(key)
+        return max(prompt_tokens - 1, 0) if seen and body.get("cache_prompt", True) is not False else 0
 
     @property
     def model_path(self) -> str:

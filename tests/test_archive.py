@@ -9,7 +9,8 @@ import orjson
 import pytest
 
 from tokenreel import archive
-from tokenreel.model import Acceptance, Arm, ArchiveError, Chunks, Gate, Prompt, Run, Session, Settings, session_to_dict
+from tokenreel.model import Acceptance, Arm, ArchiveError, Chunks, Gate, Prompt, Run, Session, Settings
+from tokenreel.model_file import session_to_dict
 
 
 def small_session() -> Session:

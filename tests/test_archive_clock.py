@@ -13,7 +13,8 @@ from tests import session_factory as factory
 from tokenreel import archive
 from tokenreel.ladder import build_cells, missing_cells
 from tokenreel.metrics import run_metrics
-from tokenreel.model import CLIENT_BUSY_P99_MS, ArchiveError, Clock, Session, session_to_dict
+from tokenreel.model import CLIENT_BUSY_P99_MS, ArchiveError, Clock, Session
+from tokenreel.model_file import session_to_dict
 from tokenreel.report import build_report, render_report
 from tokenreel.validate import from_dict
 

@@ -32,6 +32,13 @@ def fake_install(root: Path, program: str) -> Path:
     return engine
 
 
+def test_the_build_passes_its_build_number_and_commit() -> None:
+    """The sdist has no git history: without these the server says "b0-unknown" (issue 29)."""
+    assert f"-DLLAMA_BUILD_NUMBER={build.LLAMA_CPP_BUILD_NUMBER}" in build.CMAKE_FLAGS
+    assert f"-DLLAMA_BUILD_COMMIT={build.LLAMA_CPP_COMMIT}" in build.CMAKE_FLAGS
+    assert build.LLAMA_CPP_BUILD_NUMBER > 0 and len(build.LLAMA_CPP_COMMIT) >= 7 and int(build.LLAMA_CPP_COMMIT, 16) >= 0
+
+
 def test_the_build_targets_a_named_level_and_the_cache_key_names_it(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv("TOKENREEL_CACHE", str(tmp_path))
     assert "-DGGML_NATIVE=OFF" in build.CMAKE_FLAGS and not any("NATIVE=ON" in f for f in build.CMAKE_FLAGS)

@@ -25,6 +25,7 @@ from tokenreel import archive
 from tokenreel.answers import answer_of, build_answers
 from tokenreel.metrics import run_metrics
 from tokenreel.model import Arm, Prompt, Session
+from tokenreel.report.data import build_report
 from tokenreel.recorder.sse_client import completions_url, request_body
 
 pytestmark = pytest.mark.engine
@@ -178,6 +179,43 @@ def test_decode_rate_matches_engine_per_run(ladder) -> None:
     assert not wrong, "\n".join(wrong)
 
 
+def test_archived_engine_figures_agree_with_ours(ladder) -> None:
+    """Each run's archived `engine` is the engine's own figure for that request (its log, 2 decimals,
+    the pinned build's predicted_per_second being (predicted_n - 1) / predicted_ms), and the
+    report's engine_agreement holds tokenreel's decode within the decode test's tolerance of it:
+    the issue's GPU target is median <= 0.05 %, worst <= 0.2 %; these 2 busy cores get the worst bound
+    for both. Every run was a fresh prefill (tokenreel's default): no cached prompt tokens."""
+    session, timings, _ = ladder
+    wrong = []
+    for run, engine_timing in _pairs(session, timings):
+        figures = run.engine
+        if figures is None or figures.source != "llama.cpp timings" or figures.decode_tok_s is None:
+            wrong.append(f"{run.arm}/{run.prompt}/{run.index}: engine figures {figures}")
+        elif abs(figures.decode_tok_s - engine_timing.predicted_per_second) > 0.01 + 1e-4 * figures.decode_tok_s:
+            wrong.append(f"{run.arm}/{run.prompt}/{run.index}: archived {figures.decode_tok_s}, logged {engine_timing.predicted_per_second}")
+        elif figures.cached_prompt_tokens != 0 or not figures.prompt_tokens:
+            wrong.append(f"{run.arm}/{run.prompt}/{run.index}: prompt {figures.prompt_tokens}, cached {figures.cached_prompt_tokens}")
+    assert not wrong, "\n".join(wrong)
+    agreement = build_report(session)["engine_agreement"]
+    assert [row["runs"] for row in agreement] == [len(PROMPTS) * LADDER_REPEATS] * 3, agreement
+    assert all(row["median_pct"] <= 100 * DECODE_TOLERANCE and row["worst_pct"] <= 100 * DECODE_TOLERANCE
+               for row in agreement), agreement
+
+
+def test_drafter_observed_while_props_says_none_and_the_build_said_as_it_is(ladder) -> None:
+    """The drafter arm's /props does not name its drafter (`speculative.types: "none"` for -md with
+    draft-simple); the report names it as observed in the stream. A build without its number and
+    commit is said as unknown, never as "b0-unknown"."""
+    session, _, _ = ladder
+    props = session.arm("q4_0-spec").fingerprint["props"]
+    fingerprints = {a["arm"]: a["fingerprint"] for a in build_report(session)["arms"]}
+    assert fingerprints["q4_0-spec"]["speculative"].startswith("drafter observed in the stream"), (fingerprints, props)
+    assert "observed" not in fingerprints["q4_0"].get("speculative", ""), fingerprints["q4_0"]
+    build_info = props.get("build_info", "")
+    version = fingerprints["q4_0"]["version"]
+    assert not version.startswith("b0-") and (version == build_info or version.startswith("unknown")), (version, build_info)
+
+
 def test_speculation_accelerates(ladder) -> None:
     """The engine's own medians: Q4_0 beats f16, and the drafter beats Q4_0.
 
@@ -259,6 +297,29 @@ def test_same_answers_agree_with_the_engines_own_texts(ladder) -> None:
             wrong.append(f"{prompt.id}: the drafter changed Q4_0's answer (greedy verification should keep it)")
     assert not wrong, "\n".join(wrong)
     assert not answers.nondeterministic, answers.nondeterministic
+
+
+# --- the prompt cache: the engine's default against tokenreel's fresh prefill ----------------------
+
+
+def test_cache_hit_flagged_with_the_engines_default_cache_not_with_a_fresh_prefill(arms: dict[str, Server], tmp_path: Path) -> None:
+    """llama.cpp's default reuses a repeated prompt's KV state (cache_n = all but its last token):
+    recorded with `prompt_cache = "engine"` the repeat's TTFT includes a cache hit and the report
+    counts it; tokenreel's default sends cache_prompt false and no run hits the cache."""
+    server = arms["q4_0"]
+    found = {}
+    for policy in ("engine", "fresh"):
+        config = write_config(tmp_path, f"cache-{policy}", {"q4_0": server}, warmup=1, repeats=1, max_tokens=16,
+                              prompts=PROMPTS[:1])
+        config.write_text(config.read_text().replace("[session]", f'[session]\nprompt_cache = "{policy}"', 1))
+        done, out = record(tmp_path, config)
+        assert done.returncode == 0, done.stderr.strip()[-600:]
+        session = archive.load(out)
+        found[policy] = ([(r.warmup, r.engine.cached_prompt_tokens if r.engine else None) for r in session.runs],
+                         build_report(session)["prompt_cache"]["arms"][0]["cache_hits"])
+    engine_runs, engine_hits = found["engine"]
+    assert engine_runs[1][1] and engine_runs[1][1] > 0 and engine_hits == 1, found
+    assert found["fresh"] == ([(True, 0), (False, 0)], 0), found
 
 
 # --- acceptance length against the counters ----------------------------------------------------

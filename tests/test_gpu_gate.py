@@ -26,7 +26,8 @@ from tests.test_recorder_support import seed
 from tokenreel import archive
 from tokenreel.gpu import GpuDevice, GpuProcess
 from tokenreel.gpu_validate import bound_gpu
-from tokenreel.model import ArchiveError, session_to_dict
+from tokenreel.model import ArchiveError
+from tokenreel.model_file import session_to_dict
 from tokenreel.recorder.gpu_gate import (
     EngineProcesses, GpuSnapshot, GpuWait, NoNvml, classify, cuda_version, listener_pids, read_gpus, verdict, with_descendants,
 )

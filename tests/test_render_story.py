@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from tokenreel import archive
+from tokenreel.engine_figures import stated_version
 from tokenreel.figures import multiplier
 from tokenreel.model import Session
 from tokenreel.renderer.frames import FrameRenderer
@@ -267,4 +268,6 @@ def test_the_end_card_says_what_the_arms_ran_on_or_that_it_is_missing() -> None:
     assert (said.hardware, said.engine, said.recorded) == ("1x NVIDIA H200", "vllm 0.11.2", "recorded 2026-12-01 to 2026-12-02")
     s.arms[1].fingerprint = {"summary": {"engine": "llamacpp", "version": "b0-unknown"}}
     s.arms[1].settings["engine"] = "llama.cpp b7000, CUDA"
+    assert build_plan(s, RenderOptions(size=SMALL)).facts.engine == "vllm 0.11.2 / llama.cpp b7000, CUDA"
+    s.arms[1].fingerprint = {"summary": {"engine": "llamacpp", "version": stated_version("b0-unknown")}}  # as recorded now
     assert build_plan(s, RenderOptions(size=SMALL)).facts.engine == "vllm 0.11.2 / llama.cpp b7000, CUDA"

@@ -8,7 +8,9 @@ Where each concept of the core lives (the rooms build on it: recorder/, renderer
 report/; cli/ is the top floor):
 
 - model.py: the session model and the file format it documents (Session, Run, Chunks, limits)
-- validate.py: reading a session back, every field checked; impossible server values bounded
+- model_file.py: a session as the JSON object its file holds
+- validate.py: reading a session back, every field checked
+- quarantine.py: impossible server values bounded, or the run kept as invalid without them
 - field_reader.py: typed access to parsed JSON, each failure naming its dotted field
 - archive.py: the session file on disk: load, atomic save, one writer at a time (SessionLock)
 - files.py: every file read through one bounded reader, every output through one atomic writer
@@ -20,6 +22,8 @@ report/; cli/ is the top floor):
 - planning.py: how many prompts a target interval needs, from a pilot session
 - latency.py: p50/p90/p99 of TTFT, TPOT and inter-token latency
 - answers.py: whether the arms give the same answers
+- engine_figures.py, engine_archive.py: what the engine said of each request, beside our figures
+- gpu.py, gpu_validate.py: the GPU gate's archive, read back and bounded
 - comparison.py: two recordings of one ladder, figure by figure
 - verdicts.py: same, faster, slower or can't tell yet: a difference judged by its interval
 - figures.py: one rounding for every figure shown

@@ -3,7 +3,7 @@
 Loading reads only a regular file of bounded size and validates every field
 (`tokenreel.validate`): every problem is an `ArchiveError` naming the file and the field.
 Saving is atomic (temp file, fsync, rename), so the file on disk is never half-written, and it
-writes only what the loader accepts (`tokenreel.validate.validated_dict`).
+writes only what the loader accepts (`tokenreel.quarantine.validated_dict`).
 
 One writer per session: `SessionLock` (fcntl.flock on `.<file name>.lock` next to the file) is
 held for a whole `record`; a second writer is refused at once, naming the holder's pid.
@@ -18,8 +18,10 @@ from pathlib import Path
 import orjson
 
 from tokenreel import files
-from tokenreel.model import ArchiveError, Session, session_to_dict
-from tokenreel.validate import from_dict, validated_dict
+from tokenreel.model import ArchiveError, Session
+from tokenreel.model_file import session_to_dict
+from tokenreel.quarantine import validated_dict
+from tokenreel.validate import from_dict
 
 
 # ---------------------------------------------------------------------------------------------
@@ -36,7 +38,7 @@ def save(session: Session, path: str | os.PathLike[str]) -> None:
 
     What is written is first checked by the loader's own validation (`validated_dict`), so a
     saved file always loads: a run that fails it is quarantined in place (status `invalid`, see
-    `tokenreel.validate.quarantine`); anything else that would not load raises ArchiveError and
+    `tokenreel.quarantine`); anything else that would not load raises ArchiveError and
     nothing is written.
     """
     target = Path(path)

@@ -7,7 +7,7 @@ hold millions of tokens: columns load fast and keep the file small.
 
 The format: a JSON object `{"format": FORMAT, "version": VERSION, ...}` followed by the fields
 of `Session` in order, each dataclass below as an object with its fields in order
-(`session_to_dict` builds it, `Chunks` says what each column means). The MAX_* limits bound
+(`tokenreel.model_file.session_to_dict` builds it, `Chunks` says what each column means). The MAX_* limits bound
 every count and offset a file may hold, far above any real session.
 
 Which clock stamped each run is stated (issue 13): `Run.clock` says "kernel" (t_ns is the
@@ -22,7 +22,7 @@ Reading a file back checks every field (`tokenreel.validate`); the file on disk 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tokenreel.safe_text import shown_path
@@ -44,7 +44,7 @@ MAX_COUNT = MAX_CHUNKS_PER_RUN * MAX_TOKENS_PER_EVENT  # usage and spec-decode c
 MAX_ACCEPTANCE_LENGTH = 1000.0
 MAX_RESPONSE_ID = 256  # characters of a server's response id kept (a longer one is not kept)
 
-# "invalid": the server sent a value the archive cannot hold (`tokenreel.validate.quarantine`);
+# "invalid": the server sent a value the archive cannot hold (`tokenreel.quarantine`);
 # like failed, it is in no figure and `--resume` records it again.
 RUN_STATUSES = ("ok", "failed", "skipped", "invalid")
 GATE_STATUSES = ("idle", "busy", "unavailable")
@@ -64,6 +64,12 @@ HOST_WAIT_S = 5.0
 # compute process that is not the arm's engine, flags the arm after waiting at most GPU_WAIT_S.
 GPU_UTIL_PCT = 10.0
 GPU_WAIT_S = 30.0
+# The fastest decode any figure may claim: 600 x the fastest single-request decode published
+# (~17 k tok/s, 2026); it bounds running counts while streaming and an engine's decode figure.
+MAX_TOKENS_PER_SECOND = 10_000_000
+# `Settings.prompt_cache`: "fresh": a fresh prefill every run where a request can ask for one
+# (llama.cpp `cache_prompt: false`; extra_body overrides); "engine": the engines' defaults.
+PROMPT_CACHE_POLICIES = ("fresh", "engine")
 
 
 class ArchiveError(ValueError):
@@ -144,6 +150,7 @@ class Settings:
     # GPU to have no other compute process and utilisation at most gpu_util_pct, then flag it.
     gpu_util_pct: float = GPU_UTIL_PCT
     gpu_wait_s: float = GPU_WAIT_S
+    prompt_cache: str = "fresh"  # PROMPT_CACHE_POLICIES; files without it load as "engine"
 
 
 @dataclass
@@ -248,6 +255,25 @@ class HostPressure:
 
 
 @dataclass
+class EngineFigures:
+    """What the engine said of one request (issue 29). `decode_tok_s` is tokenreel's decode
+    (tokenreel.metrics: tokens after the first over first to last token); from llama.cpp's
+    `timings`: (predicted_n - 1) / predicted_ms, not predicted_per_second, which older builds
+    computed over all predicted_n tokens. `cached_prompt_tokens`: prompt tokens its cache served
+    (llama.cpp `cache_n`, vLLM/SGLang `usage.prompt_tokens_details.cached_tokens`): a TTFT with
+    any is no whole prefill. None: not said. `source`: where they came from ("" for nowhere)."""
+
+    decode_tok_s: float | None = None
+    prompt_tokens: int | None = None
+    cached_prompt_tokens: int | None = None
+    source: str = ""
+
+    @property
+    def cache_hit(self) -> bool:
+        return bool(self.cached_prompt_tokens)
+
+
+@dataclass
 class Run:
     """One request to one arm for one prompt; warmup runs are kept but flagged."""
 
@@ -286,6 +312,7 @@ class Run:
     # server's own log (simulator/truth.py pairs runs with the simulator's by it). None: no id
     # given, or recorded before issue 27 (absent from the file).
     response_id: str | None = None
+    engine: EngineFigures | None = None  # what the engine said of it; None: recorded before issue 29
     chunks: Chunks = field(default_factory=Chunks)
 
     @property
@@ -418,70 +445,3 @@ def fingerprint_summary(arm: Arm) -> dict[str, str]:
     if isinstance(fp.get("max_model_len"), int):
         out["max_model_len"] = str(fp["max_model_len"])
     return out
-
-
-# ---------------------------------------------------------------------------------------------
-# The file's shape: a Session as the JSON object the file holds
-
-
-def _chunks_to_json(chunks: Chunks) -> dict[str, Any]:
-    """Columns that are all empty strings are left out to keep the file small."""
-    out: dict[str, Any] = {"t_ns": chunks.t_ns, "tokens": chunks.tokens}
-    for name in ("content", "reasoning", "tool"):
-        column = getattr(chunks, name)
-        if any(column):
-            out[name] = column
-    if chunks.client_delay_us:
-        out["client_delay_us"] = chunks.client_delay_us
-    return out
-
-
-def session_to_dict(session: Session) -> dict[str, Any]:
-    """The object a session file holds: format and version first, then Session's fields in order."""
-    out: dict[str, Any] = {"format": FORMAT, "version": VERSION}
-    for name in Session.__dataclass_fields__:
-        value = getattr(session, name)
-        if name == "runs":
-            out[name] = [run_to_dict(run) for run in value]
-        elif name == "settings":
-            out[name] = asdict(value)
-        elif name == "prompts":
-            out[name] = [asdict(item) for item in value]
-        elif name == "arms":
-            out[name] = [_arm_to_dict(arm) for arm in value]
-        elif name == "stopping":
-            if value is not None:
-                out[name] = asdict(value)
-        elif name == "kind":
-            if value != "ladder":
-                out[name] = value
-        elif name == "levels":
-            if value:
-                out[name] = [asdict(item) for item in value]
-        else:
-            out[name] = value
-    return out
-
-
-def _arm_to_dict(arm: Arm) -> dict[str, Any]:
-    """asdict, leaving out replica lists (one replica) and GPU checks (none) that are empty: older
-    files stay byte-identical."""
-    return {k: v for k, v in asdict(arm).items() if v or k not in ("base_urls", "metrics_urls", "gpu")}
-
-
-def run_to_dict(run: Run) -> dict[str, Any]:
-    """Like asdict, without deep-copying the (possibly huge) chunk columns."""
-    out: dict[str, Any] = {}
-    for name in Run.__dataclass_fields__:
-        value = getattr(run, name)
-        if name == "chunks":
-            out[name] = _chunks_to_json(value)
-        elif name in ("gate", "acceptance", "clock", "host"):
-            out[name] = asdict(value) if value is not None else None
-        elif name in ("level", "replica", "response_id"):
-            if value is not None:
-                out[name] = value
-        else:
-            out[name] = value
-    return out
-

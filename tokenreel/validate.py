@@ -13,21 +13,23 @@ Rules that keep one bad server value from poisoning a session (issue 11):
 2. Every float that reaches a metric is finite and bounded: an acceptance length outside
    [1, MAX_ACCEPTANCE_LENGTH], a rate outside [0, 1] or a count above MAX_COUNT is dropped to
    None with a note (`bound_acceptance`, applied at save and at load alike).
+3. The engine's own figures are bounded where they are read (`tokenreel.engine_archive`); at
+   save a run past a bound is quarantined without its `engine` part.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, Callable
 
+from tokenreel.engine_archive import read_engine_figures
 from tokenreel.field_reader import FieldReader, T
 from tokenreel.gpu_validate import gpu_check
 from tokenreel.model import (
     CLIENT_BUSY_P99_MS, CLOCK_SOURCES, FORMAT, GATE_STATUSES, GPU_UTIL_PCT, GPU_WAIT_S, HOST_PRESSURE_PCT, HOST_WAIT_S,
     MAX_ACCEPTANCE_LENGTH, MAX_CHUNKS_PER_RUN, MAX_COUNT, MAX_OFFSET_NS, MAX_RESPONSE_ID, MAX_RUNS,
-    MAX_TOKENS_PER_EVENT, RUN_STATUSES, TOKEN_SOURCES, VERSION, Acceptance, ArchiveError, Arm,
-    Chunks, Clock, Gate, HostPressure, Prompt, Run, Session, Settings, Stopping, run_to_dict, session_to_dict,
+    MAX_TOKENS_PER_EVENT, PROMPT_CACHE_POLICIES, RUN_STATUSES, TOKEN_SOURCES, VERSION,
+    Acceptance, Arm, Chunks, Clock, Gate, HostPressure, Prompt, Run, Session, Settings, Stopping,
     LEVEL_COUNTERS, LEVEL_STATUSES, SESSION_KINDS, LevelRecord,
 )
 
@@ -93,6 +95,7 @@ def _settings(r: FieldReader, data: Any, where: str) -> Settings:
         host_wait_s=r.get(d, "host_wait_s", where, r.nonneg_num, HOST_WAIT_S),
         gpu_util_pct=r.get(d, "gpu_util_pct", where, r.nonneg_num, GPU_UTIL_PCT),
         gpu_wait_s=r.get(d, "gpu_wait_s", where, r.nonneg_num, GPU_WAIT_S),
+        prompt_cache=r.get(d, "prompt_cache", where, r.one_of(PROMPT_CACHE_POLICIES), "engine"),
     )
 
 
@@ -206,7 +209,7 @@ def _usage(r: FieldReader, data: Any, where: str) -> dict[str, int] | None:
     return usage
 
 
-def _run(r: FieldReader, data: Any, where: str) -> Run:
+def read_run(r: FieldReader, data: Any, where: str) -> Run:
     d = r.obj(data, where)
     run = Run(
         arm=r.get(d, "arm", where, r.str_),
@@ -233,6 +236,7 @@ def _run(r: FieldReader, data: Any, where: str) -> Run:
         level=_opt_level(r, d.get("level"), f"{where}.level"),
         replica=r.get(d, "replica", where, r.opt_int, None),
         response_id=_response_id(r, d.get("response_id"), f"{where}.response_id"),
+        engine=read_engine_figures(r, d.get("engine"), f"{where}.engine"),
         chunks=_chunks(r, d.get("chunks"), f"{where}.chunks"),
     )
     bound_acceptance(run)
@@ -263,7 +267,7 @@ def from_dict(data: Any, path: str = "<session>") -> Session:
         settings=_settings(r, d.get("settings"), "settings"),
         prompts=_list_of(r, d, "prompts", _prompt),
         arms=_list_of(r, d, "arms", _arm),
-        runs=_list_of(r, d, "runs", _run),
+        runs=_list_of(r, d, "runs", read_run),
         tool_version=r.get(d, "tool_version", "", r.str_, ""),
         host=r.get(d, "host", "", r.str_map, {}),
         created_at=r.get(d, "created_at", "", r.str_, ""),
@@ -381,7 +385,7 @@ def _check_references(r: FieldReader, session: Session) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Impossible values: bounded or quarantined, never saved as a file the loader rejects
+# Acceptance figures no drafter can produce: bounded while reading and before saving
 
 _ACCEPTANCE_BOUNDS = (
     ("mean_length", "acceptance length", 1.0, MAX_ACCEPTANCE_LENGTH),
@@ -410,87 +414,3 @@ def bound_acceptance(run: Run) -> None:
     if dropped:
         note = f"the server reported an impossible {', '.join(dropped)}; dropped"
         run.acceptance_note = f"{run.acceptance_note}; {note}" if run.acceptance_note else note
-
-
-def _drop_chunks(run: Run) -> None:
-    run.chunks = Chunks()
-
-
-def _drop_usage(run: Run) -> None:
-    run.usage = None
-
-
-def _drop_gate_figures(run: Run) -> None:
-    status = run.gate.status if run.gate.status in GATE_STATUSES else "unavailable"
-    run.gate = Gate(status=status, detail=run.gate.detail if isinstance(run.gate.detail, str) else "")
-
-
-def _drop_acceptance(run: Run) -> None:
-    run.acceptance = None
-
-
-# The parts of a run that carry values from the server, and how each is dropped.
-_DROPPABLE: dict[str, Callable[[Run], None]] = {
-    "chunks": _drop_chunks,
-    "usage": _drop_usage,
-    "gate": _drop_gate_figures,
-    "acceptance": _drop_acceptance,
-}
-
-
-def quarantine(run: Run, path: str = "<session>") -> str:
-    """Validate one run as the loader does; if it fails, mark it `invalid` (this module's rule 1).
-
-    Server values it catches: a usage jump of more than MAX_TOKENS_PER_EVENT in one event, a
-    negative /metrics gauge, more than MAX_CHUNKS_PER_RUN events. Each offending part is
-    dropped and named in `error`. Returns that reason ("" for a valid run); raises ArchiveError
-    for a problem in a part the recorder itself sets (a bug, not the server's).
-    """
-    bound_acceptance(run)
-    reasons: list[str] = []
-    for _ in range(len(_DROPPABLE) + 1):
-        try:
-            _run(FieldReader(path), run_to_dict(run), "run")
-        except ArchiveError as exc:
-            where = exc.field.removeprefix("run.")
-            part = re.split(r"[.\[]", where, maxsplit=1)[0]
-            if part not in _DROPPABLE or any(r.startswith(part) for r in reasons):
-                raise
-            reasons.append(f"{where}: {exc.problem}")
-            _DROPPABLE[part](run)
-            continue
-        break
-    if not reasons:
-        return ""
-    dropped = ", ".join(dict.fromkeys(r.split(".")[0].split("[")[0].split(":")[0] for r in reasons))
-    return mark_invalid(run, "; ".join(reasons), dropped)
-
-
-def mark_invalid(run: Run, reason: str, dropped: str) -> str:
-    """Mark a run whose offending parts were dropped `invalid`, with the one line that says so
-    (`quarantine`, and the recorder for a running count that jumps or goes back while streaming)."""
-    run.status = "invalid"
-    run.error = (
-        f"invalid: the server sent an impossible value ({reason}); the run is kept without its"
-        f" {dropped}: check the endpoint, then `tokenreel record --resume` records it again"
-    )
-    return run.error
-
-
-def validated_dict(session: Session, path: str = "<session>") -> dict[str, Any]:
-    """What `tokenreel.archive.save` writes: `session_to_dict`, checked by the loader's own
-    `from_dict` (this module's rule 1). A run that fails it is quarantined in place; anything
-    else that would not load raises ArchiveError, so nothing is written."""
-    for run in session.runs:
-        bound_acceptance(run)
-    for _ in range(len(session.runs) + 1):
-        data = session_to_dict(session)
-        try:
-            from_dict(data, path)
-        except ArchiveError as exc:
-            bad = re.match(r"runs\[(\d+)\]", exc.field)
-            if bad is None or int(bad[1]) >= len(session.runs) or not quarantine(session.runs[int(bad[1])], path):
-                raise
-            continue
-        break
-    return data

@@ -34,8 +34,16 @@ import tempfile
 import time
 from pathlib import Path
 
-# The one pin: llama-cpp-python's sdist version fixes the llama.cpp commit it vendors.
+# The one pin: llama-cpp-python's sdist version fixes the llama.cpp commit it vendors. The sdist
+# has no git history (a shallow submodule), so cmake cannot find the build number and commit, and
+# the server would say "b0-unknown": both are passed at configure time. The commit is the sdist's
+# own `.git/modules/vendor/llama.cpp/HEAD` (its CHANGELOG: "update llama.cpp to
+# ggml-org/llama.cpp@0c1e57098"); upstream's release of that commit is b11312 (its build info
+# "b11312-0c1e57098"). A new pin must update all three. The cache key (`engine_dir`) leaves them
+# out: a build cached before them still says b0-unknown until it is rebuilt.
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
+LLAMA_CPP_BUILD_NUMBER = 11312
+LLAMA_CPP_COMMIT = "0c1e57098"
 TARGETS = ("llama-server", "llama-quantize")
 # x86-64-v3 as ggml names its instruction sets (with the /proc/cpuinfo flag that says each).
 X86_64_V3 = {"SSE42": "sse4_2", "AVX": "avx", "AVX2": "avx2", "BMI2": "bmi2", "FMA": "fma", "F16C": "f16c"}
@@ -49,6 +57,8 @@ CMAKE_FLAGS = (
     "-DBUILD_SHARED_LIBS=OFF",
     "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF",
+    f"-DLLAMA_BUILD_NUMBER={LLAMA_CPP_BUILD_NUMBER}",
+    f"-DLLAMA_BUILD_COMMIT={LLAMA_CPP_COMMIT}",
 )
 REQUIRED_TOOLS = {"cmake": "cmake", "g++": "g++", "make": "make"}
 # The CUDA variant (the GPU ladder, issue 29): same flags plus these; the architecture is the GPU's
