@@ -20,7 +20,7 @@ import orjson
 
 from tokenreel.gpu import gpu_hardware
 from tokenreel.model import GPU_UTIL_PCT
-from tokenreel.recorder.gpu_gate import Engine, GpuWait, NoNvml, listener_pids, read_gpus, with_descendants
+from tokenreel.recorder.gpu_gate import EngineProcesses, GpuWait, NoNvml, listener_pids, read_gpus, with_descendants
 from tokenreel.report.wording import gpu_device_text
 
 
@@ -29,10 +29,10 @@ def main() -> int:
     parser.add_argument("--port", type=int, help="the arm's engine is the process listening on this TCP port")
     parser.add_argument("--util-pct", type=float, default=GPU_UTIL_PCT, help="utilisation threshold, %% (default %(default)s)")
     args = parser.parse_args()
-    engine = Engine()
+    engine = EngineProcesses()
     if args.port is not None:
         roots = listener_pids(args.port)
-        engine = Engine(pids=with_descendants(roots) if roots else None)
+        engine = EngineProcesses(pids=with_descendants(roots) if roots else None)
         print(f"engine on port {args.port}: pids {sorted(engine.pids) if engine.pids else 'not visible here'}")
     started = time.perf_counter()
     try:

@@ -87,7 +87,7 @@ def read_gpus() -> GpuSnapshot:
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             memory = ask(pynvml.nvmlDeviceGetMemoryInfo, handle)
             busy = ask(pynvml.nvmlDeviceGetUtilizationRates, handle)
-            processes = ask(pynvml.nvmlDeviceGetComputeProcesses, handle) or []
+            processes = ask(pynvml.nvmlDeviceGetComputeRunningProcesses, handle) or []
             devices.append(GpuDevice(
                 index=index,
                 name=_text(ask(pynvml.nvmlDeviceGetName, handle)),
