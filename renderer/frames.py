@@ -53,8 +53,7 @@ class ArmColumn:
         self.accent = f"accent{track.color}"
         self.about = "≈" if track.tokens_estimated else ""  # before every figure counted from tokens
         self.timeline = ArmTimeline(track.t_ns, track.tokens, track.first_index)
-        many = any(n > 1 for n in track.tokens[track.first_index + 1 :])  # several tokens a chunk: steps show
-        self.steps = self.timeline.tokens_per_chunk if many else None
+        self.steps = self.timeline.tokens_per_chunk if track.step_events else None
         text, styles, ends = styled_stream(track.content, track.reasoning, track.tool, plan.code)
         self.layout = layout_stream(text, styles, ends, geometry.cols, self.painter.size)
         self.line_tile = lru_cache(maxsize=4 * geometry.rows + 16)(self._line_tile)
@@ -131,17 +130,20 @@ class ArmColumn:
         return rect
 
     def live_accept(self, visible: int) -> str:
-        """Acceptance as a running figure where the chunks show it (a speculative arm that
-        streams one chunk per step: tokens per chunk after the first); the archived figure once
-        done; nothing while running when the chunks cannot show it."""
+        """Acceptance from the engine's counts, never from event sizes it cannot read: where the
+        events are verify steps (`ArmTrack.step_events`), tokens per event so far; otherwise
+        (one event per token, as llama.cpp streams) the engine's figure for the whole run, the
+        one the column ends on, from the second token (the footer says so); the archived figure
+        once done; nothing without the engine's figure."""
         track = self.track
         if track.acceptance_length is None:
             return ""
+        whole_run = f"accept {'≈' if track.acceptance_approximate else ''}{figure(track.acceptance_length, 2)}"
         if self.finished(visible):
-            return f"accept {'≈' if track.acceptance_approximate else ''}{figure(track.acceptance_length, 2)}"
-        if self.steps is None or visible <= track.first_index + 1:
+            return whole_run
+        if visible <= track.first_index + 1:
             return ""
-        return f"accept {figure(self.steps(visible), 1)}"
+        return f"accept {figure(self.steps(visible), 1)}" if self.steps is not None else whole_run
 
     def figures(self, visible: int, ref_done: bool) -> tuple[tuple[Span, ...], ...]:
         """The figure lines as spans: (big left, big right, verdict, stats). ref_done: the first
@@ -380,21 +382,29 @@ class FrameRenderer:
         clocks = "" if plan.align == "send" else "; each arm's clock starts at its first token"
         return f"Speed-ups: {DEFINITIONS[plan.metric]}, {which}{clocks}", f"Speed-ups: {METRIC_WORDS[plan.metric]}, {which}"
 
-    def _footer(self, canvas: Canvas) -> None:
-        """What the speed-ups are and how the race was made, shortened (then smaller) to fit."""
+    def footer_wordings(self) -> tuple[str, ...]:
+        """The footer, longest wording first: what the speed-ups are, how the race was made, and
+        what an estimate or a whole-run acceptance on screen is."""
         plan = self.plan
         speed = plan.clock.speed
         pace = "at real speed" if speed == 1 else f"at {float(speed):g}x speed"
         long, short = self.metric_notes()
         estimates = any(t.tokens_estimated or t.acceptance_approximate for t in plan.arms)
         about = " ≈: an estimate (the server gave no exact count)." if estimates else ""
-        wordings = (
+        if any(t.acceptance_length is not None and not t.step_events for t in plan.arms):
+            about += " Accept: the engine's figure for the whole run."  # its events are not verify steps
+        return (
             f"{long}. Each arm was recorded on its own, then replayed side by side {pace}.{about}",
             f"{short}. Each arm recorded on its own, replayed side by side {pace}.{about}",
             f"{short}. Arms recorded one at a time, replayed {pace}.{about}",
             f"{short}; arms recorded one at a time.{about}",
             f"{short}.{about}",
         )
+
+    def _footer(self, canvas: Canvas) -> None:
+        """The footer's first wording that fits (then smaller)."""
+        plan = self.plan
+        wordings = self.footer_wordings()
         right: list[Span] = [("SIMULATED · ", "small", "tool")] if plan.simulated else []
         right.append(("tokenreel", "small", "dim"))
         room = plan.layout.footer.w - sum(text_w(self.painters, text, role) for text, role, _ in right)

@@ -24,7 +24,7 @@ from tokenreel.claims import METRICS, Speedup, claim_text, interval_text, run_sp
 from tokenreel.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, median_run, missing_cells
 from tokenreel.model import Arm, Prompt, Run, Session, fingerprint_summary
 from tokenreel.selection import RunSelection
-from tokenreel.metrics import first_token_index, last_token_index, output_tokens, run_metrics
+from tokenreel.metrics import events_are_steps, first_token_index, last_token_index, output_tokens, run_metrics
 from tokenreel.theme import Theme, load_theme
 from tokenreel.theme import is_path as is_theme_path
 from tokenreel.safe_text import shown_path
@@ -109,6 +109,9 @@ class ArmTrack:
     acceptance_length: float | None
     tokens_estimated: bool = False  # per-event counts are a guess (the server sent none): shown with ≈
     acceptance_approximate: bool = False  # from counters printed in rounded steps: shown with ≈
+    # The events are verify steps (`tokenreel.metrics.events_are_steps`): the live acceptance is
+    # tokens per event so far; otherwise it is the engine's figure for the whole run.
+    step_events: bool = False
     place: int = 1  # finishing place among the arms on screen (ties share a place)
     answer: AnswerMark | None = None  # only with RenderOptions.answer_badge
     vs_prior: float | None = None  # the speed-up over the arm before it on screen, in RenderPlan.metric
@@ -381,6 +384,7 @@ def _track(session: Session, run: Run, align: str) -> ArmTrack:
         acceptance_length=run.acceptance.mean_length if run.acceptance else None,
         tokens_estimated=run.tokens_estimated,
         acceptance_approximate=bool(run.acceptance and run.acceptance.approximate),
+        step_events=events_are_steps(run),
     )
 
 
