@@ -102,6 +102,10 @@ class Arm:
     # metrics_url being the first's. Empty: one replica (absent from the file).
     base_urls: list[str] = field(default_factory=list)
     metrics_urls: list[str] = field(default_factory=list)
+    # The arm whose model this arm drafts for (`drafts_for` in the config): its answers are
+    # checked against that arm's, which speculative decoding must repeat (`tokenreel.drafting`).
+    # None: not declared (absent from the file).
+    drafts_for: str | None = None
 
     @property
     def replicas(self) -> int:
@@ -450,8 +454,9 @@ def session_to_dict(session: Session) -> dict[str, Any]:
 
 
 def _arm_to_dict(arm: Arm) -> dict[str, Any]:
-    """asdict, leaving out replica lists that are empty (one replica): older files stay byte-identical."""
-    return {k: v for k, v in asdict(arm).items() if v or k not in ("base_urls", "metrics_urls")}
+    """asdict, leaving out replica lists that are empty (one replica) and an undeclared drafts_for:
+    older files stay byte-identical."""
+    return {k: v for k, v in asdict(arm).items() if v or k not in ("base_urls", "metrics_urls", "drafts_for")}
 
 
 def run_to_dict(run: Run) -> dict[str, Any]:
