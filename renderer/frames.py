@@ -391,14 +391,15 @@ class FrameRenderer:
         long, short = self.metric_notes()
         estimates = any(t.tokens_estimated or t.acceptance_approximate for t in plan.arms)
         about = " ≈: an estimate (the server gave no exact count)." if estimates else ""
-        if any(t.acceptance_length is not None and not t.step_events for t in plan.arms):
-            about += " Accept: the engine's figure for the whole run."  # its events are not verify steps
+        whole_run = any(t.acceptance_length is not None and not t.step_events for t in plan.arms)  # events not steps
+        accept, brief = (" Accept: the engine's figure for the whole run.", " Accept: whole run.") if whole_run else ("", "")
         return (
-            f"{long}. Each arm was recorded on its own, then replayed side by side {pace}.{about}",
-            f"{short}. Each arm recorded on its own, replayed side by side {pace}.{about}",
-            f"{short}. Arms recorded one at a time, replayed {pace}.{about}",
-            f"{short}; arms recorded one at a time.{about}",
-            f"{short}.{about}",
+            f"{long}. Each arm was recorded on its own, then replayed side by side {pace}.{about}{accept}",
+            f"{short}. Each arm recorded on its own, replayed side by side {pace}.{about}{accept}",
+            f"{short}. Arms recorded one at a time, replayed {pace}.{about}{accept}",
+            f"{short}; arms recorded one at a time.{about}{accept}",
+            f"{short}.{about}{accept}",
+            f"{short}.{about}{brief}",
         )
 
     def _footer(self, canvas: Canvas) -> None:
