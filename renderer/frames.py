@@ -214,10 +214,12 @@ class ArmColumn:
         candidates = [((text, "label", style), (f" vs {self.reference}", "small", "dim")), ((text, "label", style),), ((short, "label", style),)]
         return first_fit(self.painters, self.geo.verdict.w, candidates)
 
-    def answer_badge(self, visible: int, ref_done: bool) -> tuple[Span, ...]:
-        """Once the arm's stream and the first arm's are both done (never before: the answers it
-        compares are not both on screen), whether it is the first arm's answer (`fitted_badge`)."""
-        if self.track.answer is None or not self.finished(visible) or not ref_done:
+    def answer_badge(self, visible: int, done: Sequence[bool]) -> tuple[Span, ...]:
+        """Once the arm's stream and the one it is compared with (`AnswerMark.against`; `done`: each
+        column's) are both done (never before: the answers it compares are not both on screen),
+        whether it is that arm's answer (`fitted_badge`)."""
+        mark = self.track.answer
+        if mark is None or not self.finished(visible) or not done[mark.against]:
             return ()
         return self.fitted_badge
 
@@ -228,13 +230,14 @@ class ArmColumn:
         Padded by a space each side: the badge's pill. Fitted once: it never changes."""
         mark = self.track.answer
         assert mark is not None
+        against = self.plan.arms[mark.against].label
         if mark.same is None:
             texts, style = ["reference answer", "reference"], "dim"
         elif mark.same:
-            texts, style = [f"✓ same answer as {self.reference}", f"✓ same as {self.reference}", "✓ same answer", "✓ same"], "good"
+            texts, style = [f"✓ same answer as {against}", f"✓ same as {against}", "✓ same answer", "✓ same"], "good"
         else:
             n = f"{'≈' if mark.estimated else ''}{mark.diverges_at_token}"
-            texts = [f"≠ diverges from {self.reference} at token {n}", f"≠ diverges at token {n}", f"≠ at token {n}", f"≠ tok {n}"]
+            texts = [f"≠ diverges from {against} at token {n}", f"≠ diverges at token {n}", f"≠ at token {n}", f"≠ tok {n}"]
             style = "tool"  # the theme's warning colour (as the footer's SIMULATED ENDPOINTS)
         # The most words first, each in the largest size it fits (every size reads at 640 px wide).
         # The last form, " ≠ tok ≈99999 " in tiny, is narrower than the stats line's worst case,
@@ -342,7 +345,8 @@ class FrameRenderer:
             keys["clock"] = clock_key
             redrawn.append(rect)
         visible = [column.timeline.visible(cutoff) for column in self.columns]
-        ref_done = self.columns[0].finished(visible[0])
+        done = [column.finished(v) for column, v in zip(self.columns, visible)]
+        ref_done = done[0]
         for n, column in enumerate(self.columns):
             text_key = column.text_key(visible[n], replay_frame, self.clock.fps)
             if keys.get(("text", n)) != text_key:
@@ -357,7 +361,7 @@ class FrameRenderer:
                 redrawn.extend(column.draw_figures(canvas, self._base, figures_key, keys.get(("figures", n))))
                 keys[("figures", n)] = figures_key
             if column.geo.answer is not None:
-                answer_key = column.answer_badge(visible[n], ref_done)
+                answer_key = column.answer_badge(visible[n], done)
                 if keys.get(("answer", n)) != answer_key:
                     redrawn.append(column.draw_answer(canvas, self._base, answer_key))
                     keys[("answer", n)] = answer_key

@@ -150,3 +150,16 @@ def test_drafts_for_is_archived_and_checked_on_load(tmp_path: Path):
     path.write_text(text.replace('"drafts_for":"q4"', '"drafts_for":"nope"'))
     with pytest.raises(ArchiveError, match=r"arms\[2\]\.drafts_for.*'nope' is not another arm"):
         archive.load(path)
+
+
+def test_the_video_badge_checks_a_drafter_against_its_target_on_screen():
+    """The badge asks the same check: the drafter that keeps Q4_0's tokens is "same as Q4_0";
+    with Q4_0 off screen it is compared with the first arm, as every other arm is."""
+    from tokenreel.renderer.plan import AnswerMark, RenderOptions, build_plan
+
+    s = three_arms(list(QUANTIZED))
+    marks = [t.answer for t in build_plan(s, RenderOptions(answer_badge=True, size="640x360")).arms]
+    assert marks[2] == AnswerMark(same=True, against=1)
+    assert marks[1] == AnswerMark(same=False, diverges_at_token=11, against=0)
+    alone = build_plan(s, RenderOptions(answer_badge=True, size="640x360", arms=("bf16", "q4-spec")))
+    assert alone.arms[1].answer == AnswerMark(same=False, diverges_at_token=11, against=0)
