@@ -335,7 +335,8 @@ def differing_runs(runs: list[Run]) -> Nondeterminism | None:
     return Nondeterminism(first.arm, first.prompt, sorted(r.index for r in runs), "; ".join(parts), not measured_differ)
 
 
-GPU_WORDS = re.compile(r"\b(cuda|rocm|hip|gpus?|nvidia|amd instinct|[ahbl]\d{2,3}s?|gb\d{3}|rtx|mi\d{3}x?|sm_\d+|-ngl)\b", re.I)
+# What a declared setting says when a GPU served the arm (-ngl is no sign: -ngl 0 runs on the CPU).
+GPU_WORDS = re.compile(r"\b(cuda|rocm|gpus?|nvidia|amd instinct|[ahbl]\d{2,3}s?|gb\d{3}|rtx|mi\d{3}x?|sm_\d+)\b", re.I)
 
 
 def on_gpu(session: Session, arm_id: str) -> bool:
