@@ -28,7 +28,7 @@ SESSION_KEYS = (
 )
 ARM_KEYS = (
     "id", "label", "base_url", "model", "api", "api_key_env", "metrics_url", "extra_body", "timeouts", "settings",
-    "tokenizer", "base_urls", "metrics_urls", "launch", "ready_url", "ready_timeout_s",
+    "tokenizer", "base_urls", "metrics_urls", "launch", "ready_url", "ready_timeout_s", "drafts_for",
 )
 LAUNCH_KEYS = ("launch", "ready_url", "ready_timeout_s")
 PORT = "{port}"  # in launch, base_url, metrics_url and ready_url: a free loopback port picked at the arm's turn
@@ -225,12 +225,30 @@ def _arms(check: _Checker, value: Any, default_tokenizer: str | None, folder: Pa
             raise check.fail(f"arms[{i}].id", f"duplicate arm id {arm.id!r}; give each arm a unique id")
         seen.add(arm.id)
         arms.append(arm)
+    _drafted(check, arms)
     counts = {arm.replicas for arm in arms}
     if len(counts) > 1:
         listed = ", ".join(f"{arm.id} {arm.replicas}" for arm in arms)
         raise check.fail("arms", f"every arm needs the same number of replicas (base_urls), got {listed}:"
                                  " each replica runs the whole ladder")
     return arms
+
+
+def _drafted(check: _Checker, arms: list[Arm]) -> None:
+    """`drafts_for` names another arm, one that runs the target model without a drafter of its own."""
+    ids = [arm.id for arm in arms]
+    drafting = {arm.id: arm.drafts_for for arm in arms}
+    for i, arm in enumerate(arms):
+        target = arm.drafts_for
+        if target is None:
+            continue
+        where = f"arms[{i}].drafts_for"
+        if target == arm.id:
+            raise check.fail(where, "names the arm itself; name the arm that runs the target model without the drafter")
+        if target not in drafting:
+            raise check.fail(where, f"no arm {target!r} (arms: {', '.join(ids)}); name the arm that runs the target model")
+        if drafting[target] is not None:
+            raise check.fail(where, f"arm {target!r} drafts for {drafting[target]!r} itself; name the arm without a drafter")
 
 
 def _arm(check: _Checker, table: dict[str, Any], where: str, default_tokenizer: str | None, folder: Path) -> Arm:
@@ -271,6 +289,7 @@ def _arm(check: _Checker, table: dict[str, Any], where: str, default_tokenizer: 
         ),
         base_urls=base_urls,
         metrics_urls=metrics_urls,
+        drafts_for=check.text(table["drafts_for"], f"{where}.drafts_for") if "drafts_for" in table else None,
     )
     launch = _launch(check, table, where, arm)
     if launch is not None:

@@ -53,8 +53,7 @@ class ArmColumn:
         self.accent = f"accent{track.color}"
         self.about = "≈" if track.tokens_estimated else ""  # before every figure counted from tokens
         self.timeline = ArmTimeline(track.t_ns, track.tokens, track.first_index)
-        many = any(n > 1 for n in track.tokens[track.first_index + 1 :])  # several tokens a chunk: steps show
-        self.steps = self.timeline.tokens_per_chunk if many else None
+        self.steps = self.timeline.tokens_per_chunk if track.step_events else None
         text, styles, ends = styled_stream(track.content, track.reasoning, track.tool, plan.code)
         self.layout = layout_stream(text, styles, ends, geometry.cols, self.painter.size)
         self.line_tile = lru_cache(maxsize=4 * geometry.rows + 16)(self._line_tile)
@@ -131,17 +130,20 @@ class ArmColumn:
         return rect
 
     def live_accept(self, visible: int) -> str:
-        """Acceptance as a running figure where the chunks show it (a speculative arm that
-        streams one chunk per step: tokens per chunk after the first); the archived figure once
-        done; nothing while running when the chunks cannot show it."""
+        """Acceptance from the engine's counts, never from event sizes it cannot read: where the
+        events are verify steps (`ArmTrack.step_events`), tokens per event so far; otherwise
+        (one event per token, as llama.cpp streams) the engine's figure for the whole run, the
+        one the column ends on, from the second token (the footer says so); the archived figure
+        once done; nothing without the engine's figure."""
         track = self.track
         if track.acceptance_length is None:
             return ""
+        whole_run = f"accept {'≈' if track.acceptance_approximate else ''}{figure(track.acceptance_length, 2)}"
         if self.finished(visible):
-            return f"accept {'≈' if track.acceptance_approximate else ''}{figure(track.acceptance_length, 2)}"
-        if self.steps is None or visible <= track.first_index + 1:
+            return whole_run
+        if visible <= track.first_index + 1:
             return ""
-        return f"accept {figure(self.steps(visible), 1)}"
+        return f"accept {figure(self.steps(visible), 1)}" if self.steps is not None else whole_run
 
     def figures(self, visible: int, ref_done: bool) -> tuple[tuple[Span, ...], ...]:
         """The figure lines as spans: (big left, big right, verdict, stats). ref_done: the first
@@ -212,10 +214,12 @@ class ArmColumn:
         candidates = [((text, "label", style), (f" vs {self.reference}", "small", "dim")), ((text, "label", style),), ((short, "label", style),)]
         return first_fit(self.painters, self.geo.verdict.w, candidates)
 
-    def answer_badge(self, visible: int, ref_done: bool) -> tuple[Span, ...]:
-        """Once the arm's stream and the first arm's are both done (never before: the answers it
-        compares are not both on screen), whether it is the first arm's answer (`fitted_badge`)."""
-        if self.track.answer is None or not self.finished(visible) or not ref_done:
+    def answer_badge(self, visible: int, done: Sequence[bool]) -> tuple[Span, ...]:
+        """Once the arm's stream and the one it is compared with (`AnswerMark.against`; `done`: each
+        column's) are both done (never before: the answers it compares are not both on screen),
+        whether it is that arm's answer (`fitted_badge`)."""
+        mark = self.track.answer
+        if mark is None or not self.finished(visible) or not done[mark.against]:
             return ()
         return self.fitted_badge
 
@@ -226,13 +230,14 @@ class ArmColumn:
         Padded by a space each side: the badge's pill. Fitted once: it never changes."""
         mark = self.track.answer
         assert mark is not None
+        against = self.plan.arms[mark.against].label
         if mark.same is None:
             texts, style = ["reference answer", "reference"], "dim"
         elif mark.same:
-            texts, style = [f"✓ same answer as {self.reference}", f"✓ same as {self.reference}", "✓ same answer", "✓ same"], "good"
+            texts, style = [f"✓ same answer as {against}", f"✓ same as {against}", "✓ same answer", "✓ same"], "good"
         else:
             n = f"{'≈' if mark.estimated else ''}{mark.diverges_at_token}"
-            texts = [f"≠ diverges from {self.reference} at token {n}", f"≠ diverges at token {n}", f"≠ at token {n}", f"≠ tok {n}"]
+            texts = [f"≠ diverges from {against} at token {n}", f"≠ diverges at token {n}", f"≠ at token {n}", f"≠ tok {n}"]
             style = "tool"  # the theme's warning colour (as the footer's SIMULATED ENDPOINTS)
         # The most words first, each in the largest size it fits (every size reads at 640 px wide).
         # The last form, " ≠ tok ≈99999 " in tiny, is narrower than the stats line's worst case,
@@ -340,7 +345,8 @@ class FrameRenderer:
             keys["clock"] = clock_key
             redrawn.append(rect)
         visible = [column.timeline.visible(cutoff) for column in self.columns]
-        ref_done = self.columns[0].finished(visible[0])
+        done = [column.finished(v) for column, v in zip(self.columns, visible)]
+        ref_done = done[0]
         for n, column in enumerate(self.columns):
             text_key = column.text_key(visible[n], replay_frame, self.clock.fps)
             if keys.get(("text", n)) != text_key:
@@ -355,7 +361,7 @@ class FrameRenderer:
                 redrawn.extend(column.draw_figures(canvas, self._base, figures_key, keys.get(("figures", n))))
                 keys[("figures", n)] = figures_key
             if column.geo.answer is not None:
-                answer_key = column.answer_badge(visible[n], ref_done)
+                answer_key = column.answer_badge(visible[n], done)
                 if keys.get(("answer", n)) != answer_key:
                     redrawn.append(column.draw_answer(canvas, self._base, answer_key))
                     keys[("answer", n)] = answer_key
@@ -380,21 +386,30 @@ class FrameRenderer:
         clocks = "" if plan.align == "send" else "; each arm's clock starts at its first token"
         return f"Speed-ups: {DEFINITIONS[plan.metric]}, {which}{clocks}", f"Speed-ups: {METRIC_WORDS[plan.metric]}, {which}"
 
-    def _footer(self, canvas: Canvas) -> None:
-        """What the speed-ups are and how the race was made, shortened (then smaller) to fit."""
+    def footer_wordings(self) -> tuple[str, ...]:
+        """The footer, longest wording first: what the speed-ups are, how the race was made, and
+        what an estimate or a whole-run acceptance on screen is."""
         plan = self.plan
         speed = plan.clock.speed
         pace = "at real speed" if speed == 1 else f"at {float(speed):g}x speed"
         long, short = self.metric_notes()
         estimates = any(t.tokens_estimated or t.acceptance_approximate for t in plan.arms)
         about = " ≈: an estimate (the server gave no exact count)." if estimates else ""
-        wordings = (
-            f"{long}. Each arm was recorded on its own, then replayed side by side {pace}.{about}",
-            f"{short}. Each arm recorded on its own, replayed side by side {pace}.{about}",
-            f"{short}. Arms recorded one at a time, replayed {pace}.{about}",
-            f"{short}; arms recorded one at a time.{about}",
-            f"{short}.{about}",
+        whole_run = any(t.acceptance_length is not None and not t.step_events for t in plan.arms)  # events not steps
+        accept, brief = (" Accept: the engine's figure for the whole run.", " Accept: whole run.") if whole_run else ("", "")
+        return (
+            f"{long}. Each arm was recorded on its own, then replayed side by side {pace}.{about}{accept}",
+            f"{short}. Each arm recorded on its own, replayed side by side {pace}.{about}{accept}",
+            f"{short}. Arms recorded one at a time, replayed {pace}.{about}{accept}",
+            f"{short}; arms recorded one at a time.{about}{accept}",
+            f"{short}.{about}{accept}",
+            f"{short}.{about}{brief}",
         )
+
+    def _footer(self, canvas: Canvas) -> None:
+        """The footer's first wording that fits (then smaller)."""
+        plan = self.plan
+        wordings = self.footer_wordings()
         right: list[Span] = [("SIMULATED · ", "small", "tool")] if plan.simulated else []
         right.append(("tokenreel", "small", "dim"))
         room = plan.layout.footer.w - sum(text_w(self.painters, text, role) for text, role, _ in right)

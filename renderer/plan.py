@@ -18,6 +18,7 @@ from PIL import Image
 from tokenreel.renderer.layout import FrameLayout, compute
 from tokenreel.renderer.timeline import Clock, first_frame_showing
 from tokenreel.answers import compare
+from tokenreel.drafting import drafted_arm
 from tokenreel.figures import multiplier
 from tokenreel.files import read_input
 from tokenreel.claims import METRICS, Speedup, claim_text, interval_text, run_speedup, scope_text, suite_speedup
@@ -26,7 +27,7 @@ from tokenreel.gpu import gpu_hardware
 from tokenreel.engine_figures import stated_version
 from tokenreel.model import Arm, Prompt, Run, Session, fingerprint_summary
 from tokenreel.selection import RunSelection
-from tokenreel.metrics import first_token_index, last_token_index, output_tokens, run_metrics
+from tokenreel.metrics import events_are_steps, first_token_index, last_token_index, output_tokens, run_metrics
 from tokenreel.theme import Theme, load_theme
 from tokenreel.theme import is_path as is_theme_path
 from tokenreel.safe_text import shown_path
@@ -77,11 +78,13 @@ class RenderOptions:
 
 @dataclass(frozen=True)
 class AnswerMark:
-    """What an arm's badge says of its answer against the first arm's on screen (tokenreel.answers)."""
+    """What an arm's badge says of its answer against the first arm's on screen, or a drafter's
+    against the arm it drafts for where that one is on screen (tokenreel.answers)."""
 
     same: bool | None  # None: this is the reference arm
     diverges_at_token: int | None = None  # 1-based, event-granular
     estimated: bool = False  # token counts guessed one per event: the number is shown with ≈
+    against: int = 0  # the place on screen of the arm it is compared with
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,9 @@ class ArmTrack:
     acceptance_length: float | None
     tokens_estimated: bool = False  # per-event counts are a guess (the server sent none): shown with ≈
     acceptance_approximate: bool = False  # from counters printed in rounded steps: shown with ≈
+    # The events are verify steps (`tokenreel.metrics.events_are_steps`): the live acceptance is
+    # tokens per event so far; otherwise it is the engine's figure for the whole run.
+    step_events: bool = False
     place: int = 1  # finishing place among the arms on screen (ties share a place)
     answer: AnswerMark | None = None  # only with RenderOptions.answer_badge
     vs_prior: float | None = None  # the speed-up over the arm before it on screen, in RenderPlan.metric
@@ -381,16 +387,21 @@ def _track(session: Session, run: Run, align: str) -> ArmTrack:
         acceptance_length=run.acceptance.mean_length if run.acceptance else None,
         tokens_estimated=run.tokens_estimated,
         acceptance_approximate=bool(run.acceptance and run.acceptance.approximate),
+        step_events=events_are_steps(run),
     )
 
 
-def answer_marks(runs: list[Run], tracks: list[ArmTrack]) -> list[ArmTrack]:
-    """Each arm's answer against the first arm's, both the runs the video plays."""
+def answer_marks(session: Session, runs: list[Run], tracks: list[ArmTrack]) -> list[ArmTrack]:
+    """Each arm's answer against the first arm's, both the runs the video plays; a drafter's
+    against the arm it drafts for when that arm is on screen (`tokenreel.drafting`)."""
+    shown = [run.arm for run in runs]
     out = [replace(tracks[0], answer=AnswerMark(same=None))]
-    for run, track in zip(runs[1:], tracks[1:]):
-        result = compare(runs[0], run)
-        estimated = runs[0].tokens_estimated or run.tokens_estimated
-        out.append(replace(track, answer=AnswerMark(result.identical, result.diverges_at_token, estimated)))
+    for place, (run, track) in enumerate(zip(runs[1:], tracks[1:]), start=1):
+        target = drafted_arm(session.arms, session.arm(run.arm))
+        against = shown.index(target.arm) if target is not None and target.arm in shown else 0
+        result = compare(runs[against], run)
+        estimated = runs[against].tokens_estimated or run.tokens_estimated
+        out.append(replace(track, answer=AnswerMark(result.identical, result.diverges_at_token, estimated, against)))
     return out
 
 
@@ -561,7 +572,7 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
     scope = "prompt" if options.run.strip() == "median" else "run"
     tracks = speed_ups(runs, [_track(session, run, align) for run in runs], metric, scope)
     if options.answer_badge:
-        tracks = answer_marks(runs, tracks)
+        tracks = answer_marks(session, runs, tracks)
     hold_frames = round(hold_s * options.fps)
     pause_frames = round(PAUSE * options.fps) if hold_frames else 0  # the final state, then the card
     replay_frames = max(first_frame_showing(t.t_ns[-1], options.fps, speed) for t in tracks) + 1 + pause_frames

@@ -198,7 +198,8 @@ def ladder_note(report: dict) -> str:
 def answers_legend(reference: str) -> str:
     """What the answers table's columns mean, for every format that shows it."""
     return (
-        f"Answers: each arm's first usable run against {reference}'s (the reference). The common prefix in "
+        f"Answers: each arm's first usable run against {reference}'s (the reference); a drafter arm's against the "
+        "arm it drafts for (drafts_for, or inferred from the declared settings), whose tokens it must keep. The common prefix in "
         "tokens counts the events wholly inside the common text (event-granular, a lower bound); similarity is "
         "the share of words the answers have in common, in order (1 = identical, unrelated prose about 0.2); "
         "» marks the first difference."
@@ -208,15 +209,17 @@ def answers_legend(reference: str) -> str:
 def repeats_summary(answers: dict) -> tuple[str, list[str]]:
     """What repeated runs of one arm say (nondeterminism): a sentence, and one line per flagged cell."""
     checked = answers["repeat_checked_cells"]
+    gpu = answers.get("gpu_notes", [])
     if answers["nondeterministic"]:
         return (
-            f"Nondeterministic at temperature 0: runs of one arm on one prompt whose texts differ "
+            f"Nondeterministic at temperature 0: runs of one arm on one prompt whose texts differ, warmups included "
             f"({len(answers['nondeterministic'])} of {checked} cells with repeated runs):",
-            [f"{n['arm']} / {n['prompt']} (runs {', '.join(map(str, n['runs']))}): {n['detail']}" for n in answers["nondeterministic"]],
+            [*gpu, *(f"{n['arm']} / {n['prompt']} (runs {', '.join(map(str, n['runs']))}): {n['detail']}" for n in answers["nondeterministic"])],
         )
     if answers["temperature"] == 0:
         if checked:
-            return f"Nondeterminism: none; in each of the {checked} cells with repeated runs every run gave the same text (temperature 0).", []
+            return (f"Nondeterminism: none; in each of the {checked} cells with repeated runs (warmups included) every"
+                    " run gave the same text (temperature 0).", gpu)
         return "Nondeterminism: not checked, no cell has two runs.", []
     return answers["note"][0].upper() + answers["note"][1:] + ".", []
 

@@ -22,6 +22,7 @@ report/; cli/ is the top floor):
 - planning.py: how many prompts a target interval needs, from a pilot session
 - latency.py: p50/p90/p99 of TTFT, TPOT and inter-token latency
 - answers.py: whether the arms give the same answers
+- drafting.py: which arm a drafter drafts for (its answers are checked against that arm's)
 - engine_figures.py, engine_archive.py: what the engine said of each request, beside our figures
 - gpu.py, gpu_validate.py: the GPU gate's archive, read back and bounded
 - comparison.py: two recordings of one ladder, figure by figure

@@ -9,7 +9,14 @@ answer" means; the report and the video badge both ask it.
   before content, content before tool-call deltas. The three streams stay apart: every
   character carries its stream, so "Paris" as reasoning and "Paris" as content differ.
 - Each arm's first usable run (`tokenreel.ladder.usable_runs`) is compared with the reference
-  arm's (the session's first arm, or the report's --baseline).
+  arm's (the session's first arm, or the report's --baseline); a drafter arm's with the arm it
+  drafts for (`tokenreel.drafting`: declared `drafts_for`, or inferred from the declared
+  settings), whose greedy tokens speculative decoding must keep.
+- Runs of one arm on one prompt are compared among themselves, warmups included (a warmup's
+  text is archived like any run's): at temperature 0 each should repeat the first measured run.
+- On a GPU, a text that differs at temperature 0 is explained in one line (`gpu_divergences`):
+  its kernels reduce in an order that depends on the batch shape (a verify step's several
+  tokens, a prompt computed whole or read back from the cache), so a near-tie can flip.
 - Token figures are event-granular: the common prefix in tokens counts the tokens of the events
   whose text lies wholly inside the common character prefix (an event carrying several tokens,
   as under speculative decoding, counts only once all of its text matched), on whichever of
@@ -30,7 +37,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from tokenreel.drafting import drafted_arm
 from tokenreel.ladder import usable_runs
+from tokenreel.metrics import output_tokens
 from tokenreel.model import Run, Session
 from tokenreel.selection import DEFAULT_SELECTION, RunSelection
 from tokenreel.safe_text import strip_controls
@@ -78,6 +87,7 @@ class ArmAnswer:
     """A row of the report: one arm on one prompt; figures None (with the note) when not comparable."""
 
     arm: str
+    reference: str | None  # the arm it is compared with; None for the reference arm itself
     identical: bool | None
     common_prefix_tokens: int | None
     common_prefix_chars: int | None
@@ -101,8 +111,9 @@ class Nondeterminism:
 
     arm: str
     prompt: str
-    runs: list[int]  # indices of the runs compared, the first one being what the others differ from
+    runs: list[int]  # indices of the runs compared, warmups included
     detail: str
+    warmups_only: bool = False  # the measured runs agree; only warmups differ from them
 
 
 @dataclass(frozen=True)
@@ -110,9 +121,10 @@ class Answers:
     reference_arm: str | None
     prompts: list[PromptAnswers]
     nondeterministic: list[Nondeterminism]  # only at temperature 0; see note otherwise
-    repeat_checked_cells: int  # arm x prompt cells with two or more runs to compare among themselves
+    repeat_checked_cells: int  # arm x prompt cells with two or more runs (warmups included) to compare
     temperature: float
     note: str  # what differing texts mean at this temperature
+    gpu_notes: list[str]  # one line per arm on a GPU whose texts differ at temperature 0: why
 
 
 def answer_of(run: Run) -> Answer:
@@ -277,21 +289,31 @@ def _join(*notes: str) -> str:
 
 def _arm_answer(session: Session, reference_id: str, arm_id: str, prompt_id: str, selection: RunSelection) -> ArmAnswer:
     if arm_id == reference_id:
-        return ArmAnswer(arm_id, None, None, None, None, None, None, None, "reference: the other arms are compared with it")
+        return ArmAnswer(arm_id, None, None, None, None, None, None, None, None,
+                         "reference: the other arms are compared with it")
+    target = drafted_arm(session.arms, session.arm(arm_id))
+    if target is not None:
+        reference_id = target.arm
+    why = f"vs {reference_id}, the arm it drafts for ({DRAFTED_HOW[target.how]})" if target else ""
     ref_runs = usable_runs(session, reference_id, prompt_id, selection)
     runs = usable_runs(session, arm_id, prompt_id, selection)
     missing = [who for who, have in ((f"reference arm {reference_id}", ref_runs), (arm_id, runs)) if not have]
     if missing:
-        return ArmAnswer(arm_id, None, None, None, None, None, None, None,
-                         f"no usable run of {' nor of '.join(missing)} (see missing cells)")
+        return ArmAnswer(arm_id, reference_id, None, None, None, None, None, None, None,
+                         _join(why, f"no usable run of {' nor of '.join(missing)} (see missing cells)"))
     c = compare(ref_runs[0], runs[0])
-    return ArmAnswer(arm_id, c.identical, c.common_prefix_tokens, c.common_prefix_chars, c.similarity,
-                     c.diverges_at_token, c.reference_context or None, c.arm_context or None, c.note)
+    return ArmAnswer(arm_id, reference_id, c.identical, c.common_prefix_tokens, c.common_prefix_chars, c.similarity,
+                     c.diverges_at_token, c.reference_context or None, c.arm_context or None, _join(why, c.note))
+
+
+DRAFTED_HOW = {"declared": "drafts_for", "inferred": "inferred from the declared settings"}
 
 
 def repeated_runs(session: Session, arm_id: str, prompt_id: str) -> list[Run]:
-    """The measured runs that completed (contended ones too: their text is an answer all the same)."""
-    return [r for r in session.runs_of(arm_id, prompt_id) if r.status == "ok"]
+    """The runs that completed, warmups included, the first measured one first (what the others
+    should repeat); contended ones too: their text is an answer all the same."""
+    runs = [r for r in session.runs_of(arm_id, prompt_id, measured_only=False) if r.status == "ok"]
+    return sorted(runs, key=lambda r: (r.warmup, r.index))
 
 
 def differing_runs(runs: list[Run]) -> Nondeterminism | None:
@@ -300,19 +322,58 @@ def differing_runs(runs: list[Run]) -> Nondeterminism | None:
         return None
     first = runs[0]
     parts = []
+    measured_differ = False
     for run in runs[1:]:
         c = compare(first, run)
         if not c.identical:
-            contended = " (contended)" if run.contended else ""
-            parts.append(f"run {run.index}{contended} differs from run {first.index} at token "
+            measured_differ |= not run.warmup
+            kind = " (warmup)" if run.warmup else " (contended)" if run.contended else ""
+            parts.append(f"run {run.index}{kind} differs from run {first.index} at token "
                          f"{c.diverges_at_token} (similarity {c.similarity:.4f}): {c.arm_context}")
     if not parts:
         return None
-    return Nondeterminism(first.arm, first.prompt, [r.index for r in runs], "; ".join(parts))
+    return Nondeterminism(first.arm, first.prompt, sorted(r.index for r in runs), "; ".join(parts), not measured_differ)
+
+
+# What a declared setting says when a GPU served the arm (-ngl is no sign: -ngl 0 runs on the CPU).
+GPU_WORDS = re.compile(r"\b(cuda|rocm|gpus?|nvidia|amd instinct|[ahbl]\d{2,3}s?|gb\d{3}|rtx|mi\d{3}x?|sm_\d+)\b", re.I)
+
+
+def on_gpu(session: Session, arm_id: str) -> bool:
+    """The arm's declared settings (or the session's hardware) say a GPU served it; the endpoints
+    cannot say it."""
+    return not session.simulated and any(GPU_WORDS.search(v) for v in session.arm(arm_id).settings.values())
+
+
+def gpu_divergences(session: Session, prompts: list[PromptAnswers], differing: list[Nondeterminism]) -> list[str]:
+    """One line per arm on a GPU whose answer differs from the arm it drafts for, or whose runs
+    differ among themselves: where first, and why that is no bug at temperature 0."""
+    lines = []
+    for arm in session.arms:
+        if not on_gpu(session, arm.id):
+            continue
+        target = drafted_arm(session.arms, arm)
+        rows = [row for p in prompts for row in p.arms if row.arm == arm.id and row.identical is False]
+        if target is not None and rows:
+            first = min(rows, key=lambda row: row.diverges_at_token or 0)
+            tokens = max((output_tokens(r) for r in session.runs if r.arm == arm.id and not r.warmup), default=0)
+            lines.append(f"{arm.id} diverges from {target.arm} at token {first.diverges_at_token} of {tokens} at the"
+                         f" earliest ({len(rows)} of {sum(1 for p in prompts for row in p.arms if row.arm == arm.id)}"
+                         " prompts): drafting on a GPU is not token-identical (its target verifies several tokens"
+                         " in one batch, and GPU kernels round differently by batch shape)")
+        cells = [n for n in differing if n.arm == arm.id]
+        if cells:
+            warmups = sum(n.warmups_only for n in cells)
+            which = "only the warmups differ" if warmups == len(cells) else f"only the warmups on {warmups}"
+            lines.append(f"{arm.id}: runs differ among themselves on {len(cells)} prompt(s) ({which}) on a GPU:"
+                         " batch-dependent kernels (a warmup computes its prompt whole, a repeat may read it back"
+                         " from the prompt cache), not a bug")
+    return lines
 
 
 def build_answers(session: Session, reference: str | None = None, selection: RunSelection = DEFAULT_SELECTION) -> Answers:
-    """Every prompt's arms against the reference arm, and runs that differ among themselves."""
+    """Every prompt's arms against the reference arm (a drafter against its target), and runs
+    that differ among themselves, warmups included."""
     reference_id = reference or (session.arms[0].id if session.arms else None)
     prompts = []
     differing: list[Nondeterminism] = []
@@ -330,7 +391,8 @@ def build_answers(session: Session, reference: str | None = None, selection: Run
     temperature = session.settings.temperature
     if temperature == 0:
         note = "temperature 0: every arm should repeat its own answer; differing runs are flagged as nondeterministic"
-        return Answers(reference_id, prompts, differing, checked, temperature, note)
+        return Answers(reference_id, prompts, differing, checked, temperature, note,
+                       gpu_divergences(session, prompts, differing))
     note = (f"temperature {temperature:g}: answers are sampled, so differing runs and arms are expected, not flagged"
             f" ({len(differing)} of {checked} arm × prompt cells with differing runs)")
-    return Answers(reference_id, prompts, [], checked, temperature, note)
+    return Answers(reference_id, prompts, [], checked, temperature, note, [])

@@ -29,6 +29,9 @@ from dataclasses import dataclass
 from tokenreel.model import Chunks, Run
 
 NS_PER_S = 1_000_000_000
+# How close tokens per event must come to the engine's acceptance length for the events to be
+# read as its verify steps (`events_are_steps`).
+STEP_EVENTS_AGREE = 0.05
 
 
 @dataclass(frozen=True)
@@ -106,3 +109,24 @@ def run_metrics(run: Run) -> RunMetrics:
         decode_tokens=n - first_tokens,
         e2e_s=t_last / NS_PER_S,
     )
+
+
+def tokens_per_event(chunks: Chunks, first: int, end: int) -> float | None:
+    """Tokens per token-carrying event in chunks[first + 1:end]: after the first token, whose
+    event carries the prefill's token, not a verify step's."""
+    counts = [n for n in chunks.tokens[first + 1 : end] if n > 0]
+    return sum(counts) / len(counts) if counts else None
+
+
+def events_are_steps(run: Run) -> bool:
+    """True when the run's events are the engine's verify steps, so tokens per event is a running
+    acceptance length: over the whole run it agrees with the engine's own figure (1 + accepted /
+    drafts, `Run.acceptance`) within STEP_EVENTS_AGREE. vLLM and SGLang send one event per step;
+    llama.cpp sends one per token (its few multi-token events are tokens held back mid-UTF-8
+    character), whose sizes say nothing about acceptance. False without the engine's figure."""
+    length = run.acceptance.mean_length if run.acceptance else None
+    first = first_token_index(run.chunks)
+    if length is None or first is None:
+        return False
+    per_event = tokens_per_event(run.chunks, first, len(run.chunks))
+    return per_event is not None and abs(per_event - length) <= STEP_EVENTS_AGREE * length

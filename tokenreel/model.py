@@ -118,6 +118,10 @@ class Arm:
     # The GPU gate's check before each recording of this arm, oldest first (issue 29); empty
     # (absent from the file): never checked (remote endpoint, replicas, or recorded before).
     gpu: list[GpuCheck] = field(default_factory=list)
+    # The arm whose model this arm drafts for (`drafts_for` in the config): its answers are
+    # checked against that arm's, which speculative decoding must repeat (`tokenreel.drafting`).
+    # None: not declared (absent from the file).
+    drafts_for: str | None = None
 
     @property
     def replicas(self) -> int:

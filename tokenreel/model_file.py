@@ -48,9 +48,9 @@ def session_to_dict(session: Session) -> dict[str, Any]:
 
 
 def _arm_to_dict(arm: Arm) -> dict[str, Any]:
-    """asdict, leaving out replica lists (one replica) and GPU checks (none) that are empty: older
-    files stay byte-identical."""
-    return {k: v for k, v in asdict(arm).items() if v or k not in ("base_urls", "metrics_urls", "gpu")}
+    """asdict, leaving out replica lists (one replica), GPU checks (none) and drafts_for (not
+    declared) when empty: older files stay byte-identical."""
+    return {k: v for k, v in asdict(arm).items() if v or k not in ("base_urls", "metrics_urls", "gpu", "drafts_for")}
 
 
 def run_to_dict(run: Run) -> dict[str, Any]:

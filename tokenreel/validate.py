@@ -72,6 +72,7 @@ def _arm(r: FieldReader, data: Any, where: str) -> Arm:
         base_urls=_strings(r, d.get("base_urls", []), f"{where}.base_urls"),
         metrics_urls=_strings(r, d.get("metrics_urls", []), f"{where}.metrics_urls"),
         gpu=[gpu_check(r, item, f"{where}.gpu[{i}]") for i, item in enumerate(r.get(d, "gpu", where, r.list_, []))],
+        drafts_for=r.get(d, "drafts_for", where, r.opt_str, None),
     )
 
 
@@ -364,6 +365,8 @@ def _check_references(r: FieldReader, session: Session) -> None:
         if run.prompt not in prompt_ids:
             raise r.fail(f"runs[{i}].prompt", f"unknown prompt {run.prompt!r}")
     for i, arm in enumerate(session.arms):
+        if arm.drafts_for is not None and (arm.drafts_for not in arm_ids or arm.drafts_for == arm.id):
+            raise r.fail(f"arms[{i}].drafts_for", f"{arm.drafts_for!r} is not another arm of this session")
         if len(arm.metrics_urls) != len(arm.base_urls):
             raise r.fail(f"arms[{i}].metrics_urls", f"expected one per base_urls entry ({len(arm.base_urls)}), got {len(arm.metrics_urls)}")
     replicas = {a.id: a.replicas for a in session.arms}
