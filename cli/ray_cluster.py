@@ -1,4 +1,4 @@
-"""`--ray [ADDRESS]`: connect to a Ray cluster for one command, or start a local one and stop it after.
+"""`--ray ADDRESS|local`: join a Ray cluster for one command, or start a local one and stop it after.
 
 Ray is an optional extra (`pip install 'tokenreel[ray]'`) imported only here and in the modules
 that run on it, so `tokenreel --help` and every command without --ray never load it. Each way
@@ -14,9 +14,11 @@ from contextlib import contextmanager
 
 from tokenreel.cli.app import fail
 
-LOCAL = ""  # `--ray` without an address: a local Ray for this command
-RAY_HELP = ("Run on a Ray cluster (pip install 'tokenreel[ray]'): ADDRESS as `ray start` printed it (host:port,"
-            " or auto); without ADDRESS a local Ray is started for this command and stopped after it.")
+# `--ray local`: a Ray started for this command. (typer has no option whose value may be left out,
+# so the local cluster has a name of its own rather than a bare `--ray`.)
+LOCAL = "local"
+RAY_HELP = ("Run on a Ray cluster (pip install 'tokenreel[ray]'): ADDRESS as `ray start --head` printed it (HOST:PORT,"
+            " or auto); `local`: a local Ray started for this command and stopped after it.")
 
 
 @contextmanager
@@ -30,7 +32,7 @@ def ray_cluster(address: str) -> Iterator[None]:
         _reachable(address)
     where = "a local Ray" if address == LOCAL else f"the Ray cluster at {address}"
     try:
-        ray.init(address=address or None, include_dashboard=False, log_to_driver=False,
+        ray.init(address=None if address == LOCAL else address, include_dashboard=False, log_to_driver=False,
                  logging_level=logging.WARNING, configure_logging=True)
     except ConnectionError as exc:
         fail(f"--ray {address}: no Ray cluster answers there ({' '.join(str(exc).split())[:200]}); start one with"

@@ -12,7 +12,7 @@ from tokenreel.cli.app import app, default_workers, err, fail, load_session, out
 from tokenreel.cli.render_options import (
     AnswerBadge, Align, Arms, ExcludeHostContended, HoldS, Logo, MaxDuration, Metric, Run, Speed, TitleS, Workers,
 )
-from tokenreel.cli.ray_cluster import LOCAL, RAY_HELP, ray_cluster
+from tokenreel.cli.ray_cluster import RAY_HELP, ray_cluster
 from tokenreel.cli.signals import interruptible
 from tokenreel.cli.terminal import Command
 from tokenreel.files import write_atomic
@@ -59,7 +59,7 @@ def render_all(
     exclude_host_contended: ExcludeHostContended = False,
     force: Annotated[bool, typer.Option(help="Render every video again, even one already finished.")] = False,
     ray: Annotated[
-        str | None, typer.Option("--ray", metavar="[ADDRESS]", is_flag=False, flag_value=LOCAL, help=RAY_HELP),
+        str | None, typer.Option("--ray", metavar="ADDRESS|local", help=RAY_HELP),
     ] = None,
 ) -> None:
     """Render a catalogue: every prompt of each session in every layout and theme, as mp4.

@@ -69,3 +69,15 @@ def test_a_cluster_that_does_not_answer_is_one_line_and_writes_nothing(tmp_path:
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "no Ray cluster answers there" in result.stderr, result.stderr
     assert not any((tmp_path / "DIR").rglob("*.mp4"))
+
+
+def test_without_ray_the_option_names_the_extra(tmp_path: Path) -> None:
+    """A Python where `import ray` fails, as in an install without the extra."""
+    session = tmp_path / "seed.json"
+    shutil.copyfile(SESSION, session)
+    no_ray = "import sys; sys.modules['ray'] = None; from tokenreel.cli import app; app(prog_name='tokenreel')"
+    result = subprocess.run([sys.executable, "-c", no_ray, "render-all", str(session), "--out", str(tmp_path / "DIR"), *ARGS,
+                             "--ray", "local"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == "tokenreel: --ray needs Ray, an optional extra: pip install 'tokenreel[ray]'", result.stderr
+    assert not (tmp_path / "DIR").exists() or not any((tmp_path / "DIR").rglob("*.mp4"))
