@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -c constraints.txt pip setuptools
-	$(BIN)/python -m pip install -q -c constraints.txt --no-build-isolation -e '.[test]'
+	$(BIN)/python -m pip install -q -c constraints.txt --no-build-isolation -e '.[test,ray]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -87,12 +87,12 @@ clean:
 # against it first; `make lock` re-resolves it with uv (pinned, in a scratch venv), keeping the
 # versions already there unless an input needs others (LOCK_ARGS='--upgrade-package NAME' moves one).
 UV_VERSION := 0.13.9
-LOCK_CMD := uv pip compile pyproject.toml .ci/lock.in --extra test --extra gpu --python-version 3.11 -o constraints.txt
+LOCK_CMD := uv pip compile pyproject.toml .ci/lock.in --extra test --extra gpu --extra ray --python-version 3.11 -o constraints.txt
 lock:
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	$(PYTHON) -m venv "$$tmp/uv"; "$$tmp/uv/bin/python" -m pip install -q uv==$(UV_VERSION); \
 	PATH="$$tmp/uv/bin:$$PATH" $(LOCK_CMD) $(LOCK_ARGS) >/dev/null; \
-	{ echo "# The lock: every package of the venv (runtime, the test extra, pip, setuptools), installed with"; \
+	{ echo "# The lock: every package of the venv (runtime, the test, gpu and ray extras, pip, setuptools), installed with"; \
 	  echo "# pip install -c constraints.txt and checked by .ci/check_lock.py. Generated: do not edit. Regenerate"; \
 	  echo "# with make lock, which runs the command below with uv==$(UV_VERSION) from a scratch venv."; \
 	  cat constraints.txt; } > "$$tmp/lock"; cat "$$tmp/lock" > constraints.txt

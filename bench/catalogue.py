@@ -8,7 +8,11 @@ of both runs must be the same bytes. Printed: wall time, videos per minute, fram
 and the speed-up of 2 workers over 1. One run on a machine shared with whatever else runs there:
 compare the ratio, not the absolute numbers.
 
-    python bench/catalogue.py [--layouts 16:9,9:16] [--themes dark] [--prompts all] [--workers 1,2]
+With --ray 1,4,16 the same catalogue is rendered with `render-all --ray ADDRESS` on a local Ray
+head started (before the clock runs) with that many CPUs, so that many chunks run at once: the
+figures of N Ray workers on this machine, their bytes checked against the local ones.
+
+    python bench/catalogue.py [--layouts 16:9,9:16] [--themes dark] [--prompts all] [--workers 1,2] [--ray 1,2]
 """
 
 from __future__ import annotations
@@ -28,11 +32,17 @@ from tokenreel.renderer import manifest
 SESSION = Path(__file__).resolve().parents[1] / "sessions" / "seed-ladder-demo.json"
 
 
-def render_all(out: Path, workers: int, args: argparse.Namespace) -> float:
-    """Seconds `tokenreel render-all` took, start-up included."""
+# A Ray head of N CPUs in a process of its own, printing its address; stopped when stdin closes.
+RAY_HEAD = ("import ray, sys; ctx = ray.init(num_cpus=int(sys.argv[1]), include_dashboard=False);"
+            " print(ctx.address_info['gcs_address'], flush=True); sys.stdin.read(); ray.shutdown()")
+
+
+def render_all(out: Path, workers: int, args: argparse.Namespace, ray: str | None = None) -> float:
+    """Seconds `tokenreel render-all` took, start-up included (joining the Ray head, with `ray`)."""
     command = [
         sys.executable, "-m", "tokenreel", "render-all", str(SESSION), "--out", str(out), "--force",
         "--layouts", args.layouts, "--themes", args.themes, "--prompts", args.prompts, "--workers", str(workers),
+        *(["--ray", ray] if ray else []),
     ]
     started = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -57,8 +67,10 @@ def main() -> None:
     parser.add_argument("--themes", default="dark")
     parser.add_argument("--prompts", default="all")
     parser.add_argument("--workers", default="1,2", help="worker counts to compare, comma-separated")
+    parser.add_argument("--ray", default="", metavar="N,N", help="Ray worker counts (CPUs of a local head) to measure too")
     args = parser.parse_args()
     counts = [int(n) for n in args.workers.split(",")]
+    rays = [int(n) for n in args.ray.split(",") if n]
     load = os.getloadavg()[0]
     print(f"machine: {os.cpu_count()} CPUs ({platform.machine()}), load average {load:.1f}, Python {platform.python_version()}")
     print(f"catalogue: {SESSION.name}, layouts {args.layouts}, themes {args.themes}, prompts {args.prompts}")
@@ -75,11 +87,28 @@ def main() -> None:
                 f"  workers {workers}: {count} videos, {total} frames in {walls[workers]:6.1f} s:"
                 f" {60 * count / walls[workers]:5.2f} videos/min, {total / walls[workers]:6.1f} frames/s"
             )
+        for cpus in rays:
+            out = Path(tmp) / f"ray-{cpus}"
+            head = subprocess.Popen([sys.executable, "-c", RAY_HEAD, str(cpus)], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                    env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+            try:
+                address = head.stdout.readline().strip()
+                wall = render_all(out, 1, args, address)
+            finally:
+                head.stdin.close()
+                head.wait()
+            hashes[-cpus], total, count = videos(out), frames(out), len(videos(out))
+            walls[-cpus] = wall
+            print(f"  ray {cpus} workers: {count} videos, {total} frames in {wall:6.1f} s:"
+                  f" {60 * count / wall:5.2f} videos/min, {total / wall:6.1f} frames/s")
     first = counts[0]
-    same = all(hashes[n] == hashes[first] for n in counts)
+    same = all(hashes[n] == hashes[first] for n in hashes)
     print(f"same bytes on every worker count: {'yes' if same else 'NO'}")
     for workers in counts[1:]:
         print(f"speed-up, {workers} workers over {first}: {walls[first] / walls[workers]:.2f}x")
+    for cpus in rays[1:]:
+        print(f"speed-up, {cpus} Ray workers over {rays[0]}: {walls[-rays[0]] / walls[-cpus]:.2f}x")
     if not same:
         sys.exit(1)
 

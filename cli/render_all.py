@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +12,7 @@ from tokenreel.cli.app import app, default_workers, err, fail, load_session, out
 from tokenreel.cli.render_options import (
     AnswerBadge, Align, Arms, ExcludeHostContended, HoldS, Logo, MaxDuration, Metric, Run, Speed, TitleS, Workers,
 )
+from tokenreel.cli.ray_cluster import RAY_HELP, ray_cluster
 from tokenreel.cli.signals import interruptible
 from tokenreel.cli.terminal import Command
 from tokenreel.files import write_atomic
@@ -56,6 +58,9 @@ def render_all(
     answer_badge: AnswerBadge = False,
     exclude_host_contended: ExcludeHostContended = False,
     force: Annotated[bool, typer.Option(help="Render every video again, even one already finished.")] = False,
+    ray: Annotated[
+        str | None, typer.Option("--ray", metavar="ADDRESS|local", help=RAY_HELP),
+    ] = None,
 ) -> None:
     """Render a catalogue: every prompt of each session in every layout and theme, as mp4.
 
@@ -79,7 +84,12 @@ def render_all(
     \b
       tokenreel render-all sessions/ladder.json --out out/catalogue
       tokenreel render-all sessions/*.json --layouts 16:9,1:1 --themes dark --prompts code-1 -o out/cat
+      tokenreel render-all sessions/ladder.json --out out/catalogue --ray 10.0.0.1:6379
       tokenreel verify out/catalogue
+
+    With --ray each video's chunks (the same fixed frame boundaries as local workers) run as Ray
+    tasks across the cluster; the bytes are those of a local render. tokenreel[ray] must be
+    installed at the same version on every node.
     """
     from tokenreel.renderer.catalogue import catalogue, layouts as parse_layouts
     from tokenreel.renderer.catalogue_page import INDEX, index_page
@@ -101,9 +111,13 @@ def render_all(
             _names(themes, "--themes", "dark,light"), chosen,
         )
         out_dir.mkdir(parents=True, exist_ok=True)
-    with interruptible(f"rendering the catalogue in {shown_path(out_dir)}", "every finished video is kept: run it again to go on"), \
-            user_errors(out_dir), RenderBar(err, "catalogue") as bar:
-        outcomes = render_catalogue(jobs, workers or default_workers(), bar, force)
+    with ray_cluster(ray) if ray is not None else nullcontext():
+        chunks = None
+        if ray is not None:
+            from tokenreel.renderer.ray_chunks import run_chunks as chunks
+        with interruptible(f"rendering the catalogue in {shown_path(out_dir)}", "every finished video is kept: run it again to go on"), \
+                user_errors(out_dir), RenderBar(err, "catalogue") as bar:
+            outcomes = render_catalogue(jobs, workers or default_workers(), bar, force, chunks)
     index = out_dir / INDEX
     with user_errors(index):
         write_atomic(index, index_page(outcomes, out_dir))

@@ -15,7 +15,7 @@ from pathlib import Path
 from tokenreel.renderer.catalogue import POSTER, VIDEO, Job, is_current
 from tokenreel.renderer.encode import find_ffmpeg
 from tokenreel.renderer.manifest import current_versions
-from tokenreel.renderer.render import Progress, render
+from tokenreel.renderer.render import ChunkRunner, Progress, render
 
 RENDERED, KEPT, FAILED = "rendered", "kept", "failed"
 
@@ -33,8 +33,10 @@ def _frames(job: Job, outputs: Sequence[Path]) -> int:
     return sum(job.frames if output.suffix == VIDEO else 1 for output in outputs)
 
 
-def render_catalogue(jobs: Sequence[Job], workers: int = 1, progress: Progress | None = None, force: bool = False) -> list[Outcome]:
-    """One outcome per job, in order. Outputs already current are kept unless `force`.
+def render_catalogue(jobs: Sequence[Job], workers: int = 1, progress: Progress | None = None, force: bool = False,
+                     chunks: ChunkRunner | None = None) -> list[Outcome]:
+    """One outcome per job, in order. Outputs already current are kept unless `force`. With
+    `chunks` (render-all --ray) each video's chunks run there instead of on `workers`.
     progress(done, total) counts frames over every output still to render."""
     versions = {VIDEO: current_versions(find_ffmpeg()), POSTER: current_versions(None)}
     todo = [
@@ -57,7 +59,7 @@ def render_catalogue(jobs: Sequence[Job], workers: int = 1, progress: Progress |
             for output in outputs:
                 base = done
                 tick = None if progress is None else (lambda d, _t, base=base: progress(base + d, total))
-                warnings.update(dict.fromkeys(render(job.session, output, job.options, workers, tick).warnings))
+                warnings.update(dict.fromkeys(render(job.session, output, job.options, workers, tick, chunks=chunks).warnings))
                 done = base + _frames(job, (output,))
         except (ValueError, OSError, RuntimeError) as exc:  # the session changed, ffmpeg failed, a worker died
             outcomes.append(Outcome(job, FAILED, " ".join(str(exc).split())))

@@ -60,6 +60,10 @@ STAGING_TAG = "tokenreel"
 _STAGING = re.compile(r"\..+\." + STAGING_TAG + r"-(\d+)-[A-Za-z0-9_]+")
 
 Progress = Callable[[int, int], None]  # (frames done, frames to render)
+# Runs a video's chunks elsewhere (render-all --ray: renderer/ray_chunks.py): given the plan, the
+# format, this machine's ffmpeg, the chunks' [start, stop) frames and a frames-done callback,
+# it returns each chunk's encoded bytes and frame hashes, in chunk order (`encode_chunk`'s).
+ChunkRunner = Callable[["RenderPlan", str, "Ffmpeg", list[tuple[int, int]], Callable[[int], None]], list[tuple[bytes, list[str]]]]
 
 
 @dataclass(frozen=True)
@@ -275,6 +279,17 @@ def _death_line(processes: list, jobs: list[_Job], futures: list[Future]) -> str
     return f"a render worker died ({how}) before {frames} were rendered; nothing was written: render again"
 
 
+def encode_chunk(plan: RenderPlan, fmt: str, ffmpeg: Ffmpeg, start: int, stop: int) -> tuple[bytes, list[str]]:
+    """One chunk's encoded bytes and frame hashes, made in a temporary folder: what a remote
+    worker returns (the same bytes a local worker writes, as they depend only on the frames)."""
+    encode, _ = steps(fmt, plan.width, plan.height, plan.fps)
+    with tempfile.TemporaryDirectory(prefix=f".{STAGING_TAG}-chunk-") as tmp:
+        chunk = Path(tmp) / f"chunk.{fmt}"
+        job = _Job(start, stop, fill(encode, chunk=chunk), frame_format(fmt))
+        hashes = _encode_span(FrameRenderer(plan), plan, ffmpeg, job, lambda: None)
+        return chunk.read_bytes(), hashes
+
+
 def _encode_chunked(
     plan: RenderPlan,
     fmt: str,
@@ -284,6 +299,7 @@ def _encode_chunked(
     workers: int,
     chunk_frames: int,
     progress: _Counter,
+    chunks: ChunkRunner | None = None,
 ) -> list[str]:
     encode, join = steps(fmt, plan.width, plan.height, plan.fps)
     names = []
@@ -292,7 +308,13 @@ def _encode_chunked(
         names.append(f"chunk{len(names):05d}.{fmt}")
         stop = min(start + chunk_frames, plan.frame_count)
         jobs.append(_Job(start, stop, fill(encode, chunk=work / names[-1]), frame_format(fmt)))
-    hashes = _run_jobs(plan, ffmpeg, jobs, workers, progress)
+    if chunks is None:
+        hashes = _run_jobs(plan, ffmpeg, jobs, workers, progress)
+    else:
+        hashes = []
+        for name, (data, chunk_hashes) in zip(names, chunks(plan, fmt, ffmpeg, [(j.start, j.stop) for j in jobs], progress.set)):
+            (work / name).write_bytes(data)
+            hashes += chunk_hashes
     listing = work / "chunks.txt"  # the concat demuxer reads names relative to this file
     listing.write_text("".join(f"file '{name}'\n" for name in names))
     run(ffmpeg, fill(join, list=listing, output=staged))
@@ -340,6 +362,7 @@ def render(
     workers: int = 1,
     progress: Progress | None = None,
     chunk_frames: int = CHUNK_FRAMES,
+    chunks: ChunkRunner | None = None,
 ) -> RenderResult:
     """Render `options` of the session at session_path to out_path (.mp4 .webm .gif .png) and
     write out_path + '.render.json'. Each file appears complete or not at all (staged in a
@@ -378,7 +401,7 @@ def render(
             hashes = _encode_gif(plan, ffmpeg, work, staged, counter)
         else:
             assert ffmpeg is not None
-            hashes = _encode_chunked(plan, fmt, ffmpeg, work, staged, workers, chunk_frames, counter)
+            hashes = _encode_chunked(plan, fmt, ffmpeg, work, staged, workers, chunk_frames, counter, chunks)
         record = manifests.Manifest(
             session=manifests.relative_path(session_path, out.parent),
             session_sha256=session_sha256,

@@ -1,0 +1,83 @@
+"""`--ray` (issue 28, items 2 and 4): a catalogue rendered as Ray tasks on a local Ray of 2 CPUs is
+byte for byte the local one-worker catalogue and verifies; a cluster that does not answer is one
+line, exit 2, nothing written. One Ray head for the module (starting one on 2 cores is slow),
+in a process of its own that the commands join by its address, as on a real cluster."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.test_cli import run_cli
+from tests.test_render_all import ARGS, outputs
+from tests.test_render_signals import SESSION
+
+HEAD = ("import ray, sys; ctx = ray.init(num_cpus=2, include_dashboard=False);"
+        " print(ctx.address_info['gcs_address'], flush=True); sys.stdin.read(); ray.shutdown()")
+
+
+@pytest.fixture(scope="module")
+def ray_address() -> Iterator[str]:
+    """A local Ray head (2 CPUs) for the module's commands to join; stopped when stdin closes.
+    Loopback only, so without Ray's token authentication (the commands inherit the setting)."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("RAY_AUTH_MODE", "disabled")
+    head = subprocess.Popen([sys.executable, "-c", HEAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    try:
+        address = head.stdout.readline().strip()
+        assert address, "the Ray head did not start"
+        yield address
+    finally:
+        head.stdin.close()
+        try:
+            head.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            head.kill()
+        patch.undo()
+
+
+def test_a_catalogue_on_ray_is_the_local_catalogue_byte_for_byte(ray_address: str, tmp_path: Path) -> None:
+    session = tmp_path / "seed.json"
+    shutil.copyfile(SESSION, session)
+    local = run_cli("render-all", session, "--out", tmp_path / "local", *ARGS)
+    assert local.returncode == 0, local.stderr
+    remote = run_cli("render-all", session, "--out", tmp_path / "ray", *ARGS, "--ray", ray_address)
+    assert remote.returncode == 0, remote.stderr
+    assert remote.stdout.splitlines()[-1].endswith("(4 videos: 4 rendered, 0 kept, 0 failed)"), remote.stdout
+    mine, theirs = outputs(tmp_path / "local"), outputs(tmp_path / "ray")
+    assert [p.relative_to(tmp_path / "local") for p in mine] == [p.relative_to(tmp_path / "ray") for p in theirs]
+    videos = [p for p in mine if p.suffix in (".mp4", ".png")]
+    assert len(videos) == 8
+    for path in videos:
+        assert path.read_bytes() == (tmp_path / "ray" / path.relative_to(tmp_path / "local")).read_bytes(), path.name
+    checked = run_cli("verify", tmp_path / "ray")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    again = run_cli("render-all", session, "--out", tmp_path / "ray", *ARGS, "--ray", ray_address)
+    assert again.returncode == 0 and [line.split(": ")[0] for line in again.stdout.splitlines()] == ["kept"] * 4 + ["index"]
+
+
+def test_a_cluster_that_does_not_answer_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    session = tmp_path / "seed.json"
+    shutil.copyfile(SESSION, session)
+    result = run_cli("render-all", session, "--out", tmp_path / "DIR", *ARGS, "--ray", "127.0.0.1:9")
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0 and "no Ray cluster answers there" in result.stderr, result.stderr
+    assert not any((tmp_path / "DIR").rglob("*.mp4"))
+
+
+def test_without_ray_the_option_names_the_extra(tmp_path: Path) -> None:
+    """A Python where `import ray` fails, as in an install without the extra."""
+    session = tmp_path / "seed.json"
+    shutil.copyfile(SESSION, session)
+    no_ray = "import sys; sys.modules['ray'] = None; from tokenreel.cli import app; app(prog_name='tokenreel')"
+    result = subprocess.run([sys.executable, "-c", no_ray, "render-all", str(session), "--out", str(tmp_path / "DIR"), *ARGS,
+                             "--ray", "local"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == "tokenreel: --ray needs Ray, an optional extra: pip install 'tokenreel[ray]'", result.stderr
+    assert not (tmp_path / "DIR").exists() or not any((tmp_path / "DIR").rglob("*.mp4"))
