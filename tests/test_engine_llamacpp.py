@@ -80,13 +80,14 @@ def arms(engine: models.Models, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
 
 def write_config(tmp: Path, name: str, servers: dict[str, Server], api: str = "chat", warmup: int = 1,
-                 repeats: int = 2, max_tokens: int = MAX_TOKENS, prompts: list[dict] | None = None) -> Path:
+                 repeats: int = 2, max_tokens: int = MAX_TOKENS, prompts: list[dict] | None = None,
+                 prompt_cache: str = "fresh") -> Path:
     """A tokenreel config TOML for these servers (one [[arms]] per server, in order)."""
     suite = tmp / f"{name}.jsonl"
     suite.write_text("".join(json.dumps(p) + "\n" for p in (prompts or PROMPTS)))
     lines = [
         "[session]", f'name = "{name}"', f'prompts = "{suite.name}"', f"max_tokens = {max_tokens}",
-        "ignore_eos = true", "temperature = 0", f"warmup = {warmup}", f"repeats = {repeats}", "idle_wait_s = 30", "",
+        "ignore_eos = true", "temperature = 0", f'prompt_cache = "{prompt_cache}"', f"warmup = {warmup}", f"repeats = {repeats}", "idle_wait_s = 30", "",
     ]
     for arm_id, server in servers.items():
         lines += ["[[arms]]", f'id = "{arm_id}"', f'base_url = "{server.base_url}"', 'model = "tiny"',
@@ -310,8 +311,7 @@ def test_cache_hit_flagged_with_the_engines_default_cache_not_with_a_fresh_prefi
     found = {}
     for policy in ("engine", "fresh"):
         config = write_config(tmp_path, f"cache-{policy}", {"q4_0": server}, warmup=1, repeats=1, max_tokens=16,
-                              prompts=PROMPTS[:1])
-        config.write_text(config.read_text().replace("[session]", f'[session]\nprompt_cache = "{policy}"', 1))
+                              prompts=PROMPTS[:1], prompt_cache=policy)
         done, out = record(tmp_path, config)
         assert done.returncode == 0, done.stderr.strip()[-600:]
         session = archive.load(out)
