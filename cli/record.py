@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -17,16 +18,20 @@ from tokenreel.cli.terminal import Command
 from tokenreel.safe_text import shown_path
 
 if TYPE_CHECKING:
+    from collections.abc import Coroutine
+
     from tokenreel.model import Arm, Prompt, Settings
+    from tokenreel.recorder.runner import EventFn, RecordResult
     from tokenreel.recorder.signals import RecordSignals
     from tokenreel.recorder.target import TargetPlan
 
 
 def record_into(
     session: Session, path: Path, arm_ids: list[str] | None, fail_fast: bool, metrics_warned: set[str] | None = None,
-    signals: RecordSignals | None = None, plan: TargetPlan | None = None,
+    signals: RecordSignals | None = None, plan: TargetPlan | None = None, on_ray: RayRecording | None = None,
 ) -> int:
-    """Record with the live display, print the ladder and the outcome; returns the exit code."""
+    """Record with the live display, print the ladder and the outcome; returns the exit code.
+    With `on_ray` (record --ray), each replica's part runs on a Ray worker next to its engines."""
     # Lazy: asyncio and the recorder load only when a recording starts, not for `--help`.
     import asyncio
 
@@ -37,8 +42,9 @@ def record_into(
 
     # Arms whose missing /metrics the preflight already named are not warned about twice.
     unsaved = f"the last run was not saved; {shown_path(path)} keeps every run saved before it (then --resume)"
-    with user_errors(path, unsaved), RecordDisplay(err, metrics_warned) as display:
-        recording = record_session(session, path, arm_ids, display, fail_fast, plan)
+    with on_ray.cluster() if on_ray else nullcontext(), user_errors(path, unsaved), RecordDisplay(err, metrics_warned) as display:
+        recording = (on_ray.record(session, path, arm_ids, display, fail_fast) if on_ray
+                     else record_session(session, path, arm_ids, display, fail_fast, plan))
         result = asyncio.run(signals.run(recording) if signals else recording)
     for table in summary_tables(session):
         out.print(table)
@@ -114,6 +120,10 @@ def record(
         list[str] | None,
         typer.Option(metavar="NAME", help="With --target-ci: aim only at this ratio, e.g. 'nvfp4 vs bf16' (repeatable; default: every one)."),
     ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option("--ray", metavar="ADDRESS|local", help=RECORD_RAY_HELP),
+    ] = None,
 ) -> None:
     """Record each arm alone, one request at a time, into a self-contained session file.
 
@@ -134,19 +144,25 @@ def record(
       tokenreel record --config ladder.toml --arms nvfp4 --out sessions/ladder.json
       tokenreel record --config ladder.toml --resume
       tokenreel record --config ladder.toml --target-ci 2% --max-time 6h
+      tokenreel record --config replicas.toml --ray 10.0.0.1:6379
 
     With --target-ci the prompts are drawn in a seeded stratified order and recorded in looks of
     growing size (each look on every arm in turn); after each look the ladder's intervals are
     taken at the stopping rule's level (valid however often it looked), and recording stops once
     all are within the target, or when --max-prompts, --max-time or the suite runs out. The
     session keeps the rule: --resume continues it, and every report shows its intervals.
+
+    With --ray each replica (base_urls) is recorded by a Ray worker on the node that serves it
+    ([session] ray_resources, or the node at the endpoint's address), streaming every finished
+    run back to this process, which alone writes the session; a worker that dies loses only the
+    run in flight, and --resume --ray records the rest.
     """
     # First: Ctrl-C from here on (loading the config, the preflight, the runs) exits 130, one line.
     signals = record_signals("starting to record", "nothing was recorded")
     try:
         stop = StopOptions(target_ci, max_prompts, max_time, target_ratio or [])
         code = _record(signals, config, out_path, arms, repeats, warmup, resume, fail_fast, force, force_config,
-                       check, preflight, stop)
+                       check, preflight, stop, ray)
     except KeyboardInterrupt:
         code = signals.exit_code(130, interrupted=True)
     finally:
@@ -157,7 +173,7 @@ def record(
 def _record(
     signals: RecordSignals, config: Path, out_path: Path | None, arms: str | None, repeats: int | None,
     warmup: int | None, resume: bool, fail_fast: bool, force: bool, force_config: bool, check: bool, preflight: bool,
-    stop: StopOptions,
+    stop: StopOptions, ray: str | None = None,
 ) -> int:
     """The `record` command under its signal handler; returns the exit code."""
     from tokenreel.archive import SessionLock
@@ -198,6 +214,7 @@ def _record(
             session = open_session(cfg, path, resume, arm_ids, force, force_config)
             selected = select_arms(session, arm_ids)
             plan = stop.plan(session, arm_ids)
+            on_ray = None if ray is None else RayRecording(ray, cfg.ray_resources).checked(session, selected)
         signals.check()
         metrics_warned: set[str] = set()
         if preflight:
@@ -207,9 +224,48 @@ def _record(
             )
             if code:
                 return code
-        return record_into(session, path, arm_ids, fail_fast, metrics_warned, signals, plan)
+        return record_into(session, path, arm_ids, fail_fast, metrics_warned, signals, plan, on_ray)
     finally:
         lock.release()
+
+
+RECORD_RAY_HELP = ("Record each replica on a Ray worker next to its engines (pip install 'tokenreel[ray]'): ADDRESS as"
+                   " `ray start --head` printed it (HOST:PORT, or auto); `local`: a local Ray for this command.")
+
+
+@dataclass(frozen=True)
+class RayRecording:
+    """`record --ray`: the cluster to join and the config's placement (recorder.ray_placement)."""
+
+    address: str
+    resources: list[str] = field(default_factory=list)
+
+    def checked(self, session: Session, arms: list[Arm]) -> RayRecording:
+        """Itself, once what Ray cannot record is refused in one line (ValueError)."""
+        from tokenreel.recorder.config import launch_of
+
+        if session.stopping is not None:
+            raise ValueError("--ray: this session draws its prompts look by look (--target-ci), on one endpoint per arm;"
+                             " record it without --ray")
+        for arm in arms:
+            if launch_of(arm) is not None:
+                raise ValueError(f"--ray: arm {arm.id!r} has launch: record starts that engine on this machine; start"
+                                 " the engines on their nodes and give their base_urls")
+            if "_extra_body_sent" in arm.__dict__:
+                raise ValueError(f"--ray: arm {arm.id!r}'s extra_body holds a secret-looking value, which would travel"
+                                 " through Ray; send the key by api_key_env, set on every node")
+        return self
+
+    def cluster(self) -> AbstractContextManager[None]:
+        from tokenreel.cli.ray_cluster import ray_cluster
+
+        return ray_cluster(self.address)
+
+    def record(self, session: Session, path: Path, arm_ids: list[str] | None, display: EventFn,
+               fail_fast: bool) -> Coroutine[None, None, RecordResult]:
+        from tokenreel.recorder.ray_recording import record_on_ray
+
+        return record_on_ray(session, path, arm_ids, display, fail_fast, self.resources)
 
 
 @dataclass(frozen=True)

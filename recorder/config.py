@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -17,14 +17,14 @@ from urllib.parse import urlsplit
 from tokenreel import assets
 from tokenreel.files import read_input
 from tokenreel.recorder.prompts import load_prompts
-from tokenreel.model import PROMPT_CACHE_POLICIES, Arm, Prompt, Settings
+from tokenreel.model import PROMPT_CACHE_POLICIES, Arm, Prompt, Settings, replica_count
 from tokenreel.safe_text import shown_path
 
 TIMEOUT_KEYS = ("connect", "first_token", "between_chunks", "total")
 SESSION_KEYS = (
     "name", "prompts", "max_tokens", "ignore_eos", "temperature", "warmup", "repeats", "idle_wait_s", "timeouts",
     "tokenizer", "client_busy_p99_ms", "host_pressure_pct", "host_wait_s", "gpu_util_pct", "gpu_wait_s", "hardware",
-    "prompt_cache",
+    "prompt_cache", "ray_resources",
 )
 ARM_KEYS = (
     "id", "label", "base_url", "model", "api", "api_key_env", "metrics_url", "extra_body", "timeouts", "settings",
@@ -142,6 +142,10 @@ class Config:
     settings: Settings
     prompts: list[Prompt]
     arms: list[Arm]
+    # `record --ray`: the Ray custom resource that places each replica's recorder worker, in
+    # base_urls order (`ray start --resources='{"NAME": 1}'` on the node serving it). Empty: each
+    # worker goes to the node whose address serves the replica (recorder.ray_placement).
+    ray_resources: list[str] = field(default_factory=list)
 
 
 def load_config(path: str | Path) -> Config:
@@ -171,7 +175,20 @@ def load_config(path: str | Path) -> Config:
         for arm in arms:
             arm.settings.setdefault("hardware", hardware)
     prompts = load_prompts(settings.prompts, path.parent)
-    return Config(path=path, name=name, settings=settings, prompts=prompts, arms=arms)
+    resources = _ray_resources(check, session.get("ray_resources", []), arms)
+    return Config(path=path, name=name, settings=settings, prompts=prompts, arms=arms, ray_resources=resources)
+
+
+def _ray_resources(check: _Checker, value: Any, arms: list[Arm]) -> list[str]:
+    """`session.ray_resources`: one distinct Ray resource name per replica, or none at all."""
+    where, replicas = "session.ray_resources", replica_count(arms)
+    if not isinstance(value, list) or not all(isinstance(name, str) and name.strip() for name in value):
+        raise check.fail(where, "must be a list of Ray resource names, one per replica (base_urls order)")
+    if value and len(value) != replicas:
+        raise check.fail(where, f"lists {len(value)} resource(s) for {replicas} replica(s): name one per replica, in base_urls order")
+    if len(set(value)) != len(value):
+        raise check.fail(where, "names one resource twice: each replica's worker needs the resource of its own node or GPU")
+    return list(value)
 
 
 def _builtin_config(spec: str) -> Path:

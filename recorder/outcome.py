@@ -63,10 +63,14 @@ def outcome(session: Session, result: RecordResult, arm_ids: list[str] | None) -
     if result.short:
         done.lines.append(f"{result.short} measured run(s) missed the forced length (lines above): check ignore_eos support"
                           " and max_model_len of the endpoint")
+    done.lines += result.lost
+    if result.lost:
+        done.lines.append(f"{len(result.lost)} recorder worker(s) lost (lines above): `tokenreel record --resume --ray ...`"
+                          " records the runs they had not finished")
     faulted = result.failed or result.skipped or result.invalid
     if faulted:
         done.lines.append("some runs failed, were skipped or invalid (lines above); `tokenreel record --resume` retries them")
-    if faulted or result.short or any(endpoint_caused(session, cell) for cell in missing):
+    if faulted or result.lost or result.short or any(endpoint_caused(session, cell) for cell in missing):
         done.exit_code = 1
     if session.stopping is not None:
         done.lines.append(stopping_line(session))

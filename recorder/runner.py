@@ -12,9 +12,11 @@ import asyncio
 import platform
 import socket
 from urllib.parse import urlsplit
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Callable, Union
 
 import aiohttp
@@ -223,6 +225,7 @@ class RecordResult:
     host_contended: int = 0  # measured runs recorded while the engine's host was under CPU pressure
     interrupted: bool = False
     stopped_on_failure: bool = False
+    lost: list[str] = field(default_factory=list)  # record --ray: one line per recorder worker that died
 
 
 def new_session(name: str, settings: Settings, prompts: list[Prompt], arms: list[Arm]) -> Session:
@@ -260,42 +263,57 @@ async def record(
     result = RecordResult(Path(path))
     selected = {arm.id for arm in arms}
     result.already_ok = sum(1 for key in done_keys(session) if key[0] in selected)
-    recorder = _Recorder(session, result, on_event or (lambda event: None), fail_fast)
+    emit = on_event or (lambda event: None)
     save(session, result.path)
-    # One HTTP session for the whole recording: fingerprint, gate, metrics and runs share its connections,
-    # each of which logs the kernel's receive time of every read (recorder.kernel_clock); the
-    # thread reading them is woken ahead of busy neighbours (recorder.wakeup).
+    async with _recording_http() as http:
+        try:
+            if plan is None and replica_count(arms) > 1:
+                async with asyncio.TaskGroup() as group:  # a replica that fails goes on alone (under fail_fast it stops alone)
+                    for replica in range(replica_count(arms)):
+                        group.create_task(record_replica(session, result, emit, fail_fast, http, arms, replica))
+            elif plan is None:
+                drawn = set(session.stopping.drawn) if session.stopping else None
+                await _Recorder(session, result, emit, fail_fast).arms(http, arms, drawn)
+            else:
+                await _record_looks(_Recorder(session, result, emit, fail_fast), http, arms, plan)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            result.interrupted = True
+    return result
+
+
+@asynccontextmanager
+async def _recording_http() -> AsyncIterator[aiohttp.ClientSession]:
+    """One HTTP session for a whole recording: fingerprint, gate, metrics and runs share its connections,
+    each of which logs the kernel's receive time of every read (recorder.kernel_clock); the
+    thread reading them is woken ahead of busy neighbours (recorder.wakeup)."""
     with prompt_wakeups():
         async with aiohttp.ClientSession(
             headers={"User-Agent": f"tokenreel/{tokenreel.__version__}"}, connector=stamping_connector()
         ) as http:
-            try:
-                if plan is None and replica_count(arms) > 1:
-                    await _record_replicas(session, result, on_event or (lambda event: None), fail_fast, http, arms)
-                elif plan is None:
-                    drawn = set(session.stopping.drawn) if session.stopping else None
-                    await recorder.arms(http, arms, drawn)
-                else:
-                    await _record_looks(recorder, http, arms, plan)
-            except (asyncio.CancelledError, KeyboardInterrupt):
-                result.interrupted = True
-    return result
+            yield http
 
 
-async def _record_replicas(session: Session, result: RecordResult, emit: EventFn, fail_fast: bool,
-                           http: aiohttp.ClientSession, arms: list[Arm]) -> None:
-    """Every replica at once, each its shard of the prompts over the arms in its rotated order
-    (recorder.replicas); its events name the replica. A replica that fails goes on alone
-    (under fail_fast it stops alone)."""
-    count = replica_count(arms)
-    async with asyncio.TaskGroup() as group:
-        for replica, shard in enumerate(shards(session.prompts, count)):
-            def tagged(event: RecordEvent, replica: int = replica) -> None:
-                emit(replace(event, arm=replica_name(event.arm, replica)) if hasattr(event, "arm") else event)
+async def record_replica(session: Session, result: RecordResult, emit: EventFn, fail_fast: bool,
+                         http: aiohttp.ClientSession | None, arms: list[Arm], replica: int | None,
+                         persist: Callable[[], None] | None = None, node: str | None = None) -> None:
+    """One replica's part of a recording: its shard of the prompts over the arms in its rotated
+    order (recorder.replicas), its events naming it; `replica` None: arms of one endpoint, every
+    prompt. With `http` None it opens the recording's own HTTP session: a `record --ray` worker
+    (recorder.ray_recording) runs this next to the replica's engines, `persist` sending what
+    changed to the driver that saves, `node` naming where its runs were recorded."""
+    if http is None:
+        async with _recording_http() as own:
+            return await record_replica(session, result, emit, fail_fast, own, arms, replica, persist, node)
+    if replica is None:
+        await _Recorder(session, result, emit, fail_fast, None, persist, node).arms(http, arms, None)
+        return
 
-            recorder = _Recorder(session, result, tagged, fail_fast, replica)
-            views = rotated([replica_arm(arm, replica) for arm in arms], replica)
-            group.create_task(recorder.arms(http, views, set(shard)))
+    def tagged(event: RecordEvent) -> None:
+        emit(replace(event, arm=replica_name(event.arm, replica)) if hasattr(event, "arm") else event)
+
+    recorder = _Recorder(session, result, tagged, fail_fast, replica, persist, node)
+    views = rotated([replica_arm(arm, replica) for arm in arms], replica)
+    await recorder.arms(http, views, set(shards(session.prompts, replica_count(arms))[replica]))
 
 
 async def _record_looks(recorder: _Recorder, http: aiohttp.ClientSession, arms: list[Arm], plan: TargetPlan) -> None:
@@ -304,7 +322,7 @@ async def _record_looks(recorder: _Recorder, http: aiohttp.ClientSession, arms: 
         if not await recorder.arms(http, arms, prompts, plan.out_of_time) and not plan.out_of_time():
             return  # fail_fast: a failed run stops everything
         done = plan.look(len(prompts))  # out of time: the look says so (its intervals over what was recorded)
-        save(recorder.session, recorder.result.path)
+        recorder.persist()
         recorder.emit(done)
         if done.stopped:
             return
@@ -352,9 +370,12 @@ class _Recorder:
     """Per-call state: the session, the running tally and the event sink."""
 
     def __init__(self, session: Session, result: RecordResult, emit: EventFn, fail_fast: bool,
-                 replica: int | None = None) -> None:
+                 replica: int | None = None, persist: Callable[[], None] | None = None, node: str | None = None) -> None:
         self.session, self.result, self.emit, self.fail_fast = session, result, emit, fail_fast
         self.replica = replica  # which of the arms' replicas this records (None: they have one)
+        self.node = node  # the Ray node recording (record --ray); None: this process
+        # After every change: the whole session saved atomically, or (a Ray worker) sent to the driver that saves.
+        self.persist = persist or (lambda: save(session, result.path))
         self.warned_no_metrics = False  # NoMetrics goes out once per arm
         self.host_reasons_said: set[str] = set()  # HostUnwatched goes out once per reason
         self.host: HostWatch | None = None  # the arm's host gate; None: not watched (host_note says why)
@@ -379,7 +400,8 @@ class _Recorder:
         self.emit(ArmStarted(arm.id, arm.label, position, arms, len(todo)))
         tally = {"ok": 0, "failed": 0, "skipped": 0, "invalid": 0}
         self.warned_no_metrics = False
-        recording = {"started_at": _now()} | ({} if self.replica is None else {"replica": str(self.replica)})
+        recording = {"started_at": _now()} | ({} if self.replica is None else {"replica": str(self.replica)}) | (
+            {} if self.node is None else {"node": self.node, "hostname": socket.gethostname()})
         arm.recorded.append(recording)
         launch, engine, owner = launch_of(arm), None, None
         try:
@@ -393,7 +415,7 @@ class _Recorder:
                 session.arm(arm.id).fingerprint = arm.fingerprint
             if arm.fingerprint.get("version", {}).get("simulated") is True:
                 session.simulated = True
-            save(session, self.result.path)
+            self.persist()
             local = await endpoint_is_local(arm.base_url)
             await self._watch_host(arm, local)
             if local and self.replica is None:  # replicas record at once: each other's engines share the machine
@@ -428,7 +450,7 @@ class _Recorder:
                 engine.stop()
                 recording.update(engine.times())
             recording["finished_at"] = _now()
-            save(session, self.result.path)
+            self.persist()
             self.emit(ArmFinished(arm.id, **tally))
         return True
 
@@ -451,7 +473,8 @@ class _Recorder:
         self.emit(EngineFailedEvent(arm.id, line))
         started = _now()
         failed = [Run(arm=arm.id, prompt=prompt.id, index=index, warmup=index < self.session.settings.warmup,
-                      status="failed", error=line, started_at=started, replica=self.replica) for prompt, index in todo]
+                      status="failed", error=line, started_at=started, replica=self.replica, node=self.node)
+                  for prompt, index in todo]
         keys = {run.key for run in failed}
         self.session.runs = [r for r in self.session.runs if r.key not in keys] + failed
         tally["failed"] += len(failed)
@@ -478,7 +501,7 @@ class _Recorder:
                     self.emit(GpuFlagged(arm.id, check.detail))
         check.at = _now()
         arm.gpu.append(check)
-        save(self.session, self.result.path)
+        self.persist()
 
     async def _watch_host(self, arm: Arm, local: bool) -> None:
         """Set up the host gate for this arm: only an endpoint on this machine, only with PSI."""
@@ -509,7 +532,8 @@ class _Recorder:
 
     async def _run(self, http: aiohttp.ClientSession, arm: Arm, prompt: Prompt, index: int) -> Run:
         settings = self.session.settings
-        run = Run(arm=arm.id, prompt=prompt.id, index=index, warmup=index < settings.warmup, replica=self.replica)
+        run = Run(arm=arm.id, prompt=prompt.id, index=index, warmup=index < settings.warmup, replica=self.replica,
+                  node=self.node)
         metrics_url = arm.metrics_url or default_metrics_url(arm.base_url)
 
         def on_wait(running: float, waiting: float, waited_s: float) -> None:
@@ -569,7 +593,7 @@ class _Recorder:
         quarantine(run, str(self.result.path))
         self.session.runs = [r for r in self.session.runs if r.key != run.key]
         self.session.runs.append(run)
-        save(self.session, self.result.path)
+        self.persist()
 
 
 def metrics_flag_hint(arm: Arm, detail: str = "") -> str:

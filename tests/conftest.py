@@ -3,6 +3,8 @@ engine: `dataclasses.replace(profile, engine="sglang")`), reached through real s
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable, Iterator, Sequence
 
 import pytest
@@ -37,3 +39,31 @@ def make_sim() -> Iterator[Callable[..., SimCluster]]:
     yield make
     for cluster in clusters:
         cluster.close()
+
+
+# A Ray head of 2 CPUs in a process of its own, printing its address; stopped when stdin closes.
+RAY_HEAD = ("import ray, sys; ctx = ray.init(num_cpus=2, include_dashboard=False);"
+            " print(ctx.address_info['gcs_address'], flush=True); sys.stdin.read(); ray.shutdown()")
+
+
+@pytest.fixture(scope="session")
+def ray_head() -> Iterator[str]:
+    """A local Ray head (2 CPUs, as CI has) for `--ray` commands to join by its address, as on a
+    real cluster; one for the whole run (starting one on 2 cores takes seconds). Loopback only,
+    so without Ray's token authentication (the commands inherit the setting)."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("RAY_AUTH_MODE", "disabled")
+    head = subprocess.Popen([sys.executable, "-c", RAY_HEAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    try:
+        address = head.stdout.readline().strip() if head.stdout else ""
+        assert address, "the Ray head did not start"
+        yield address
+    finally:
+        if head.stdin:
+            head.stdin.close()
+        try:
+            head.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            head.kill()
+        patch.undo()

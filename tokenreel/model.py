@@ -312,6 +312,9 @@ class Run:
     level: int | None = None
     # Which of the arm's replicas (`Arm.base_urls` index) served it; None: one replica (absent).
     replica: int | None = None
+    # The Ray node that recorded it (`record --ray`: the node's IP as Ray names it), the recorder
+    # worker placed next to its engine; None: recorded by the `record` process itself (absent).
+    node: str | None = None
     # The `id` the server gave its response (the first event's): it names this request in the
     # server's own log (simulator/truth.py pairs runs with the simulator's by it). None: no id
     # given, or recorded before issue 27 (absent from the file).

@@ -62,7 +62,7 @@ def run_to_dict(run: Run) -> dict[str, Any]:
             out[name] = _chunks_to_json(value)
         elif name in ("gate", "acceptance", "clock", "host"):
             out[name] = asdict(value) if value is not None else None
-        elif name in ("level", "replica", "response_id", "engine"):
+        elif name in ("level", "replica", "node", "response_id", "engine"):
             if value is not None:
                 out[name] = asdict(value) if name == "engine" else value
         else:

@@ -28,6 +28,7 @@ def replica_ladders(session: Session, cells: list[Cell], baseline: str | None = 
         entries.append({
             "replica": replica,
             "endpoints": {arm.id: arm.base_urls[replica] for arm in session.arms if arm.base_urls},
+            "nodes": sorted({r.node for r in measured if r.node}),  # record --ray: the nodes that recorded it
             "prompts": len(common_prompts(session, mine)),
             "runs": dict(sorted(Counter(r.status for r in measured).items())),
             "contended": sum(1 for r in measured if r.contended),

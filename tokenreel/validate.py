@@ -236,6 +236,7 @@ def read_run(r: FieldReader, data: Any, where: str) -> Run:
         send_monotonic_ns=r.get(d, "send_monotonic_ns", where, r.opt_int, None),
         level=_opt_level(r, d.get("level"), f"{where}.level"),
         replica=r.get(d, "replica", where, r.opt_int, None),
+        node=r.get(d, "node", where, r.opt_str, None),
         response_id=_response_id(r, d.get("response_id"), f"{where}.response_id"),
         engine=read_engine_figures(r, d.get("engine"), f"{where}.engine"),
         chunks=_chunks(r, d.get("chunks"), f"{where}.chunks"),
