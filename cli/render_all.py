@@ -89,8 +89,7 @@ def render_all(
 
     With --ray each video's chunks (the same fixed frame boundaries as local workers) run as Ray
     tasks across the cluster, several videos at once to keep its CPUs busy; the bytes are those
-    of a local render. tokenreel[ray] must be
-    installed at the same version on every node.
+    of a local render. tokenreel[ray] must be installed at the same version on every node.
     """
     from tokenreel.renderer.catalogue import catalogue, layouts as parse_layouts
     from tokenreel.renderer.catalogue_page import INDEX, index_page
