@@ -88,8 +88,8 @@ def render_all(
       tokenreel verify out/catalogue
 
     With --ray each video's chunks (the same fixed frame boundaries as local workers) run as Ray
-    tasks across the cluster; the bytes are those of a local render. tokenreel[ray] must be
-    installed at the same version on every node.
+    tasks across the cluster, several videos at once to keep its CPUs busy; the bytes are those
+    of a local render. tokenreel[ray] must be installed at the same version on every node.
     """
     from tokenreel.renderer.catalogue import catalogue, layouts as parse_layouts
     from tokenreel.renderer.catalogue_page import INDEX, index_page
@@ -112,12 +112,13 @@ def render_all(
         )
         out_dir.mkdir(parents=True, exist_ok=True)
     with ray_cluster(ray) if ray is not None else nullcontext():
-        chunks = None
+        chunks, cpus = None, None
         if ray is not None:
-            from tokenreel.renderer.ray_chunks import run_chunks as chunks
+            from tokenreel.renderer.ray_chunks import cluster_cpus, run_chunks as chunks
+            cpus = cluster_cpus()  # several videos at once, as many as fill the cluster with chunks
         with interruptible(f"rendering the catalogue in {shown_path(out_dir)}", "every finished video is kept: run it again to go on"), \
                 user_errors(out_dir), RenderBar(err, "catalogue") as bar:
-            outcomes = render_catalogue(jobs, workers or default_workers(), bar, force, chunks)
+            outcomes = render_catalogue(jobs, workers or default_workers(), bar, force, chunks, cpus)
     index = out_dir / INDEX
     with user_errors(index):
         write_atomic(index, index_page(outcomes, out_dir))

@@ -10,6 +10,7 @@ and a chunk made by another version is refused in one line. Imported only under 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import ray
@@ -20,6 +21,8 @@ from tokenreel.renderer.encode import Ffmpeg, find_ffmpeg
 from tokenreel.renderer.plan import RenderPlan
 from tokenreel.renderer.render import encode_chunk
 
+POLL_S = 0.5  # how often a video's driver thread looks whether the catalogue was interrupted
+
 
 @ray.remote(num_cpus=1, max_retries=0)
 def _chunk(plan: RenderPlan, fmt: str, start: int, stop: int) -> tuple[bytes, list[str], str, str, str]:
@@ -29,22 +32,31 @@ def _chunk(plan: RenderPlan, fmt: str, start: int, stop: int) -> tuple[bytes, li
     return data, hashes, ffmpeg.version, tokenreel.__version__, ray.util.get_node_ip_address()
 
 
+def cluster_cpus() -> int:
+    """The connected cluster's CPUs: how many chunks can run at once (catalogue_run fills them)."""
+    return int(ray.cluster_resources().get("CPU", 1))
+
+
 def run_chunks(plan: RenderPlan, fmt: str, ffmpeg: Ffmpeg, spans: list[tuple[int, int]],
-               done: Callable[[int], None]) -> list[tuple[bytes, list[str]]]:
+               done: Callable[[int], None], stop: threading.Event | None = None) -> list[tuple[bytes, list[str]]]:
     """`render.ChunkRunner` on the connected Ray cluster: every chunk at once, Ray placing them;
     frames done counted as chunks come back. RuntimeError (one line) for a worker or node that
-    died, or a chunk made by another ffmpeg or tokenreel than this machine's."""
+    died, or a chunk made by another ffmpeg or tokenreel than this machine's; also once `stop`
+    is set (a Ctrl-C seen by the main thread while this video renders on another thread)."""
     shared = ray.put(plan)  # once per video, not once per chunk
-    refs = [_chunk.remote(shared, fmt, start, stop) for start, stop in spans]
-    frames = dict(zip(refs, (stop - start for start, stop in spans)))
+    refs = [_chunk.remote(shared, fmt, first, end) for first, end in spans]
+    frames = dict(zip(refs, (end - first for first, end in spans)))
     results = {}
     pending = list(refs)
     try:
         while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
+            ready, pending = ray.wait(pending, num_returns=1, timeout=None if stop is None else POLL_S)
+            if stop is not None and stop.is_set():
+                raise RuntimeError("the catalogue was interrupted")
             for ref in ready:
                 results[ref] = _checked(ray.get(ref), ffmpeg)
-            done(sum(frames[ref] for ref in results))
+            if ready:
+                done(sum(frames[ref] for ref in results))
     except RayTaskError as exc:
         raise RuntimeError(f"a Ray render task failed: {' '.join(str(exc.cause).split())}") from None
     except (RayError, GetTimeoutError) as exc:  # a worker or its node died, an object was lost

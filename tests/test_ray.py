@@ -1,13 +1,15 @@
-"""`--ray` (issue 28, items 2 and 4): a catalogue rendered as Ray tasks on a local Ray of 2 CPUs is
-byte for byte the local one-worker catalogue and verifies; a cluster that does not answer is one
-line, exit 2, nothing written. One Ray head for the module (starting one on 2 cores is slow),
-in a process of its own that the commands join by its address, as on a real cluster."""
+"""`--ray` (issue 28, items 2 and 4): a catalogue rendered as Ray tasks on a local Ray of 4 CPUs
+(two videos of two chunks at once) is byte for byte the local one-worker catalogue and verifies;
+the videos really are in flight together; a cluster that does not answer is one line, exit 2,
+nothing written. One Ray head for the module (starting one on 2 cores is slow), in a process of
+its own that the commands join by its address, as on a real cluster."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,13 +19,13 @@ from tests.test_cli import run_cli
 from tests.test_render_all import ARGS, outputs
 from tests.test_render_signals import SESSION
 
-HEAD = ("import ray, sys; ctx = ray.init(num_cpus=2, include_dashboard=False);"
+HEAD = ("import ray, sys; ctx = ray.init(num_cpus=4, include_dashboard=False);"
         " print(ctx.address_info['gcs_address'], flush=True); sys.stdin.read(); ray.shutdown()")
 
 
 @pytest.fixture(scope="module")
 def ray_address() -> Iterator[str]:
-    """A local Ray head (2 CPUs) for the module's commands to join; stopped when stdin closes.
+    """A local Ray head (4 CPUs, on however many cores) for the module's commands to join; stopped when stdin closes.
     Loopback only, so without Ray's token authentication (the commands inherit the setting)."""
     patch = pytest.MonkeyPatch()
     patch.setenv("RAY_AUTH_MODE", "disabled")
@@ -60,6 +62,35 @@ def test_a_catalogue_on_ray_is_the_local_catalogue_byte_for_byte(ray_address: st
     assert checked.returncode == 0, checked.stdout + checked.stderr
     again = run_cli("render-all", session, "--out", tmp_path / "ray", *ARGS, "--ray", ray_address)
     assert again.returncode == 0 and [line.split(": ")[0] for line in again.stdout.splitlines()] == ["kept"] * 4 + ["index"]
+
+
+def test_the_cluster_renders_two_videos_at_once(ray_address: str, tmp_path: Path) -> None:
+    """In this process, as render-all runs it: each video's chunks wait at a barrier that only
+    two videos in flight together can pass (4 CPUs, 2 chunks a video)."""
+    import ray
+
+    from tokenreel.renderer.catalogue import catalogue, layouts
+    from tokenreel.renderer.catalogue_run import RENDERED, render_catalogue
+    from tokenreel.renderer.plan import RenderOptions
+    from tokenreel.renderer.ray_chunks import cluster_cpus, run_chunks
+
+    session = tmp_path / "seed.json"
+    shutil.copyfile(SESSION, session)
+    jobs = catalogue([session], tmp_path / "DIR", RenderOptions(title_s="0", hold_s="0"), layouts(["320x180"]),
+                     ["dark", "light"], ["code-1"])
+    barrier = threading.Barrier(2, timeout=120)
+
+    def chunks(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        barrier.wait()
+        return run_chunks(*args, **kwargs)
+
+    ray.init(address=ray_address, include_dashboard=False, log_to_driver=False)
+    try:
+        assert cluster_cpus() == 4
+        outcomes = render_catalogue(jobs, chunks=chunks, cpus=cluster_cpus())
+    finally:
+        ray.shutdown()
+    assert [o.status for o in outcomes] == [RENDERED, RENDERED], [o.reason for o in outcomes]
 
 
 def test_a_cluster_that_does_not_answer_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
