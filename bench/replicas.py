@@ -14,7 +14,10 @@ worst, over the runs the simulator did not send late), so a replica's figure tha
 seen to be the simulators' pacing on the shared cores or the recorder's. Goal: 8
 replicas >= 7x faster than one, per-replica figures equal within the usual tolerance (2 %).
 
-    python bench/replicas.py [--time-scale 1] [--max-tokens 32] [--repeats 1] [--replicas 1,2,4,8]
+With --ray the same recordings run as `record --ray` (one recorder worker per replica on Ray;
+`local` starts a Ray for each recording, its start-up inside the wall time, not the recording's span).
+
+    python bench/replicas.py [--time-scale 1] [--max-tokens 32] [--repeats 1] [--replicas 1,2,4,8] [--ray local]
 """
 
 from __future__ import annotations
@@ -126,7 +129,8 @@ def record(replicas: int, folder: Path, args: argparse.Namespace) -> tuple[float
         config = write_config(folder / f"r{replicas}.toml", [port for port, _ in sims], args.max_tokens, args.repeats)
         out = folder / f"r{replicas}.json"
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "tokenreel", "record", "--config", str(config), "--out", str(out)],
+        on_ray = ["--ray", args.ray] if args.ray else []
+        done = subprocess.run([sys.executable, "-m", "tokenreel", "record", "--config", str(config), "--out", str(out), *on_ray],
                               capture_output=True, text=True, timeout=1800)
         wall = time.perf_counter() - start
         if done.returncode != 0:
@@ -182,9 +186,11 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--replicas", default="1,2,4,8")
+    parser.add_argument("--ray", metavar="ADDRESS|local", help="record on Ray workers (record --ray), e.g. local")
     args = parser.parse_args()
     counts = [int(n) for n in args.replicas.split(",")]
-    print(f"seed ladder, {PROMPTS}, {args.max_tokens} tokens, 1 warmup + {args.repeats} run(s), time scale {args.time_scale}")
+    where = f", on Ray ({args.ray}: one recorder worker per replica)" if args.ray else ""
+    print(f"seed ladder, {PROMPTS}, {args.max_tokens} tokens, 1 warmup + {args.repeats} run(s), time scale {args.time_scale}{where}")
     print(f"{'replicas':>8} {'wall':>8} {'speed-up':>8} {'recording':>9} {'speed-up':>8} | {'pooled':>7} {'95 % interval':>15} | per replica (last vs first) | vs one replica on its shard | recorder vs simulator log")
     base_wall = base_recording = one = None
     with tempfile.TemporaryDirectory(prefix="tokenreel-replicas-") as tmp:

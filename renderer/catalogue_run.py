@@ -72,9 +72,13 @@ def _frames(job: Job, outputs: Sequence[Path]) -> int:
 
 def videos_at_once(jobs: Sequence[Job], cpus: int) -> int:
     """How many videos keep `cpus` chunk workers busy: the CPUs over a video's mean chunk count
-    (a 14-second video has 2 chunks: 8 at once on 16 CPUs), at least 1."""
+    (a 14-second video has 2 chunks: 8 at once on 16 CPUs), and at least two where there are two,
+    so the next video's chunks are queued while the driver plans, joins and commits one; never
+    more than there are videos."""
     chunks = [-(-job.frames // CHUNK_FRAMES) for job in jobs if job.frames]
-    return max(1, cpus * len(chunks) // sum(chunks)) if chunks else 1
+    if not chunks:
+        return 1
+    return min(len(chunks), max(2, cpus * len(chunks) // sum(chunks)))
 
 
 def _render_job(index: int, job: Job, outputs: Sequence[Path], workers: int, tally: _Tally,

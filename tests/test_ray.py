@@ -1,8 +1,7 @@
-"""`--ray` (issue 28, items 2 and 4): a catalogue rendered as Ray tasks on a local Ray of 4 CPUs
-(two videos of two chunks at once) is byte for byte the local one-worker catalogue and verifies;
-the videos really are in flight together; a cluster that does not answer is one line, exit 2,
-nothing written. One Ray head for the module (starting one on 2 cores is slow), in a process of
-its own that the commands join by its address, as on a real cluster."""
+"""`--ray` (issue 28, items 3 and 4): a catalogue rendered as Ray tasks on a local Ray of 2 CPUs
+(the `ray_head` of conftest, joined by its address as on a real cluster) is byte for byte the
+local one-worker catalogue and verifies; two videos really are in flight together; a cluster
+that does not answer is one line, exit 2, nothing written."""
 
 from __future__ import annotations
 
@@ -10,46 +9,19 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.test_cli import run_cli
 from tests.test_render_all import ARGS, outputs
 from tests.test_render_signals import SESSION
 
-HEAD = ("import ray, sys; ctx = ray.init(num_cpus=4, include_dashboard=False);"
-        " print(ctx.address_info['gcs_address'], flush=True); sys.stdin.read(); ray.shutdown()")
 
-
-@pytest.fixture(scope="module")
-def ray_address() -> Iterator[str]:
-    """A local Ray head (4 CPUs, on however many cores) for the module's commands to join; stopped when stdin closes.
-    Loopback only, so without Ray's token authentication (the commands inherit the setting)."""
-    patch = pytest.MonkeyPatch()
-    patch.setenv("RAY_AUTH_MODE", "disabled")
-    head = subprocess.Popen([sys.executable, "-c", HEAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
-    try:
-        address = head.stdout.readline().strip()
-        assert address, "the Ray head did not start"
-        yield address
-    finally:
-        head.stdin.close()
-        try:
-            head.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            head.kill()
-        patch.undo()
-
-
-def test_a_catalogue_on_ray_is_the_local_catalogue_byte_for_byte(ray_address: str, tmp_path: Path) -> None:
+def test_a_catalogue_on_ray_is_the_local_catalogue_byte_for_byte(ray_head: str, tmp_path: Path) -> None:
     session = tmp_path / "seed.json"
     shutil.copyfile(SESSION, session)
     local = run_cli("render-all", session, "--out", tmp_path / "local", *ARGS)
     assert local.returncode == 0, local.stderr
-    remote = run_cli("render-all", session, "--out", tmp_path / "ray", *ARGS, "--ray", ray_address)
+    remote = run_cli("render-all", session, "--out", tmp_path / "ray", *ARGS, "--ray", ray_head)
     assert remote.returncode == 0, remote.stderr
     assert remote.stdout.splitlines()[-1].endswith("(4 videos: 4 rendered, 0 kept, 0 failed)"), remote.stdout
     mine, theirs = outputs(tmp_path / "local"), outputs(tmp_path / "ray")
@@ -60,13 +32,14 @@ def test_a_catalogue_on_ray_is_the_local_catalogue_byte_for_byte(ray_address: st
         assert path.read_bytes() == (tmp_path / "ray" / path.relative_to(tmp_path / "local")).read_bytes(), path.name
     checked = run_cli("verify", tmp_path / "ray")
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    again = run_cli("render-all", session, "--out", tmp_path / "ray", *ARGS, "--ray", ray_address)
+    again = run_cli("render-all", session, "--out", tmp_path / "ray", *ARGS, "--ray", ray_head)
     assert again.returncode == 0 and [line.split(": ")[0] for line in again.stdout.splitlines()] == ["kept"] * 4 + ["index"]
 
 
-def test_the_cluster_renders_two_videos_at_once(ray_address: str, tmp_path: Path) -> None:
+def test_the_cluster_renders_two_videos_at_once(ray_head: str, tmp_path: Path) -> None:
     """In this process, as render-all runs it: each video's chunks wait at a barrier that only
-    two videos in flight together can pass (4 CPUs, 2 chunks a video)."""
+    two videos in flight together can pass (2 CPUs, 2 chunks a video: the next video is queued
+    while one finishes)."""
     import ray
 
     from tokenreel.renderer.catalogue import catalogue, layouts
@@ -84,9 +57,9 @@ def test_the_cluster_renders_two_videos_at_once(ray_address: str, tmp_path: Path
         barrier.wait()
         return run_chunks(*args, **kwargs)
 
-    ray.init(address=ray_address, include_dashboard=False, log_to_driver=False)
+    ray.init(address=ray_head, include_dashboard=False, log_to_driver=False)
     try:
-        assert cluster_cpus() == 4
+        assert cluster_cpus() == 2
         outcomes = render_catalogue(jobs, chunks=chunks, cpus=cluster_cpus())
     finally:
         ray.shutdown()
