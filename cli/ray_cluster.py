@@ -24,10 +24,9 @@ RAY_HELP = ("Run on a Ray cluster (pip install 'tokenreel[ray]'): ADDRESS as `ra
 @contextmanager
 def ray_cluster(address: str) -> Iterator[None]:
     """Ray connected (or started) for the block, disconnected (or stopped) after it."""
-    try:
-        import ray
-    except ImportError:
-        fail("--ray needs Ray, an optional extra: pip install 'tokenreel[ray]'")
+    require_ray()
+    import ray
+
     if address not in (LOCAL, "auto"):
         _reachable(address)
     where = "a local Ray" if address == LOCAL else f"the Ray cluster at {address}"
@@ -47,6 +46,14 @@ def ray_cluster(address: str) -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
+
+
+def require_ray() -> None:
+    """Ray is installed (the optional extra), or one line and exit 2: said before any work."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        fail("--ray needs Ray, an optional extra: pip install 'tokenreel[ray]'")
 
 
 def _reachable(address: str) -> None:

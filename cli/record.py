@@ -242,7 +242,10 @@ class RayRecording:
 
     def checked(self, session: Session, arms: list[Arm]) -> RayRecording:
         """Itself, once what Ray cannot record is refused in one line (ValueError)."""
+        from tokenreel.cli.ray_cluster import require_ray
         from tokenreel.recorder.config import launch_of
+
+        require_ray()
 
         if session.stopping is not None:
             raise ValueError("--ray: this session draws its prompts look by look (--target-ci), on one endpoint per arm;"

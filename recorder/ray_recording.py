@@ -165,10 +165,10 @@ async def record_on_ray(session: Session, path: Path, arm_ids: list[str] | None,
     count = replica_count(arms)
     replicas: list[int | None] = list(range(count)) if count > 1 else [None]
     options = placements(arms, resources)
-    save(session, path)
     workers = [ReplicaRecorder.options(**where).remote() for where in options]
     try:
-        infos = await _check_workers(workers)
+        infos = await _check_workers(workers)  # before the first save: a refusal writes nothing
+        save(session, path)
         merge = _Merge(session, Path(path))
         data = ray.put(session_to_dict(session))
         await asyncio.gather(*(_follow(actor, info, worker, replica, data, arm_ids, fail_fast, merge, on_event, result)

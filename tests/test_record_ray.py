@@ -141,3 +141,20 @@ def test_what_ray_cannot_record_is_one_line(tmp_path: Path) -> None:
     result = run_cli("record", "--config", config, "--out", tmp_path / "s.json", "--no-preflight", "--ray", "127.0.0.1:9")
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert "--ray: arm 'a' has launch" in result.stderr and not (tmp_path / "s.json").exists()
+
+
+def test_without_ray_or_a_cluster_or_with_another_tokenreel_nothing_is_written(ray_head: str, tmp_path: Path,
+                                                                               make_sim) -> None:
+    clusters = [make_sim(PROFILES, time_scale=SCALE) for _ in range(2)]
+    config, out = _config(tmp_path / "c.toml", clusters), tmp_path / "s.json"
+    as_tokenreel = "from tokenreel.cli import app; app(prog_name='tokenreel')"
+    for setup, address, said in [
+        ("import sys; sys.modules['ray'] = None; ", "local", "tokenreel: --ray needs Ray, an optional extra: pip install 'tokenreel[ray]'"),
+        ("", "127.0.0.1:9", "--ray 127.0.0.1:9: no Ray cluster answers there"),
+        ("import tokenreel; tokenreel.__version__ = '0.0.0-other'; ", ray_head, "install the same tokenreel[ray] on every node"),
+    ]:
+        result = subprocess.run([sys.executable, "-c", setup + as_tokenreel, "record", "--config", str(config), "--out",
+                                 str(out), "--ray", address], capture_output=True, text=True, timeout=300)
+        assert result.returncode == 2 and said in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert not out.exists(), address
