@@ -29,6 +29,7 @@ from ray.exceptions import RayActorError, RayError
 
 import tokenreel
 from tokenreel.archive import save
+from tokenreel.gpu import GpuCheck
 from tokenreel.model import Run, Session, replica_count
 from tokenreel.model_file import session_to_dict
 from tokenreel.recorder.ray_placement import placements
@@ -45,6 +46,7 @@ class Update:
 
     runs: list[Run]
     recorded: dict[str, list[dict[str, str]]]  # per arm: this worker's recording entries so far
+    gpu: dict[str, list[GpuCheck]]  # per arm: this worker's GPU gate checks so far (one replica: its node's GPU)
     fingerprints: dict[str, dict[str, Any]]  # per arm, from the worker of replica 0 (or the only one)
     simulated: bool
     tally: dict[str, int]  # this worker's RecordResult counts so far
@@ -109,7 +111,7 @@ class _Changes:
     def __init__(self, session: Session, result: RecordResult) -> None:
         self.session, self.result = session, result
         self.sent = {id(run) for run in session.runs}  # the driver's own runs
-        self.known = {arm.id: len(arm.recorded) for arm in session.arms}  # entries the driver already has
+        self.known = {arm.id: (len(arm.recorded), len(arm.gpu)) for arm in session.arms}  # what the driver already has
 
     def update(self, replica: int | None) -> Update:
         runs = [run for run in self.session.runs if id(run) not in self.sent]
@@ -117,7 +119,8 @@ class _Changes:
         arms = self.session.arms
         return Update(
             runs=runs,
-            recorded={arm.id: arm.recorded[self.known[arm.id]:] for arm in arms},
+            recorded={arm.id: arm.recorded[self.known[arm.id][0]:] for arm in arms},
+            gpu={arm.id: arm.gpu[self.known[arm.id][1]:] for arm in arms},
             fingerprints={arm.id: arm.fingerprint for arm in arms} if replica in (None, 0) else {},
             simulated=self.session.simulated,
             tally={name: getattr(self.result, name) for name in TALLIES},
@@ -131,25 +134,26 @@ class _Merge:
 
     session: Session
     path: Path
-    base: dict[str, list[dict[str, str]]] = field(default_factory=dict)  # each arm's entries before this record
-    entries: dict[int, dict[str, list[dict[str, str]]]] = field(default_factory=dict)  # per worker, per arm
-    tallies: dict[int, dict[str, int]] = field(default_factory=dict)
+    base: dict[str, tuple[list[dict[str, str]], list[GpuCheck]]] = field(default_factory=dict)  # before this record
+    updates: dict[int, Update] = field(default_factory=dict)  # each worker's latest
 
     def __post_init__(self) -> None:
-        self.base = {arm.id: list(arm.recorded) for arm in self.session.arms}
+        self.base = {arm.id: (list(arm.recorded), list(arm.gpu)) for arm in self.session.arms}
 
     def apply(self, worker: int, update: Update, result: RecordResult) -> None:
         session = self.session
         keys = {run.key for run in update.runs}
         session.runs = [run for run in session.runs if run.key not in keys] + update.runs
-        self.entries[worker] = update.recorded
+        self.updates[worker] = update
+        latest = [self.updates[w] for w in sorted(self.updates)]
         for arm in session.arms:
-            arm.recorded[:] = self.base[arm.id] + [e for w in sorted(self.entries) for e in self.entries[w].get(arm.id, [])]
+            recorded, gpu = self.base[arm.id]
+            arm.recorded[:] = recorded + [entry for u in latest for entry in u.recorded.get(arm.id, [])]
+            arm.gpu[:] = gpu + [check for u in latest for check in u.gpu.get(arm.id, [])]
             arm.fingerprint = update.fingerprints.get(arm.id, arm.fingerprint)
         session.simulated = session.simulated or update.simulated
-        self.tallies[worker] = update.tally
         for name in TALLIES:
-            setattr(result, name, sum(tally[name] for tally in self.tallies.values()))
+            setattr(result, name, sum(u.tally[name] for u in latest))
         result.stopped_on_failure = result.stopped_on_failure or update.stopped_on_failure
         save(session, self.path)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import threading
@@ -26,6 +27,7 @@ from tokenreel.answers import answer_of, build_answers
 from tokenreel.metrics import run_metrics
 from tokenreel.model import Arm, Prompt, Session
 from tokenreel.report.data import build_report
+from tokenreel.selection import DEFAULT_SELECTION
 from tokenreel.recorder.sse_client import completions_url, request_body
 
 pytestmark = pytest.mark.engine
@@ -217,16 +219,28 @@ def test_drafter_observed_while_props_says_none_and_the_build_said_as_it_is(ladd
     assert not version.startswith("b0-") and (version == build_info or version.startswith("unknown")), (version, build_info)
 
 
-def test_speculation_accelerates(ladder) -> None:
-    """The engine's own medians: Q4_0 beats f16, and the drafter beats Q4_0.
+def test_speculation_accelerates_and_each_step_is_the_engines(ladder) -> None:
+    """The drafter beats Q4_0 by the engine's own figures, and every ladder step tokenreel reports
+    is the engine's own ratio: the same mean of per-prompt medians, taken of the engine's logged
+    predicted_per_second for the runs the report counted, agrees within twice the per-run tolerance.
 
-    1.3-1.5x on a quiet machine; the bound is 1.05x because other jobs on 2 cores slow the drafter
-    arm most (it makes 9 llama_decode calls per step): 1.09x was seen at load average 3.3. A
-    drafter that disagrees with the target makes that arm slower than Q4_0 (0.76x seen), so this fails.
+    The drafter: 1.3-1.5x on a quiet machine; the bound is 1.05x because other jobs on 2 cores slow
+    it most (9 llama_decode calls per step): 1.09x was seen at load average 3.3. A drafter that
+    disagrees with the target makes that arm slower than Q4_0 (0.76x seen), so this fails.
+    Quantization is held to the engine's ratio, not to a speed-up: on this x86-64-v3 build (F16C,
+    AVX-512) the tiny model's f16 and Q4_0 matmuls run alike on 2 cores (74.14 vs 73.75 tok/s in CI).
     """
-    _, timings, _ = ladder
-    rate = {arm: sorted(t.predicted_per_second for t in ts)[len(ts) // 2] for arm, ts in timings.items()}
-    assert rate["q4_0"] > rate["f16"] and rate["q4_0-spec"] > 1.05 * rate["q4_0"], rate
+    session, timings, _ = ladder
+    per_prompt: dict[tuple[str, str], list[float]] = {}
+    for run, engine_timing in _pairs(session, timings):
+        if DEFAULT_SELECTION.counts(run):
+            per_prompt.setdefault((run.arm, run.prompt), []).append(engine_timing.predicted_per_second)
+    engine = {arm.id: statistics.fmean(statistics.median(rates) for (a, _), rates in per_prompt.items() if a == arm.id)
+              for arm in session.arms}
+    ours = {row["arm"]: row["vs_prior"] for row in build_report(session)["ladder"]}
+    steps = {"q4_0": engine["q4_0"] / engine["f16"], "q4_0-spec": engine["q4_0-spec"] / engine["q4_0"]}
+    assert steps["q4_0-spec"] > 1.05, (engine, steps)
+    assert all(abs(ours[arm] / step - 1) <= 2 * DECODE_TOLERANCE for arm, step in steps.items()), (ours, steps)
 
 
 def test_spec_runs_carry_acceptance(ladder) -> None:

@@ -59,6 +59,20 @@ def test_two_replicas_on_ray_give_the_one_replica_ladder(ray_head: str, tmp_path
     assert_pooled_is_one_replica(report, tmp_path, clusters)
 
 
+def test_arms_of_one_endpoint_on_ray_keep_their_gpu_check(ray_head: str, tmp_path: Path, make_sim) -> None:
+    """One replica: one worker, every prompt, the GPU gate read on its node and archived."""
+    cluster = make_sim(PROFILES, time_scale=SCALE)
+    out = tmp_path / "s.json"
+    result = _ray_record("--config", _config(tmp_path / "c.toml", [cluster], repeats=1), "--out", out, "--ray", ray_head)
+    assert result.returncode == 0, result.stdout + result.stderr
+    session = archive.load(out)
+    assert len(session.runs) == len(PROFILES) * len(session.prompts)
+    assert all(r.status == "ok" and r.replica is None and r.node for r in session.runs)
+    for arm in session.arms:
+        assert len(arm.gpu) == 1 and arm.gpu[0].status in ("unavailable", "idle", "busy"), arm.gpu
+        assert [set(entry) for entry in arm.recorded] == [{"started_at", "node", "hostname", "finished_at"}]
+
+
 def _workers() -> list[int]:
     """Pids of this machine's ReplicaRecorder worker processes."""
     pids = []
@@ -72,6 +86,14 @@ def _workers() -> list[int]:
     return pids
 
 
+def _wait_for_no_workers(seconds: float = 60) -> list[int]:
+    """Ray ends a killed actor's process a moment later: wait for it; the pids still there."""
+    gone = time.monotonic() + seconds
+    while (left := _workers()) and time.monotonic() < gone:
+        time.sleep(0.1)
+    return left
+
+
 def _ok_runs(path: Path) -> dict[tuple[str, str, int], dict]:
     """The ok runs in the file as saved now, by key (the raw JSON: what a kill must not change)."""
     try:
@@ -81,13 +103,15 @@ def _ok_runs(path: Path) -> dict[tuple[str, str, int], dict]:
     return {(r["arm"], r["prompt"], r["index"]): r for r in data.get("runs", []) if r["status"] == "ok"}
 
 
-@pytest.mark.parametrize("victim", ["worker", "driver"])
+@pytest.mark.parametrize("victim", ["worker", "driver", "ctrl-c"])
 def test_a_kill_loses_no_finished_run_and_resume_records_the_rest(ray_head: str, tmp_path: Path, make_sim,
                                                                   victim: str) -> None:
-    """SIGKILL of one replica's worker (the other goes on) or of the driver (its workers go with it)."""
+    """SIGKILL of one replica's worker (the other goes on) or of the driver (its workers go with
+    it), or Ctrl-C of the driver (exit 130, its workers stopped)."""
     clusters = [make_sim(PROFILES, time_scale=SCALE) for _ in range(2)]
     config = _config(tmp_path / "c.toml", clusters, repeats=4)
     out = tmp_path / "s.json"
+    assert _wait_for_no_workers() == []  # the last test's worker gone, so the two counted are this one's
     driver = subprocess.Popen([sys.executable, "-m", "tokenreel", "record", "--config", str(config), "--out", str(out),
                                "--ray", ray_head], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -95,9 +119,12 @@ def test_a_kill_loses_no_finished_run_and_resume_records_the_rest(ray_head: str,
         while len(_ok_runs(out)) < 8 and time.monotonic() < deadline and driver.poll() is None:
             time.sleep(0.05)
         workers = _workers()
-        assert len(workers) == 2, workers
+        assert len(workers) == 2, (workers, len(_ok_runs(out)), driver.poll())
         saved = _ok_runs(out)
-        os.kill(workers[0] if victim == "worker" else driver.pid, signal.SIGKILL)
+        if victim == "ctrl-c":
+            os.kill(driver.pid, signal.SIGINT)
+        else:
+            os.kill(workers[0] if victim == "worker" else driver.pid, signal.SIGKILL)
         stdout, stderr = driver.communicate(timeout=300)
     finally:
         driver.kill()
@@ -115,11 +142,10 @@ def test_a_kill_loses_no_finished_run_and_resume_records_the_rest(ray_head: str,
         assert {(a.id, p, i) for a in session.arms for p in parts[1 - replica] for i in range(4)} <= done  # it went on
         assert not {(a.id, p, i) for a in session.arms for p in parts[replica] for i in range(4)} <= done
     else:
-        assert driver.returncode == -signal.SIGKILL
-        gone = time.monotonic() + 60
-        while _workers() and time.monotonic() < gone:
-            time.sleep(0.1)
-        assert _workers() == []  # Ray ends the workers of a driver that died
+        assert driver.returncode == (130 if victim == "ctrl-c" else -signal.SIGKILL), stdout + stderr
+        if victim == "ctrl-c":
+            assert "Traceback" not in stderr and "--resume" in stderr.strip().splitlines()[-1], stderr
+        assert _wait_for_no_workers() == []  # Ray ends the workers of a driver that died
         assert len(done) < 2 * len(session.prompts) * 4
     resumed = _ray_record("--config", config, "--out", out, "--resume", "--ray", ray_head)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
