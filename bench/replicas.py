@@ -17,7 +17,7 @@ replicas >= 7x faster than one, per-replica figures equal within the usual toler
 With --ray the same recordings run as `record --ray` (one recorder worker per replica on Ray;
 `local` starts a Ray for each recording, its start-up inside the wall time, not the recording's span).
 
-    python bench/replicas.py [--time-scale 1] [--max-tokens 32] [--repeats 1] [--replicas 1,2,4,8] [--ray local]
+    python bench/replicas.py [--time-scale 1] [--max-tokens 32] [--repeats 1] [--replicas 1,2,4,8] [--ray local] [--explain]
 """
 
 from __future__ import annotations
@@ -154,6 +154,20 @@ def recorder_error(truths: list[RunTruth]) -> str:
     return f"decode err worst {worst:+.3f} % ({len(measured) - len(on_time)} of {len(measured)} sent late)"
 
 
+def off_runs(truths: list[RunTruth], session: Session, bound_pct: float = 0.05) -> list[str]:
+    """For --explain: each measured run whose decode is off its simulator's log by more than
+    `bound_pct`, with the clock that stamped it and whether its client read late (client_busy)."""
+    runs = {run.key: run for run in session.runs}  # a prompt is on one replica: (arm, prompt, index) is unique
+    lines = []
+    for truth in truths:
+        if truth.warmup or truth.decode_error_pct is None or abs(truth.decode_error_pct) <= bound_pct:
+            continue
+        run = runs[(truth.arm, truth.prompt, truth.index)]
+        delay = run.clock.delay_p99_ms if run.clock else None
+        lines.append(f"  replica {run.replica}: {truth.line()}; client delay p99 {delay} ms, client_busy {run.client_busy}")
+    return lines
+
+
 def recording_s(session: Session) -> float:
     """From the first arm's start to the last one's end, over every replica (`Arm.recorded`): the
     wall time without the command's own start (imports, preflight)."""
@@ -187,6 +201,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--replicas", default="1,2,4,8")
     parser.add_argument("--ray", metavar="ADDRESS|local", help="record on Ray workers (record --ray), e.g. local")
+    parser.add_argument("--explain", action="store_true", help="list every run off its simulator's log by > 0.05 %%")
     args = parser.parse_args()
     counts = [int(n) for n in args.replicas.split(",")]
     where = f", on Ray ({args.ray}: one recorder worker per replica)" if args.ray else ""
@@ -205,6 +220,8 @@ def main() -> None:
             print(f"{count:>8} {wall:>6.1f} s {base_wall / wall:>7.2f}x {span:>7.1f} s {base_recording / span:>7.2f}x |"
                   f" {top['vs_first']:>6.3f}x {shown:>15} |"
                   f" {per or '-'} | {worst_difference(report, session, one)} | {recorder_error(truths)}", flush=True)
+            if args.explain:
+                print("\n".join(off_runs(truths, session)) or "  every measured run within 0.05 % of its simulator's log")
     print(f"goal: 8 replicas >= {GOAL_8:g}x faster than 1, each replica within 2 % of one replica on its shard")
 
 
