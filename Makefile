@@ -4,12 +4,18 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast engine tools golden bench bench-ci verify clean lock check-lock wheel gpu-ladder gpu-carry
+.PHONY: demo lint test test-fast engine tools golden bench bench-ci verify clean lock check-lock wheel gpu-ladder gpu-carry
 
+# The source roots: each holds its part of the one `tokenreel` package (pyproject.toml).
+ROOTS := core recorder renderer simulator report cli assets
+
+# An editable install, plus a .pth that puts every source root on sys.path: setuptools' editable
+# finder serves the sub-packages but not a namespace package spread over several roots.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -c constraints.txt pip setuptools
 	$(BIN)/python -m pip install -q -c constraints.txt --no-build-isolation -e '.[test,ray]'
+	printf '$(CURDIR)/%s\n' $(ROOTS) > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/tokenreel-roots.pth"
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -35,14 +41,23 @@ tools:
 golden: $(STAMP)
 	$(BIN)/python -m tests.golden
 
+# Static checks from the repository alone: ruff, mypy (strict for the session and analysis wings)
+# and import-linter's layers contract (all configured in pyproject.toml).
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
+
 test: $(STAMP) tools engine
 	$(BIN)/python .ci/check_lock.py
+	$(MAKE) --no-print-directory lint
 	$(BIN)/python -m pytest -q
 	$(BIN)/tokenreel verify sessions/ docs/
 
 # Everything but the real-engine tests (pytest -m engine), and no engine build.
 test-fast: $(STAMP) tools
 	$(BIN)/python .ci/check_lock.py
+	$(MAKE) --no-print-directory lint
 	$(BIN)/python -m pytest -q -m "not engine"
 
 # The real-engine tests' llama.cpp (llama-server, llama-quantize: pinned in tests/engines/build.py)

@@ -5,7 +5,7 @@ every run held against what the simulator really sent.
 this one at --time-scale: 3 arms x 4 prompts (builtin:ladder4) x (1 warmup + --repeats), each
 --max-tokens long. Per recording: its wall time and exit code, the measured runs that completed,
 how many had their first token read with later ones (`first_shared`: TTFT late by design) and
-how many were flagged client_busy; then over the measured runs (simulator/truth.py):
+how many were flagged client_busy; then over the measured runs (simulator/tokenreel/simulator/truth.py):
 
   TTFT err    how far the recorded first-token arrival lies outside the server's write of it
               ([just before, just after] the call), ms: median and worst, then the worst of the
@@ -34,8 +34,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokenreel import archive
-from tokenreel.model import Session
+from tokenreel.session import archive
+from tokenreel.session.model import Session
 from tokenreel.simulator.profiles import SEED_LADDER
 from tokenreel.simulator.server import SimCluster, running
 from tokenreel.simulator.truth import RunTruth, fetch_sent, session_truth
@@ -62,7 +62,7 @@ def cpu_hogs(count: int) -> Iterator[None]:
 
 
 def write_config(path: Path, cluster: SimCluster, max_tokens: int, repeats: int) -> Path:
-    """A config like assets/configs/simulated-ladder.toml, pointed at this process's endpoints."""
+    """A config like assets/tokenreel/assets/configs/simulated-ladder.toml, pointed at this process's endpoints."""
     lines = [
         "[session]", 'name = "busy-host"', f'prompts = "{PROMPTS}"', f"max_tokens = {max_tokens}",
         "ignore_eos = true", "temperature = 0", "warmup = 1", f"repeats = {repeats}", "idle_wait_s = 5",

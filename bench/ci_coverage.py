@@ -1,6 +1,6 @@
 """Do `record --target-ci`'s intervals cover the truth, and how many prompts does the stop use?
 
-A simulation study of tokenreel.intervals (issue 26). Each simulated session draws a suite from a
+A simulation study of tokenreel.analysis.intervals (issue 26). Each simulated session draws a suite from a
 known population of prompts, records it in the seeded stratified order `record --target-ci`
 uses (`stratified_order`), looks at the planned look sizes, and stops at the first look whose interval (at the
 repeated level of those looks) is within the target, or at the end of the suite. Over many sessions:
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokenreel.intervals import LEVEL, Pair, StoppingRule, first_look, look_sizes, ratio_interval, stratified_order
+from tokenreel.analysis.intervals import LEVEL, Pair, StoppingRule, first_look, look_sizes, ratio_interval, stratified_order
 
 DRAFT_WINDOW = 4
 DRAFT_COST = 0.08  # one drafter step, as a share of a target-model step

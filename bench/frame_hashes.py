@@ -22,10 +22,10 @@ from pathlib import Path
 import orjson
 from PIL import features
 
-from tokenreel import archive
-from tokenreel.renderer import fonts
 from tokenreel.renderer.frames import FrameRenderer
-from tokenreel.renderer.plan import RenderOptions, build_plan
+from tokenreel.renderer.render_plan import RenderOptions, build_plan
+from tokenreel.renderer.text import fonts
+from tokenreel.session import archive
 
 
 def frame_hashes(manifest_path: Path) -> dict[str, object]:

@@ -18,10 +18,10 @@ from dataclasses import asdict
 
 import orjson
 
-from tokenreel.gpu import gpu_hardware
-from tokenreel.model import GPU_UTIL_PCT
-from tokenreel.recorder.gpu_gate import EngineProcesses, GpuWait, NoNvml, listener_pids, read_gpus, with_descendants
+from tokenreel.recorder.gates.gpu_gate import EngineProcesses, GpuWait, NoNvml, listener_pids, read_gpus, with_descendants
 from tokenreel.report.wording import gpu_device_text
+from tokenreel.session.gpu import gpu_hardware
+from tokenreel.session.model import GPU_UTIL_PCT
 
 
 def main() -> int:

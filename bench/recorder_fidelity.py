@@ -17,7 +17,7 @@ the CLOCK_MONOTONIC time at which the kernel took each event. The project's own 
               The recorder's excess over the floor is its own; a floor over target is the machine
   decode err  `run_metrics` decode tok/s vs the same definition on the server's write times
               (over the same events: on the kernel clock decode starts at the first token's
-              read and may end one read early, see tokenreel.metrics)
+              read and may end one read early, see tokenreel.analysis.metrics)
   CPU/chunk   client process CPU over the whole run / recorded chunks; at low rates mostly
               the cost of waking up (printed for a bare asyncio loop for comparison)
   server      its lag behind the schedule (p99) and the pace it reached, so a slow server is
@@ -46,7 +46,7 @@ Targets, under two CPU hogs with kernel time: TTFT error p99 <= 0.3 ms, worst-ru
 <= 0.05%.
 
 Then a 1,000,000-token session is recorded the same way (one token per event at 50,000
-tok/s), saved with `tokenreel.archive.save`, and loaded back (median of 3).
+tok/s), saved with `tokenreel.session.archive.save`, and loaded back (median of 3).
 
 Targets: p99 gap error <= 0.5 ms and decode tok/s error <= 0.2% up to 10,000 tok/s; the
 1M-token session loads in under 2 s and stays under 40 bytes per token.
@@ -81,14 +81,14 @@ import orjson
 # tokenreel is the installed package (make: the venv); reference_server sits beside this script.
 from reference_server import LAST_CHUNK, ReferenceServer, StreamLog
 
-import tokenreel
-from tokenreel.recorder.kernel_clock import stamping_connector
+import tokenreel.base.version
+from tokenreel.analysis.metrics import decode_rate, first_token_index, last_token_index, run_metrics
+from tokenreel.recorder.client.kernel_clock import stamping_connector
+from tokenreel.recorder.client.sse_client import completions_url, request_body, stream_run
+from tokenreel.recorder.client.wakeup import prompt_wakeups
 from tokenreel.recorder.runner import new_session
-from tokenreel.recorder.wakeup import prompt_wakeups
-from tokenreel.recorder.sse_client import completions_url, request_body, stream_run
-from tokenreel import archive
-from tokenreel.metrics import decode_rate, first_token_index, last_token_index, run_metrics
-from tokenreel.model import Arm, Chunks, Prompt, Run, Settings
+from tokenreel.session import archive
+from tokenreel.session.model import Arm, Chunks, Prompt, Run, Settings
 from tokenreel.simulator.truth import outside
 
 RATES = (100, 1_000, 10_000, 50_000)
@@ -250,7 +250,7 @@ def figures(run: Run, log: StreamLog, case: Case, built_ns: int, cpu_ns: int) ->
     gap, latency = gap_and_latency_us(built_ns + t, w)
     metrics = run_metrics(run)
     recorded = metrics.decode_tok_s
-    # The server's decode over the events the recorder's counts (see tokenreel.metrics: on the
+    # The server's decode over the events the recorder's counts (see tokenreel.analysis.metrics: on the
     # kernel clock from the first token's whole read to the last token).
     g = int(np.searchsorted(np.cumsum(log.tokens), metrics.first_chunk_tokens))
     e = int(np.searchsorted(np.cumsum(log.tokens), metrics.first_chunk_tokens + metrics.decode_tokens))
@@ -377,7 +377,7 @@ def clock_run(run: Run, log: StreamLog, built_ns: int) -> ClockRun:
         arrival = built_ns + judged.chunks.t_ns[first]
         ttft[name] = outside(arrival, int(start[0]), int(write[0])) / 1e6
         # The server's decode over the same events: after the recorder's "first chunk" (on the
-        # kernel clock the first token's whole read, see tokenreel.metrics), to the last token.
+        # kernel clock the first token's whole read, see tokenreel.analysis.metrics), to the last token.
         g = metrics.first_chunk_tokens - 1  # one token per event: the first chunk's last event
         e = g + metrics.decode_tokens  # and the last event decode counts
         spans = (int(start[e] - write[g]), int(write[e] - start[g]))  # the true decode span lies within
@@ -483,7 +483,7 @@ async def bench(args: argparse.Namespace) -> None:
         floor = FloorReader(server)
         try:
             async with aiohttp.ClientSession(
-                headers={"User-Agent": f"tokenreel/{tokenreel.__version__}"}, connector=stamping_connector()
+                headers={"User-Agent": f"tokenreel/{tokenreel.base.version.__version__}"}, connector=stamping_connector()
             ) as http:
                 client = StampedClient(http)
                 await measure(client, floor, server, Case(10_000, 1, 500))  # warm-up: connect, first-call costs

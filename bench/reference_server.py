@@ -33,10 +33,10 @@ from typing import Any
 import numpy as np
 import orjson
 
-from tokenreel.simulator.text import reply_for, tokenize
+from tokenreel.analysis.metrics import NS_PER_S
+from tokenreel.simulator.answer_text import reply_for, tokenize
 from tokenreel.simulator.shape_vllm import ROLE_CHOICE, ChoiceShape
 from tokenreel.simulator.wire import sse, usage
-from tokenreel.metrics import NS_PER_S
 
 # With 1 ns timer slack, time.sleep wakes 20-60 us late (50 us more with the default slack):
 # sleep until this close to a target, then busy-wait. Short on purpose: on 2 cores a server

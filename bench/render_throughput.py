@@ -35,16 +35,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from tokenreel.simulator.text import reply_for
-from tokenreel.renderer.encode import (
-    VP9_CPU_USED, VP9_DEADLINE, VP9_THREADS, X264_PRESET, X264_THREADS, fill, find_ffmpeg, steps,
-)
+from tokenreel.renderer.encode import VP9_CPU_USED, VP9_DEADLINE, VP9_THREADS, X264_PRESET, X264_THREADS, fill, find_ffmpeg, steps
 from tokenreel.renderer.frames import FrameRenderer
-from tokenreel.renderer.plan import RenderOptions, build_plan
 from tokenreel.renderer.render import CHUNK_FRAMES, render
+from tokenreel.renderer.render_plan import RenderOptions, build_plan
 from tokenreel.renderer.yuv import Yuv420Converter
-from tokenreel import archive
-from tokenreel.model import Arm, Chunks, Prompt, Run, Session, Settings
+from tokenreel.session import archive
+from tokenreel.session.model import Arm, Chunks, Prompt, Run, Session, Settings
+from tokenreel.simulator.answer_text import reply_for
 
 PROMPT = "Explain how speculative decoding speeds up generation without changing the output."
 # (id, label, tok/s, tokens per streamed chunk in turn: 1 for plain decoding, more when drafts are accepted)

@@ -38,9 +38,9 @@ from pathlib import Path
 import httpx
 import orjson
 
-from tokenreel import archive
-from tokenreel.ladder import build_cells, build_ladder
-from tokenreel.model import Session
+from tokenreel.analysis.ladder import build_cells, build_ladder
+from tokenreel.session import archive
+from tokenreel.session.model import Session
 from tokenreel.simulator.control import TOKEN_HEADER
 from tokenreel.simulator.profiles import SEED_LADDER
 from tokenreel.simulator.truth import RunTruth, fetch_sent, session_truth
@@ -124,7 +124,7 @@ def write_config(path: Path, ports: list[int], max_tokens: int, repeats: int) ->
 
 def record(replicas: int, folder: Path, args: argparse.Namespace) -> tuple[float, dict, Session, list[RunTruth]]:
     """Wall seconds of `tokenreel record` on `replicas` replicas, its json report and session,
-    and every run held against what its replica's simulator sent (simulator/truth.py)."""
+    and every run held against what its replica's simulator sent (simulator/tokenreel/simulator/truth.py)."""
     with simulators(replicas, args.time_scale) as sims:
         config = write_config(folder / f"r{replicas}.toml", [port for port, _ in sims], args.max_tokens, args.repeats)
         out = folder / f"r{replicas}.json"

@@ -4,7 +4,7 @@
 simulated arm (bf16 of the seed ladder) served from this process at --time-scale, at levels 1,
 8, 32 and 64: N warmup requests, then max(8, 2 N) measured ones kept N in flight, each
 --max-tokens long. Every measured request is held against what the simulator really sent
-(simulator/truth.py, paired by the response id its events carried), quiet and then beside two
+(simulator/tokenreel/simulator/truth.py, paired by the response id its events carried), quiet and then beside two
 CPU hogs (the machine's two cores). Per level:
 
   runs        measured requests completed / sent
@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
 from busy_host import HOGS, cpu_hogs, worst, write_config
-from tokenreel import archive
+
+from tokenreel.session import archive
 from tokenreel.simulator.profiles import SEED_LADDER
 from tokenreel.simulator.server import SimCluster, running
 from tokenreel.simulator.truth import RunTruth, fetch_sent, pair, run_truth

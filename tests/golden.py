@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from tokenreel.renderer.highlight import content_styles
-from tokenreel.renderer.text import GlyphPainter, layout_stream
-from tokenreel.theme import load_theme
+from tokenreel.base.theme import load_theme
+from tokenreel.renderer.text.grid import GlyphPainter, layout_stream
+from tokenreel.renderer.text.highlight import content_styles
 
 HERE = Path(__file__).parent / "golden"
 SIZE = 24  # px: the body size of a 1440p column, big enough to see every mark

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from tokenreel.model import Acceptance, Arm, Chunks, Prompt, Run, Session, Settings
+from tokenreel.session.model import Acceptance, Arm, Chunks, Prompt, Run, Session, Settings
 
 MS = 1_000_000  # ns
 

@@ -14,10 +14,10 @@ from dataclasses import replace
 
 from tests.session_factory import MS, session, stream, words
 from tests.test_cli import invoke, write_config
-from tokenreel import archive
-from tokenreel.answers import answer_of, build_answers, compare, similarity
-from tokenreel.model import Chunks, Run
+from tokenreel.analysis.answers import answer_of, build_answers, compare, similarity
 from tokenreel.report import render_report
+from tokenreel.session import archive
+from tokenreel.session.model import Chunks, Run
 from tokenreel.simulator.profiles import NVFP4_DIVERGES_AT
 
 N = 60

@@ -13,11 +13,11 @@ import pytest
 
 from tests.session_factory import MS, session, stream, words
 from tests.test_recorder_config import write
-from tokenreel import archive
-from tokenreel.answers import build_answers
-from tokenreel.model import ArchiveError, Run
+from tokenreel.analysis.answers import build_answers
 from tokenreel.recorder.config import ConfigError, load_config
 from tokenreel.report import render_report
+from tokenreel.session import archive
+from tokenreel.session.model import ArchiveError, Run
 
 N = 40
 BASE = words(N)
@@ -155,7 +155,7 @@ def test_drafts_for_is_archived_and_checked_on_load(tmp_path: Path):
 def test_the_video_badge_checks_a_drafter_against_its_target_on_screen():
     """The badge asks the same check: the drafter that keeps Q4_0's tokens is "same as Q4_0";
     with Q4_0 off screen it is compared with the first arm, as every other arm is."""
-    from tokenreel.renderer.plan import AnswerMark, RenderOptions, build_plan
+    from tokenreel.renderer.render_plan import AnswerMark, RenderOptions, build_plan
 
     s = three_arms(list(QUANTIZED))
     marks = [t.answer for t in build_plan(s, RenderOptions(answer_badge=True, size="640x360")).arms]

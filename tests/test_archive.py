@@ -8,9 +8,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tokenreel import archive
-from tokenreel.model import Acceptance, Arm, ArchiveError, Chunks, Gate, Prompt, Run, Session, Settings
-from tokenreel.model_file import session_to_dict
+from tokenreel.session import archive
+from tokenreel.session.json_form import session_to_dict
+from tokenreel.session.model import Acceptance, ArchiveError, Arm, Chunks, Gate, Prompt, Run, Session, Settings
 
 
 def small_session() -> Session:

@@ -10,13 +10,13 @@ import orjson
 import pytest
 
 from tests import session_factory as factory
-from tokenreel import archive
-from tokenreel.ladder import build_cells, missing_cells
-from tokenreel.metrics import run_metrics
-from tokenreel.model import CLIENT_BUSY_P99_MS, ArchiveError, Clock, Session
-from tokenreel.model_file import session_to_dict
+from tokenreel.analysis.ladder import build_cells, missing_cells
+from tokenreel.analysis.metrics import run_metrics
 from tokenreel.report import build_report, render_report
-from tokenreel.validate import from_dict
+from tokenreel.session import archive
+from tokenreel.session.json_form import session_to_dict
+from tokenreel.session.model import CLIENT_BUSY_P99_MS, ArchiveError, Clock, Session
+from tokenreel.session.validate import from_dict
 
 SEED = Path(__file__).resolve().parent.parent / "sessions" / "seed-ladder-demo.json"
 MS = factory.MS

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.test_archive import small_session
-from tokenreel import archive
-from tokenreel.model import ArchiveError, Session
+from tokenreel.session import archive
+from tokenreel.session.model import ArchiveError, Session
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=5),

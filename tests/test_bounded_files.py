@@ -24,13 +24,14 @@ import orjson
 import pytest
 from PIL import Image
 
-from tokenreel import archive, assets
-from tokenreel.model import ArchiveError
-from tokenreel.renderer.plan import RenderOptions, pin_files
-from tokenreel.renderer.render import render
-from tokenreel.simulator.profiles import SEED_LADDER
 from tests.test_cli import REPO, write_config
 from tests.test_render_encode import write_session
+from tokenreel import assets
+from tokenreel.renderer.render import render
+from tokenreel.renderer.render_plan import RenderOptions, pin_files
+from tokenreel.session import archive
+from tokenreel.session.model import ArchiveError
+from tokenreel.simulator.profiles import SEED_LADDER
 
 GIB = 1 << 30
 QUICK_S = 2.0  # issue 25: a hostile input file fails in under 2 s (beyond the command's own start-up)

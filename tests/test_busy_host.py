@@ -1,6 +1,6 @@
 """Recording beside two CPU hogs (issue 21): `tokenreel record` in its own process, against the
 simulator, with two busy loops taking both cores, and every run held against what the simulator
-really sent (simulator/truth.py): a busy host may slow the recording, never bend its times."""
+really sent (simulator/tokenreel/simulator/truth.py): a busy host may slow the recording, never bend its times."""
 
 from __future__ import annotations
 
@@ -11,14 +11,15 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from tokenreel import archive, assets
-from tokenreel.metrics import last_token_index
-from tokenreel.model import Session
+from tests.test_cli import run_cli, write_config
+from tokenreel import assets
+from tokenreel.analysis.metrics import last_token_index
+from tokenreel.session import archive
+from tokenreel.session.model import Session
 from tokenreel.simulator.profiles import SEED_LADDER
 from tokenreel.simulator.sent import SentStream
 from tokenreel.simulator.server import running
 from tokenreel.simulator.truth import RunTruth, fetch_sent, pair, run_truth, session_truth
-from tests.test_cli import run_cli, write_config
 
 HOGS = 2
 TIME_SCALE = 0.2  # bf16 at 486 tok/s: a run takes ~0.3 s

@@ -23,18 +23,19 @@ from PIL import Image
 
 from tests import session_factory as sf
 from tests.test_cli import invoke, write_config
-from tokenreel import archive, assets
-from tokenreel.model import Chunks, Session
+from tokenreel import assets
+from tokenreel.analysis.figures import figure, multiplier
+from tokenreel.analysis.ladder import build_cells, common_prompts, median_run
+from tokenreel.analysis.metrics import NS_PER_S, output_tokens, run_metrics
+from tokenreel.base.theme import load_theme
+from tokenreel.report import build_report, to_markdown
 from tokenreel.report.charts import chart_svgs, write_charts
 from tokenreel.report.charts.bars import categories_chart, ladder_chart
 from tokenreel.report.charts.itl import arm_samples, itl_chart
 from tokenreel.report.charts.race import race_chart
 from tokenreel.report.charts.style import Style, drawing, finish
-from tokenreel.figures import figure, multiplier
-from tokenreel.ladder import build_cells, common_prompts, median_run
-from tokenreel.metrics import NS_PER_S, output_tokens, run_metrics
-from tokenreel.report import build_report, to_markdown
-from tokenreel.theme import load_theme
+from tokenreel.session import archive
+from tokenreel.session.model import Chunks, Session
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "sessions" / "seed-ladder-demo.json"

@@ -1,4 +1,4 @@
-"""Speed-ups defined once (tokenreel/claims.py): the suite's are the ladder's to the last bit, an
+"""Speed-ups defined once (core/tokenreel/analysis/claims.py): the suite's are the ladder's to the last bit, an
 answer's are its median runs' own figures, and the words never show a multiplier below 1."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tokenreel import archive
-from tokenreel.claims import all_speedups, claim_text, headline, interval_text, scope_text
-from tokenreel.ladder import build_cells, build_ladder, median_run
-from tokenreel.metrics import run_metrics
-from tokenreel.report.data import build_report
-from tokenreel.report.terminal import summary_tables
 from tests.session_factory import MS, session, stream, words
+from tokenreel.analysis.claims import all_speedups, claim_text, headline, interval_text, scope_text
+from tokenreel.analysis.ladder import build_cells, build_ladder, median_run
+from tokenreel.analysis.metrics import run_metrics
+from tokenreel.report.data import build_report
+from tokenreel.report.terminal_tables import summary_tables
+from tokenreel.session import archive
 
 DEMO = Path(__file__).resolve().parents[1] / "sessions" / "seed-ladder-demo.json"
 

@@ -17,12 +17,12 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from tokenreel.recorder import sse_client
+from tests.test_recorder_support import FAST_TIMEOUTS, seed
+from tokenreel.cli import app
+from tokenreel.recorder.client import sse_client
+from tokenreel.session import archive
 from tokenreel.simulator.profiles import SEED_LADDER
 from tokenreel.simulator.server import SimCluster
-from tests.test_recorder_support import FAST_TIMEOUTS, seed
-from tokenreel import archive
-from tokenreel.cli import app
 
 SENTINEL = "sk-tokenreel-SENTINEL-7d1f0c"
 REPO = Path(__file__).resolve().parents[1]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.test_cli import invoke
-from tokenreel import archive
+from tokenreel.session import archive
 
 QUICK = ("--max-tokens", "16", "--repeats", "1", "--time-scale", "0.005", "--no-video")
 

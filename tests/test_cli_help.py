@@ -26,8 +26,8 @@ import pytest
 
 from tests.test_cli import REPO, invoke, run_cli, write_config
 from tests.test_recorder_support import seed
-from tokenreel import archive
-from tokenreel.ladder import build_cells, build_ladder
+from tokenreel.analysis.ladder import build_cells, build_ladder
+from tokenreel.session import archive
 
 COMMANDS = ["report", "compare", "plot", "record", "sweep", "simulate", "render", "render-all", "verify", "demo", "plan", "prompts"]
 SEED_SESSION = REPO / "sessions" / "seed-ladder-demo.json"

@@ -22,14 +22,14 @@ import pytest
 
 from tests import session_factory as sf
 from tests.test_cli import REPO, invoke
-from tokenreel import archive
-from tokenreel.answers import compare as compare_answers
-from tokenreel.comparison import SPREAD_FLOOR_PCT, _diff
-from tokenreel.intervals import Pair, ratio_interval
-from tokenreel.ladder import usable_runs
-from tokenreel.metrics import run_metrics
-from tokenreel.model import Session
-from tokenreel.verdicts import CANT_TELL, judge, runs_interval
+from tokenreel.analysis.answers import compare as compare_answers
+from tokenreel.analysis.comparison import SPREAD_FLOOR_PCT, _diff
+from tokenreel.analysis.intervals import Pair, ratio_interval
+from tokenreel.analysis.ladder import usable_runs
+from tokenreel.analysis.metrics import run_metrics
+from tokenreel.analysis.verdicts import CANT_TELL, judge, runs_interval
+from tokenreel.session import archive
+from tokenreel.session.model import Session
 
 SEED = REPO / "sessions" / "seed-ladder-demo.json"
 H200 = REPO / "tests" / "data" / "h200-llamacpp"

@@ -19,19 +19,14 @@ from typer.testing import CliRunner
 
 from tests.contention_engine import FakeEngine, serving
 from tests.test_recorder_support import chat_prompt, fast_settings
-from tokenreel import archive
 from tokenreel.cli import app
-from tokenreel.model import Acceptance, Arm, Run, Session
-from tokenreel.recorder.engine_metrics import (
-    EngineSnapshot,
-    acceptance_between,
-    merge_acceptance,
-    parse_metrics,
-)
-from tokenreel.recorder.gate import contention
+from tokenreel.recorder.engines.engine_metrics import EngineSnapshot, acceptance_between, merge_acceptance, parse_metrics
+from tokenreel.recorder.gates.idle_gate import contention
 from tokenreel.recorder.runner import NoMetrics, RecordEvent, new_session, record, runs_todo
 from tokenreel.report import build_report, render_report
-from tokenreel.validate import from_dict
+from tokenreel.session import archive
+from tokenreel.session.model import Acceptance, Arm, Run, Session
+from tokenreel.session.validate import from_dict
 
 TOKENS = 64
 DRAFTS = {"drafts": 20.0, "draft_tokens": 80.0, "accepted": 30.0}  # per request: length 2.5, rate 0.375

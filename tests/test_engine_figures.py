@@ -17,14 +17,14 @@ import orjson
 import pytest
 
 from tests.test_recorder_support import arm_for, chat_prompt, fast_settings, seed, sent_bodies
-from tokenreel.archive import dumps, loads
-from tokenreel.engine_figures import stated_version
-from tokenreel.model import ArchiveError, Chunks, EngineFigures, Session
+from tokenreel.analysis.engine_figures import stated_version
+from tokenreel.analysis.selection import DEFAULT_SELECTION
+from tokenreel.recorder.client.stream import RunBounds, StreamParser
 from tokenreel.recorder.runner import new_session, record
-from tokenreel.recorder.stream import RunBounds, StreamParser
 from tokenreel.report.data import build_report
 from tokenreel.report.markdown import to_markdown
-from tokenreel.selection import DEFAULT_SELECTION
+from tokenreel.session.archive import dumps, loads
+from tokenreel.session.model import ArchiveError, Chunks, EngineFigures, Session
 
 PROMPTS = [chat_prompt("Implement a Python function that merges intervals.", "code"),
            chat_prompt("Write a short story about a lighthouse keeper.", "prose")]
@@ -177,7 +177,7 @@ def test_unknown_builds_are_said_as_unknown() -> None:
 
 
 def test_the_fingerprint_summary_says_an_unknown_build() -> None:
-    from tokenreel.recorder.fingerprint import summarize
+    from tokenreel.recorder.engines.fingerprint import summarize
 
     summary = summarize({"props": {"build_info": "b0-unknown", "default_generation_settings": {}}})
     assert summary["engine"] == "llamacpp" and summary["version"].startswith("unknown")

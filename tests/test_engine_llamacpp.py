@@ -22,13 +22,13 @@ import pytest
 
 from tests.engines import build, models
 from tests.engines.servers import EngineTiming, Server, ServerError, free_port, wait_metric
-from tokenreel import archive
-from tokenreel.answers import answer_of, build_answers
-from tokenreel.metrics import run_metrics
-from tokenreel.model import Arm, Prompt, Session
+from tokenreel.analysis.answers import answer_of, build_answers
+from tokenreel.analysis.metrics import run_metrics
+from tokenreel.analysis.selection import DEFAULT_SELECTION
+from tokenreel.recorder.client.sse_client import completions_url, request_body
 from tokenreel.report.data import build_report
-from tokenreel.selection import DEFAULT_SELECTION
-from tokenreel.recorder.sse_client import completions_url, request_body
+from tokenreel.session import archive
+from tokenreel.session.model import Arm, Prompt, Session
 
 pytestmark = pytest.mark.engine
 

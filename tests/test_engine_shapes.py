@@ -19,14 +19,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tokenreel.metrics import NS_PER_S, output_tokens, run_metrics
-from tokenreel.model import Run, Session
+from tests.test_recorder_support import arm_for, chat_prompt, fast_settings, set_state
+from tokenreel.analysis.metrics import NS_PER_S, output_tokens, run_metrics
 from tokenreel.recorder.runner import RecordEvent, RunStarted, new_session, record
-from tokenreel.simulator.plan import make_plan, spec_stats
+from tokenreel.session.model import Run, Session
+from tokenreel.simulator.answer_text import reply_for
+from tokenreel.simulator.generation import make_plan, spec_stats
 from tokenreel.simulator.profiles import SEED_LADDER, Profile
 from tokenreel.simulator.server import SimCluster
-from tokenreel.simulator.text import reply_for
-from tests.test_recorder_support import arm_for, chat_prompt, fast_settings, set_state
 
 BF16, _, DFLASH = SEED_LADDER
 ENGINES = ("vllm", "sglang", "llamacpp")

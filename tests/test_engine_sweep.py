@@ -18,7 +18,7 @@ import pytest
 from tests.engines import models
 from tests.engines.servers import Server, ServerError, free_port
 from tests.test_engine_llamacpp import PROMPTS, engine, tokenreel, write_config  # noqa: F401 (engine: the fixture)
-from tokenreel import archive
+from tokenreel.session import archive
 
 pytestmark = pytest.mark.engine
 

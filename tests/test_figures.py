@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenreel.figures import MISSING, figure, multiplier
+from tokenreel.analysis.figures import MISSING, figure, multiplier
 
 
 @pytest.mark.parametrize(

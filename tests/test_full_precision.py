@@ -11,10 +11,10 @@ from pathlib import Path
 import orjson
 from typer.testing import CliRunner
 
-from tokenreel import archive
+from tokenreel.analysis.ladder import usable_runs
+from tokenreel.analysis.metrics import last_token_index, run_metrics
 from tokenreel.cli import app
-from tokenreel.ladder import usable_runs
-from tokenreel.metrics import last_token_index, run_metrics
+from tokenreel.session import archive
 
 SEED = Path(__file__).resolve().parent.parent / "sessions" / "seed-ladder-demo.json"
 

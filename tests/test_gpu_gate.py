@@ -23,17 +23,26 @@ import pytest
 from tests.session_factory import ladder
 from tests.test_cli import invoke, write_config
 from tests.test_recorder_support import seed
-from tokenreel import archive
-from tokenreel.gpu import GpuDevice, GpuProcess
-from tokenreel.gpu_validate import bound_gpu
-from tokenreel.model import ArchiveError
-from tokenreel.model_file import session_to_dict
-from tokenreel.recorder.gpu_gate import (
-    EngineProcesses, GpuSnapshot, GpuWait, NoNvml, classify, cuda_version, listener_pids, read_gpus, verdict, with_descendants,
+from tokenreel.recorder.gates.gpu_gate import (
+    EngineProcesses,
+    GpuSnapshot,
+    GpuWait,
+    NoNvml,
+    classify,
+    cuda_version,
+    listener_pids,
+    read_gpus,
+    verdict,
+    with_descendants,
 )
-from tokenreel.renderer.plan import end_facts
+from tokenreel.renderer.render_plan import end_facts
 from tokenreel.report import build_report, render_report
-from tokenreel.validate import from_dict
+from tokenreel.session import archive
+from tokenreel.session.gpu import GpuDevice, GpuProcess
+from tokenreel.session.gpu_validate import bound_gpu
+from tokenreel.session.json_form import session_to_dict
+from tokenreel.session.model import ArchiveError
+from tokenreel.session.validate import from_dict
 
 H200_MIB = 143_771  # what NVML reports as an H200's memory total
 ENGINE, OTHER = 4242, 5151

@@ -10,7 +10,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from tokenreel import archive
+from tokenreel.session import archive
 
 H200 = Path(__file__).resolve().parents[1] / "sessions" / "h200-llamacpp"
 

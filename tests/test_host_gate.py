@@ -22,10 +22,10 @@ import pytest
 
 from tests.test_cli import invoke, write_config
 from tests.test_recorder_support import seed
-from tokenreel import archive
-from tokenreel.recorder import host_gate
+from tokenreel.analysis.selection import RunSelection
+from tokenreel.recorder.gates import host_gate
 from tokenreel.report import build_report, render_report
-from tokenreel.selection import RunSelection
+from tokenreel.session import archive
 
 
 def no_psi(monkeypatch, tmp_path: Path) -> None:

@@ -19,11 +19,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from tokenreel import archive
-from tokenreel.recorder.engine_metrics import MetricsUnavailable, fetch_snapshot
 from tests.test_cli import REPO
 from tests.test_hostile_servers import FINISH, delta, sse, stream_via, streaming
 from tests.test_recorder_support import serve
+from tokenreel.recorder.engines.engine_metrics import MetricsUnavailable, fetch_snapshot
+from tokenreel.session import archive
 
 MiB = 1 << 20
 PEAK_RSS_LIMIT = 300 * MiB

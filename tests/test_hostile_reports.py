@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from tests import session_factory as sf
 from tests.test_html_report import browser, offline_problems, open_page, seek, shown  # noqa: F401 - browser is a fixture
-from tokenreel import archive
-from tokenreel.latency import distribution
-from tokenreel.model import Chunks
+from tokenreel.analysis.latency import distribution
+from tokenreel.session import archive
+from tokenreel.session.model import Chunks
 
 REPO = Path(__file__).resolve().parents[1]
 TOKENREEL = [sys.executable, "-m", "tokenreel"]

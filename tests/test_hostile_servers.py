@@ -15,10 +15,10 @@ import orjson
 import pytest
 from aiohttp import web
 
-from tokenreel.model import Arm, Run
-from tokenreel.recorder.engine_metrics import MetricsUnavailable, fetch_snapshot
-from tokenreel.recorder.fingerprint import fingerprint
 from tests.test_recorder_support import chat_prompt, fast_settings, serve, stream_one
+from tokenreel.recorder.engines.engine_metrics import MetricsUnavailable, fetch_snapshot
+from tokenreel.recorder.engines.fingerprint import fingerprint
+from tokenreel.session.model import Arm, Run
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 MiB = 1 << 20

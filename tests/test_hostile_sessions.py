@@ -18,8 +18,8 @@ import pytest
 from aiohttp import web
 from typer.testing import CliRunner
 
-from tokenreel import archive, validate
 from tokenreel.cli import app
+from tokenreel.session import archive, validate
 
 MODEL = "hostile/model"
 MAX_TOKENS = 4

@@ -21,14 +21,14 @@ from typer.testing import CliRunner
 from tests import session_factory as sf
 from tests.browser import Chromium, Page, chromium_executable
 from tests.test_recorder_support import arm_for, chat_prompt, fast_settings
-from tokenreel.archive import load
+from tokenreel.analysis.ladder import median_run
+from tokenreel.analysis.selection import RunSelection
 from tokenreel.cli import app
-from tokenreel.ladder import median_run
-from tokenreel.model import Chunks, Clock, HostPressure, Run, Session
 from tokenreel.recorder.runner import new_session, record
-from tokenreel.selection import RunSelection
 from tokenreel.report import build_report, render_report, to_html
 from tokenreel.report.wording import INTERVAL_MEANING, ratio_text
+from tokenreel.session.archive import load
+from tokenreel.session.model import Chunks, Clock, HostPressure, Run, Session
 from tokenreel.simulator.server import SimCluster
 
 REPO = Path(__file__).resolve().parents[1]

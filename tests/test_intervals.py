@@ -15,11 +15,11 @@ from statistics import NormalDist
 
 import pytest
 
-from tokenreel import archive
-from tokenreel.intervals import MIN_PROMPTS, Pair, StoppingRule, first_look, look_sizes, ratio_interval
+from tests.test_cli import REPO
+from tokenreel.analysis.intervals import MIN_PROMPTS, Pair, StoppingRule, first_look, look_sizes, ratio_interval
 from tokenreel.report import render_report
 from tokenreel.report.data import build_report
-from tests.test_cli import REPO
+from tokenreel.session import archive
 
 H200 = REPO / "tests" / "data" / "h200-llamacpp"
 

@@ -21,12 +21,12 @@ import aiohttp
 import orjson
 import pytest
 
-from tokenreel.model import Arm, Prompt, Run, Settings
-from tokenreel.ladder import usable_runs
-from tokenreel.selection import DEFAULT_SELECTION
-from tokenreel.metrics import first_token_index
-from tokenreel.recorder import kernel_clock
-from tokenreel.recorder.sse_client import stream_run
+from tokenreel.analysis.ladder import usable_runs
+from tokenreel.analysis.metrics import first_token_index
+from tokenreel.analysis.selection import DEFAULT_SELECTION
+from tokenreel.recorder.client import kernel_clock
+from tokenreel.recorder.client.sse_client import stream_run
+from tokenreel.session.model import Arm, Prompt, Run, Settings
 
 MS = 1_000_000
 PROMPT = Prompt(id="p1", category="prose", messages=[{"role": "user", "content": "hi"}], prompt="")
@@ -193,9 +193,9 @@ def test_the_console_names_a_client_busy_run_only_when_it_is_left_out() -> None:
     up at the end); on the user-space clock the same run is late and left out: said."""
     from rich.console import Console
 
-    from tokenreel.model import Clock
     from tokenreel.cli.progress import RecordDisplay
     from tokenreel.recorder.runner import ArmStarted, _finished
+    from tokenreel.session.model import Clock
 
     run, _, _ = blocked_run()
     texts = []
@@ -291,7 +291,7 @@ def test_a_busy_run_whose_first_token_shared_its_read_keeps_its_decode_not_its_t
 def test_a_wall_clock_step_or_an_impossible_time_keeps_the_user_stamps() -> None:
     """The kernel's times come in CLOCK_REALTIME: if it stepped between the send and the end of
     the run (NTP), or a time falls outside send..read stamp, they are not used, and the run says why."""
-    from tokenreel.model import Chunks
+    from tokenreel.session.model import Chunks
 
     def fresh() -> tuple[Chunks, list[int], kernel_clock.Reads]:
         chunks = Chunks()

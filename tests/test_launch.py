@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from tests.test_recorder_support import finish
-from tokenreel import archive
-from tokenreel.model import ArchiveError, Session
 from tokenreel.recorder.config import ConfigError, launch_of, load_config
-from tokenreel.recorder.fingerprint import scrubbed_argv
+from tokenreel.recorder.engines.fingerprint import scrubbed_argv
+from tokenreel.session import archive
+from tokenreel.session.model import ArchiveError, Session
 from tokenreel.simulator.profiles import profile_by_id
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,8 +7,8 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenreel.metrics import NS_PER_S, run_metrics
-from tokenreel.model import Chunks, Clock, Run
+from tokenreel.analysis.metrics import NS_PER_S, run_metrics
+from tokenreel.session.model import Chunks, Clock, Run
 
 
 def make_run(events: list[tuple[int, int, str]], completion_tokens: int | None) -> Run:

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from tokenreel import archive
-from tokenreel.simulator.profiles import profile_by_id
 from tests.test_cli import REPO, write_config
+from tokenreel.session import archive
+from tokenreel.simulator.profiles import profile_by_id
 
 SESSION = REPO / "sessions" / "seed-ladder-demo.json"
 NOBODY = 65534

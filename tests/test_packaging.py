@@ -1,7 +1,7 @@
 """The distribution: one wheel and one sdist that hold the whole program under the one name `tokenreel`.
 
-The checkout keeps recorder/, renderer/, simulator/ and assets/ at the top level; pyproject.toml maps
-them under tokenreel. These tests build the sdist and the wheel (`python -m build --no-isolation`: the
+Each top-level code folder of the checkout (core/, recorder/, renderer/, simulator/, report/, cli/,
+assets/) is a source root holding its part of the `tokenreel` namespace package. These tests build the sdist and the wheel (`python -m build --no-isolation`: the
 venv's locked setuptools, nothing fetched) from a copy of the checkout, so no stale build/ or
 *.egg-info can add or hide files, and check them against the source tree file by file.
 (.ci/wheel goes on from there: it installs the wheel into a fresh venv and runs it.)
@@ -23,16 +23,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-# Checkout folder -> where the wheel has it.
-PACKAGE_DIRS = {
-    "tokenreel": "tokenreel",
-    "recorder": "tokenreel/recorder",
-    "renderer": "tokenreel/renderer",
-    "simulator": "tokenreel/simulator",
-    "report": "tokenreel/report",
-    "cli": "tokenreel/cli",
-    "assets": "tokenreel/assets",
-}
+# The source roots: ROOT/tokenreel/... is tokenreel/... in the wheel.
+SOURCE_ROOTS = ("core", "recorder", "renderer", "simulator", "report", "cli", "assets")
 # What a checkout holds that is no part of a build (as .gitignore has it), so the copy skips it.
 NOT_SOURCE_TOP = {".git", ".venv", "build", "dist", "out", "tokenreel-demo", ".pytest_cache", ".hypothesis"}
 RENDERED = (".mp4", ".webm", ".gif", ".png")
@@ -64,9 +56,10 @@ def source_files(folder: str) -> list[Path]:
 
 
 def in_wheel(path: Path) -> str:
-    """Where the wheel should hold a checkout file, e.g. recorder/gate.py -> tokenreel/recorder/gate.py."""
+    """Where the wheel should hold a checkout file: recorder/tokenreel/recorder/runner.py -> tokenreel/recorder/runner.py."""
     rel = path.relative_to(REPO)
-    return str(PurePosixPath(PACKAGE_DIRS[rel.parts[0]], *rel.parts[1:]))
+    assert rel.parts[0] in SOURCE_ROOTS and rel.parts[1] == "tokenreel", rel
+    return str(PurePosixPath(*rel.parts[1:]))
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +112,7 @@ def test_the_wheel_holds_every_asset_byte_for_byte(built: Built) -> None:
 
 
 def test_the_wheel_holds_every_module_under_tokenreel(built: Built) -> None:
-    modules = [path for folder in PACKAGE_DIRS for path in source_files(folder) if path.suffix == ".py"]
+    modules = [path for root in SOURCE_ROOTS for path in source_files(f"{root}/tokenreel") if path.suffix == ".py"]
     assert len(modules) > 20
     assert_in_wheel(built, modules, "modules", "pyproject.toml's packages")
 
@@ -129,7 +122,7 @@ def test_the_wheel_has_one_top_level_name_and_nothing_but_the_source(built: Buil
     tops = {name.split("/", 1)[0] for name in built.wheel}
     assert tops == {"tokenreel", dist_info}, f"top-level names in the wheel: {sorted(tops)}"
     # And nothing under tokenreel/ that the checkout does not have (stale or generated files).
-    expected = {in_wheel(path) for folder in PACKAGE_DIRS for path in source_files(folder)}
+    expected = {in_wheel(path) for root in SOURCE_ROOTS for path in source_files(f"{root}/tokenreel")}
     extra = sorted(name for name in built.wheel if name.startswith("tokenreel/") and name not in expected)
     assert not extra, "files in the wheel that the checkout does not have:\n" + "\n".join(extra)
     top_level = built.wheel.get(f"{dist_info}/top_level.txt")
@@ -140,7 +133,7 @@ def test_the_wheel_metadata_names_the_licences_and_the_command(built: Built) -> 
     dist_info = f"{PROJECT['name']}-{PROJECT['version']}.dist-info"
     metadata = built.wheel[f"{dist_info}/METADATA"].decode()
     assert "License-Expression: Apache-2.0" in metadata.splitlines()
-    for licence in source_files("assets/fonts/licenses"):
+    for licence in source_files("assets/tokenreel/assets/fonts/licenses"):
         rel = licence.relative_to(REPO).as_posix()
         assert f"License-File: {rel}" in metadata.splitlines(), rel
         assert built.wheel[f"{dist_info}/licenses/{rel}"] == licence.read_bytes(), rel
@@ -150,7 +143,7 @@ def test_the_wheel_metadata_names_the_licences_and_the_command(built: Built) -> 
 
 def test_the_sdist_holds_every_asset_and_what_the_build_needs(built: Built) -> None:
     needed = [*source_files("assets"), REPO / "pyproject.toml", REPO / "README.md"]
-    needed += [path for folder in PACKAGE_DIRS for path in source_files(folder) if path.suffix == ".py"]
+    needed += [path for root in SOURCE_ROOTS for path in source_files(f"{root}/tokenreel") if path.suffix == ".py"]
     missing = sorted({path.relative_to(REPO).as_posix() for path in needed} - set(built.sdist))
     assert not missing, "files missing from the sdist:\n" + "\n".join(missing)
     differ = [path.relative_to(REPO).as_posix() for path in needed

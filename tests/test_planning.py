@@ -9,13 +9,13 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from tokenreel import archive
-from tokenreel.cli import app
-from tokenreel.intervals import Pair, ratio_interval
-from tokenreel.model import Arm, Prompt, Run, Session, Settings
-from tokenreel.planning import plan
 from tests import session_factory as sf
 from tests.test_intervals import H200
+from tokenreel.analysis.intervals import Pair, ratio_interval
+from tokenreel.analysis.planning import plan
+from tokenreel.cli import app
+from tokenreel.session import archive
+from tokenreel.session.model import Arm, Prompt, Run, Session, Settings
 
 CATEGORIES = ("code", "prose", "reasoning", "conversation")
 

@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.test_cli import invoke
-from tokenreel.model import Prompt
-from tokenreel.recorder.prompts import MIN_PER_CATEGORY, load_prompts
+from tokenreel.recorder.suites import MIN_PER_CATEGORY, load_prompts
+from tokenreel.session.model import Prompt
 
 SYSTEM = "You are a helpful assistant."
 SPEED_CATEGORIES = ("coding", "math", "stem", "humanities", "writing", "summarization", "roleplay", "rag",

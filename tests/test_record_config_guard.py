@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tokenreel import archive
+from tests.test_cli import invoke, write_config
 from tokenreel.recorder.config import load_config
 from tokenreel.recorder.runner import new_session
+from tokenreel.session import archive
 from tokenreel.simulator.profiles import SEED_LADDER
-from tests.test_cli import invoke, write_config
 
 ARM = {"id": "a", "label": "A", "base_url": "http://127.0.0.1:9/v1", "model": "m", "api": "chat", "extra_body": "{ }"}
 SESSION = {"max_tokens": "16", "ignore_eos": "true", "temperature": "0"}

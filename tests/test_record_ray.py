@@ -21,8 +21,8 @@ import pytest
 
 from tests.test_cli import invoke, run_cli
 from tests.test_replicas import PROFILES, SCALE, _config, assert_pooled_is_one_replica
-from tokenreel import archive
 from tokenreel.recorder.replicas import shards
+from tokenreel.session import archive
 
 WORKER_TITLE = b"ReplicaRecorder"  # Ray names a worker process after its actor class
 
@@ -177,7 +177,7 @@ def test_without_ray_or_a_cluster_or_with_another_tokenreel_nothing_is_written(r
     for setup, address, said in [
         ("import sys; sys.modules['ray'] = None; ", "local", "tokenreel: --ray needs Ray, an optional extra: pip install 'tokenreel[ray]'"),
         ("", "127.0.0.1:9", "--ray 127.0.0.1:9: no Ray cluster answers there"),
-        ("import tokenreel; tokenreel.__version__ = '0.0.0-other'; ", ray_head, "install the same tokenreel[ray] on every node"),
+        ("import tokenreel; tokenreel.base.version.__version__ = '0.0.0-other'; ", ray_head, "install the same tokenreel[ray] on every node"),
     ]:
         result = subprocess.run([sys.executable, "-c", setup + as_tokenreel, "record", "--config", str(config), "--out",
                                  str(out), "--ray", address], capture_output=True, text=True, timeout=300)

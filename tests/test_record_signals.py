@@ -14,11 +14,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from tokenreel import archive
-from tokenreel.model import ArchiveError
-from tokenreel.simulator.profiles import SEED_LADDER
-from tests.test_recorder_support import finish
 from tests.test_cli import REPO, write_config
+from tests.test_recorder_support import finish
+from tokenreel.session import archive
+from tokenreel.session.model import ArchiveError
+from tokenreel.simulator.profiles import SEED_LADDER
 
 
 def start_record(config: Path, session: Path, *args: str) -> subprocess.Popen[str]:

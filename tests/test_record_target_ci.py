@@ -10,11 +10,11 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from tokenreel import archive
+from tests.test_cli import write_config
 from tokenreel.cli import app
 from tokenreel.report.data import build_report
+from tokenreel.session import archive
 from tokenreel.simulator.profiles import SEED_LADDER
-from tests.test_cli import write_config
 
 CATEGORIES = ("conversation", "reasoning", "prose", "code")
 

@@ -9,10 +9,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-import tokenreel.recorder.sse_client as sse_client
-from tokenreel.simulator.profiles import FAULTS
-from tokenreel.simulator.text import prompt_digest, reply_for
-from tokenreel.simulator.server import SimCluster, plan_steps
+import tokenreel.recorder.client.sse_client as sse_client
 from tests.test_recorder_support import (
     arm_for,
     chat_prompt,
@@ -23,8 +20,12 @@ from tests.test_recorder_support import (
     set_state,
     stream_one,
 )
-from tokenreel.metrics import first_token_index, run_metrics
-from tokenreel.model import Arm, Run, Settings
+from tokenreel.analysis.metrics import first_token_index, run_metrics
+from tokenreel.session.model import Arm, Run, Settings
+from tokenreel.simulator.answer_text import prompt_digest, reply_for
+from tokenreel.simulator.profiles import FAULTS
+from tokenreel.simulator.server import SimCluster, plan_steps
+
 
 def arm_for_url(root: str) -> Arm:
     """An arm for a small test server that is not the simulator."""

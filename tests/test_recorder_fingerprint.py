@@ -9,9 +9,9 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from tokenreel.recorder.fingerprint import fingerprint
 from tests.test_recorder_support import serve
-from tokenreel.model import Arm
+from tokenreel.recorder.engines.fingerprint import fingerprint
+from tokenreel.session.model import Arm
 
 KEY = "sk-fingerprint-SENTINEL"
 

@@ -10,19 +10,13 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from tokenreel.recorder.engine_metrics import (
-    EngineSnapshot,
-    MetricsUnavailable,
-    acceptance_between,
-    fetch_snapshot,
-    parse_metrics,
-)
-from tokenreel.recorder.gate import contention, wait_idle
-from tokenreel.recorder.runner import new_session, record
-from tokenreel.simulator.text import prompt_digest, reply_for
-from tokenreel.simulator.server import SimCluster, plan_steps
 from tests.test_recorder_support import arm_for, chat_prompt, fast_settings, seed, serve, set_state
-from tokenreel.model import Gate, Session
+from tokenreel.recorder.engines.engine_metrics import EngineSnapshot, MetricsUnavailable, acceptance_between, fetch_snapshot, parse_metrics
+from tokenreel.recorder.gates.idle_gate import contention, wait_idle
+from tokenreel.recorder.runner import new_session, record
+from tokenreel.session.model import Gate, Session
+from tokenreel.simulator.answer_text import prompt_digest, reply_for
+from tokenreel.simulator.server import SimCluster, plan_steps
 
 VLLM_TEXT = """\
 # HELP vllm:num_requests_running Number of requests in model execution batches.

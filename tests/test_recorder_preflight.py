@@ -14,10 +14,10 @@ import httpx
 
 from tests.test_cli import invoke, write_config
 from tests.test_recorder_support import arm_for, seed
-from tokenreel import archive
-from tokenreel.model import Arm, Settings
-from tokenreel.recorder.preflight import preflight
-from tokenreel.recorder.prompts import load_prompts
+from tokenreel.recorder.engines.preflight import preflight
+from tokenreel.recorder.suites import load_prompts
+from tokenreel.session import archive
+from tokenreel.session.model import Arm, Settings
 
 
 def generation_requests(cluster) -> int:
@@ -84,7 +84,7 @@ def test_check_only_checks(tmp_path: Path, make_sim) -> None:
 
 
 def test_llama_cpp_single_model_name_mismatch_is_only_a_warning() -> None:
-    from tokenreel.recorder.preflight import ArmCheck, _model_card
+    from tokenreel.recorder.engines.preflight import ArmCheck, _model_card
 
     arm = Arm(id="q4", label="q4", base_url="http://127.0.0.1:1/v1", model="qwen")
     llama = {"data": [{"id": "/models/qwen-q4_0.gguf", "owned_by": "llamacpp"}]}

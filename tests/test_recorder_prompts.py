@@ -8,9 +8,7 @@ from pathlib import Path
 import pytest
 
 from tokenreel import assets
-from tokenreel.recorder.prompts import (
-    MIN_PER_CATEGORY, PromptError, chat_messages, completion_text, load_prompts, random_prompt,
-)
+from tokenreel.recorder.suites import MIN_PER_CATEGORY, PromptError, chat_messages, completion_text, load_prompts, random_prompt
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
-import tokenreel
+import tokenreel.base.version
+from tests.test_recorder_support import arm_for, chat_prompt, fast_settings, seed, sent_bodies, set_state
+from tokenreel.analysis.metrics import run_metrics
 from tokenreel.recorder.runner import (
     ArmFinished,
     ArmStarted,
@@ -28,11 +30,9 @@ from tokenreel.recorder.runner import (
     new_session,
     record,
 )
+from tokenreel.session.archive import dumps, load
+from tokenreel.session.model import Session
 from tokenreel.simulator.server import SimCluster
-from tests.test_recorder_support import arm_for, chat_prompt, fast_settings, seed, sent_bodies, set_state
-from tokenreel.archive import dumps, load
-from tokenreel.model import Session
-from tokenreel.metrics import run_metrics
 
 PROMPTS = [
     chat_prompt("Implement a Python function that merges overlapping intervals.", "code"),
@@ -92,7 +92,7 @@ def test_ladder_recording_round_trips_through_the_archive(sim: SimCluster, tmp_p
 
 def test_new_session_stamps_version_host_and_time(sim: SimCluster) -> None:
     session = ladder_session(sim, ["bf16"])
-    assert session.tool_version == tokenreel.__version__
+    assert session.tool_version == tokenreel.base.version.__version__
     assert set(session.host) == {"hostname", "platform", "python"}
     assert datetime.fromisoformat(session.created_at).tzinfo is not None
     assert session.runs == [] and session.simulated is False

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tokenreel.recorder.stream import RunBounds, StreamFailure, StreamParser, response_acceptance
-from tokenreel.metrics import first_token_index
-from tokenreel.model import Chunks
+from tokenreel.analysis.metrics import first_token_index
+from tokenreel.recorder.client.stream import RunBounds, StreamFailure, StreamParser, response_acceptance
+from tokenreel.session.model import Chunks
 
 
 def sse(*events: dict[str, Any] | str) -> bytes:

@@ -12,10 +12,10 @@ import aiohttp
 import httpx
 from aiohttp import web
 
+from tokenreel.recorder.client.sse_client import stream_run
+from tokenreel.session.model import Arm, Prompt, Run, Settings
 from tokenreel.simulator.profiles import Profile, profile_by_id
 from tokenreel.simulator.server import SimCluster
-from tokenreel.recorder.sse_client import stream_run
-from tokenreel.model import Arm, Prompt, Run, Settings
 
 # Short enough for a fast suite, long enough that a loaded CI machine does not look like a stall.
 FAST_TIMEOUTS = {"connect": 5.0, "first_token": 10.0, "between_chunks": 3.0, "total": 30.0}

@@ -12,14 +12,14 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from tokenreel.metrics import events_are_steps, output_tokens
-from tokenreel.model import Session
-from tokenreel.recorder.runner import new_session, record
-from tokenreel.renderer.frames import FrameRenderer
-from tokenreel.renderer.plan import RenderOptions, build_plan
-from tokenreel.simulator.profiles import SEED_LADDER
 from tests.test_engine_shapes import BREAD, shaped
 from tests.test_recorder_support import arm_for, fast_settings
+from tokenreel.analysis.metrics import events_are_steps, output_tokens
+from tokenreel.recorder.runner import new_session, record
+from tokenreel.renderer.frames import FrameRenderer
+from tokenreel.renderer.render_plan import RenderOptions, build_plan
+from tokenreel.session.model import Session
+from tokenreel.simulator.profiles import SEED_LADDER
 
 BF16, _, DFLASH = SEED_LADDER
 SMALL = "640x360"

@@ -14,14 +14,14 @@ import pytest
 from tests.session_factory import MS, session, stream, words
 from tests.test_render_fit import FIGURE, LAYOUTS, ladder
 from tests.test_render_legibility import DEMO, read_back
-from tokenreel import archive
 from tokenreel.renderer import verify
 from tokenreel.renderer.canvas import TextBox
 from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.layout import Rect, compute
-from tokenreel.renderer.plan import AnswerMark, RenderOptions, RenderPlan, build_plan
 from tokenreel.renderer.render import render
+from tokenreel.renderer.render_plan import AnswerMark, RenderOptions, RenderPlan, build_plan
 from tokenreel.renderer.timeline import first_frame_showing
+from tokenreel.session import archive
 
 BASE = words(60)
 CHANGED = 30  # 0-based: token 31 differs

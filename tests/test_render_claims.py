@@ -1,4 +1,4 @@
-"""Every speed-up a video draws is a claim defined once (tokenreel.claims): for the archived
+"""Every speed-up a video draws is a claim defined once (tokenreel.analysis.claims): for the archived
 sessions, in every layout and both metrics, each claim is the report's figure for the same
 metric, scope and arms, appears no earlier than its evidence (and exactly then, in the frames),
 and the video has one metric; the render manifest lists them."""
@@ -14,13 +14,13 @@ import orjson
 import pytest
 
 from tests import session_factory as sf
-from tokenreel import archive
-from tokenreel.claims import claim_text
-from tokenreel.report import build_report
+from tokenreel.analysis.claims import claim_text
 from tokenreel.renderer.canvas import TextBox
 from tokenreel.renderer.frames import FrameRenderer
-from tokenreel.renderer.plan import RenderOptions, RenderPlan, build_plan
 from tokenreel.renderer.render import render
+from tokenreel.renderer.render_plan import RenderOptions, RenderPlan, build_plan
+from tokenreel.report import build_report
+from tokenreel.session import archive
 
 SESSIONS = sorted((Path(__file__).resolve().parents[1] / "sessions").glob("*.json"))
 # the ladders a video is rendered from (a sweep, sessions/sweep-demo.json, is never rendered)

@@ -8,13 +8,13 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from tokenreel.renderer import fonts
+from tests.session_factory import MS, session, stream, words
+from tokenreel.base.theme import load_theme
 from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.layout import Rect
-from tokenreel.renderer.plan import RenderOptions, RenderPlan, build_plan
+from tokenreel.renderer.render_plan import RenderOptions, RenderPlan, build_plan
+from tokenreel.renderer.text import fonts
 from tokenreel.renderer.timeline import first_frame_showing
-from tokenreel.theme import load_theme
-from tests.session_factory import MS, session, stream, words
 
 SMALL = "640x360"
 UNICODE = ["漢字かな", " 🚀✅", " café naïve", "\ttab", " cr\r", "bell\x07", " " + "y" * 300, " e\u0301nd"]

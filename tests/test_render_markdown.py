@@ -1,4 +1,4 @@
-"""Answers stream as markdown source and show as markdown renders (renderer/markdown.py): the
+"""Answers stream as markdown source and show as markdown renders (renderer/tokenreel/renderer/text/markup.py): the
 offset map from source to display, and real frames of a markdown answer."""
 
 from __future__ import annotations
@@ -6,16 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tokenreel.renderer import fonts
-from tokenreel.renderer.cells import GLYPH, SHAPED
-from tokenreel.renderer.frames import FrameRenderer
-from tokenreel.renderer.highlight import styled_stream
-from tokenreel.renderer.markdown import BULLET, HEADING, INLINE_CODE, PAD, RULE, STRONG, render
-from tokenreel.renderer.plan import RenderOptions, RenderPlan, build_plan
-from tokenreel.renderer.text import clusters, layout_stream, shape_paragraphs
-from tokenreel.theme import load_theme
 from tests.session_factory import MS, session, stream
 from tests.test_render_text import cells_before_caret, glyphs
+from tokenreel.base.theme import load_theme
+from tokenreel.renderer.frames import FrameRenderer
+from tokenreel.renderer.render_plan import RenderOptions, RenderPlan, build_plan
+from tokenreel.renderer.text import fonts
+from tokenreel.renderer.text.cells import GLYPH, SHAPED
+from tokenreel.renderer.text.grid import clusters, layout_stream, shape_paragraphs
+from tokenreel.renderer.text.highlight import styled_stream
+from tokenreel.renderer.text.markup import BULLET, HEADING, INLINE_CODE, PAD, RULE, STRONG, render
 
 SAMPLE = """## Speculative **decoding**
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tokenreel import archive
-from tokenreel.renderer import verify
-from tokenreel.renderer.plan import RenderOptions, build_plan
-from tokenreel.renderer.render import render
 from tests.session_factory import MS, session, stream, words
 from tests.test_render_encode import SMALL, write_session
+from tokenreel.renderer import verify
+from tokenreel.renderer.render import render
+from tokenreel.renderer.render_plan import RenderOptions, build_plan
+from tokenreel.session import archive
 
 GIB = 1 << 30
 

@@ -12,19 +12,27 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
-from tokenreel import archive
-from tokenreel.cli import app
-from tokenreel.renderer import fonts, paragraph, raster, shaping
+from tests.session_factory import MS, session, stream
 from tokenreel.renderer import manifest as manifests
 from tokenreel.renderer import verify as verifying
-from tokenreel.renderer.plan import RenderOptions
 from tokenreel.renderer.render import render
-from tokenreel.renderer.text import (
-    GLYPH, Cell, GlyphPainter, _covered, _ignorable, _wrap, clusters, fit, layout_stream, merge_rtl_runs, wrap,
+from tokenreel.renderer.render_plan import RenderOptions
+from tokenreel.renderer.text import fonts, paragraph, raster, shaping
+from tokenreel.renderer.text.grid import (
+    GLYPH,
+    Cell,
+    GlyphPainter,
+    _covered,
+    _ignorable,
+    _wrap,
+    clusters,
+    fit,
+    layout_stream,
+    merge_rtl_runs,
+    wrap,
 )
-from tests.session_factory import MS, session, stream
+from tokenreel.session import archive
 
 EMOJI_SEQUENCES = {
     "zwj": "👩\u200d💻",

@@ -9,12 +9,12 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from tests import session_factory as factory
-from tokenreel import archive
 from tokenreel.cli import app
 from tokenreel.cli.demo import race_arms
-from tokenreel.model import HostPressure, Session
 from tokenreel.renderer.frames import FrameRenderer
-from tokenreel.renderer.plan import RenderOptions, build_plan
+from tokenreel.renderer.render_plan import RenderOptions, build_plan
+from tokenreel.session import archive
+from tokenreel.session.model import HostPressure, Session
 
 MS = factory.MS
 

@@ -13,14 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tokenreel import archive
-from tokenreel.engine_figures import stated_version
-from tokenreel.figures import multiplier
-from tokenreel.model import Session
-from tokenreel.renderer.frames import FrameRenderer
-from tokenreel.renderer.plan import ArmTrack, RenderOptions, RenderPlan, build_plan
-from tokenreel.renderer.timeline import first_frame_showing
 from tests.session_factory import MS, session, stream, words
+from tokenreel.analysis.engine_figures import stated_version
+from tokenreel.analysis.figures import multiplier
+from tokenreel.renderer.frames import FrameRenderer
+from tokenreel.renderer.render_plan import ArmTrack, RenderOptions, RenderPlan, build_plan
+from tokenreel.renderer.timeline import first_frame_showing
+from tokenreel.session import archive
+from tokenreel.session.model import Session
 
 DEMO = Path(__file__).resolve().parents[1] / "sessions" / "seed-ladder-demo.json"
 SMALL = "640x360"

@@ -8,9 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pygments.token import STANDARD_TYPES
 
-from tokenreel.renderer import fonts
-from tokenreel.renderer.highlight import CODE_STYLES, _style, content_styles, styled_stream
-from tokenreel.renderer.text import (
+from tokenreel.renderer.text import fonts
+from tokenreel.renderer.text.grid import (
     BREAK,
     GLYPH,
     HANGING_INDENT,
@@ -22,6 +21,7 @@ from tokenreel.renderer.text import (
     layout_stream,
     wrap,
 )
+from tokenreel.renderer.text.highlight import CODE_STYLES, _style, content_styles, styled_stream
 
 SAMPLES = ["漢字かな", "🚀✅", "café naïve", "a\tb", "x\ry", "bell\x07", "x" * 300, "e\u0301", "👨\u200d👩\u200d👧 👍🏽"]
 

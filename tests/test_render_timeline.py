@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenreel.renderer.plan import RenderOptions, build_plan
-from tokenreel.renderer.timeline import END, REPLAY, TITLE, ArmTimeline, Clock, first_frame_showing
 from tests.session_factory import MS, session, stream, words
-from tokenreel.metrics import NS_PER_S, run_metrics
-from tokenreel.model import Chunks, Run
+from tokenreel.analysis.metrics import NS_PER_S, run_metrics
+from tokenreel.renderer.render_plan import RenderOptions, build_plan
+from tokenreel.renderer.timeline import END, REPLAY, TITLE, ArmTimeline, Clock, first_frame_showing
+from tokenreel.session.model import Chunks, Run
 
 
 def two_arms(ttft_a: int = 500 * MS, ttft_b: int = 100 * MS):

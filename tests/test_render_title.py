@@ -11,14 +11,15 @@ import orjson
 import pytest
 from PIL import Image, ImageDraw
 
-from tokenreel import archive, assets
-from tokenreel.model import Session
+from tests.session_factory import MS, session, stream, words
+from tokenreel import assets
+from tokenreel.base.theme import load_theme
 from tokenreel.renderer import manifest as manifests
 from tokenreel.renderer.frames import FrameRenderer
-from tokenreel.renderer.plan import RenderOptions, RenderPlan, build_plan, pin_files
 from tokenreel.renderer.render import poster_index, render
-from tokenreel.theme import load_theme
-from tests.session_factory import MS, session, stream, words
+from tokenreel.renderer.render_plan import RenderOptions, RenderPlan, build_plan, pin_files
+from tokenreel.session import archive
+from tokenreel.session.model import Session
 
 SMALL = "640x360"
 

@@ -10,15 +10,14 @@ import numpy as np
 import orjson
 import pytest
 
+from tests.test_render_encode import CHUNK, SMALL, write_session
 from tokenreel.renderer import encode, frames, verify
 from tokenreel.renderer import manifest as manifests
 from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.layout import Rect
-from tokenreel.renderer.plan import build_plan
 from tokenreel.renderer.render import render
-from tests.test_render_encode import CHUNK, SMALL, write_session
-from tokenreel import archive
-
+from tokenreel.renderer.render_plan import build_plan
+from tokenreel.session import archive
 
 
 def system_ffmpeg() -> str:
@@ -173,8 +172,7 @@ def test_invalid_manifest_and_one_result_per_manifest(rendered: Path, tmp_path: 
 # --- the command: exit codes and folders ------------------------------------------------------
 
 REPO = Path(__file__).resolve().parents[1]
-INSTALLED_LAYOUT = {"tokenreel": "tokenreel", "recorder": "tokenreel/recorder", "renderer": "tokenreel/renderer",
-                    "simulator": "tokenreel/simulator", "assets": "tokenreel/assets"}
+SOURCE_ROOTS = ("core", "recorder", "renderer", "simulator", "report", "cli", "assets")
 
 
 def run_tokenreel(*args: object, pythonpath: Path | None = None, cwd: Path | None = None):
@@ -207,8 +205,9 @@ def test_verify_on_a_broken_install_exits_2_not_1(rendered: Path, tmp_path: Path
     """The package laid out as a wheel installs it, without its themes: nothing can be
     re-rendered, which must read as 'could not verify', never as 'differs'."""
     site = tmp_path / "site"
-    for source, target in INSTALLED_LAYOUT.items():
-        shutil.copytree(REPO / source, site / target, ignore=shutil.ignore_patterns("__pycache__"))
+    for root in SOURCE_ROOTS:
+        shutil.copytree(REPO / root / "tokenreel", site / "tokenreel", ignore=shutil.ignore_patterns("__pycache__"),
+                        dirs_exist_ok=True)
     shutil.rmtree(site / "tokenreel" / "assets" / "themes")
     where = run_tokenreel("--version", pythonpath=site, cwd=tmp_path)
     assert where.returncode == 0

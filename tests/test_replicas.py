@@ -17,9 +17,9 @@ import orjson
 import pytest
 
 from tests.test_cli import FAST_TIMEOUTS, invoke
-from tokenreel import archive
-from tokenreel.model import Prompt
 from tokenreel.recorder.replicas import rotated, shards
+from tokenreel.session import archive
+from tokenreel.session.model import Prompt
 from tokenreel.simulator.profiles import SEED_LADDER
 from tokenreel.simulator.server import SimCluster
 

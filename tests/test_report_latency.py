@@ -19,12 +19,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.session_factory import MS, session as make_session
+from tests.session_factory import MS
+from tests.session_factory import session as make_session
 from tests.test_cli import invoke
-from tokenreel import archive
-from tokenreel.latency import build_latency, distribution, inter_token_latencies_ms
-from tokenreel.model import Chunks, Prompt, Run, Session
+from tokenreel.analysis.latency import build_latency, distribution, inter_token_latencies_ms
 from tokenreel.report import build_report, render_report
+from tokenreel.session import archive
+from tokenreel.session.model import Chunks, Prompt, Run, Session
 
 
 def events(*items: tuple[int, int]) -> Chunks:

@@ -13,13 +13,13 @@ import orjson
 import pytest
 from aiohttp import web
 
-from tokenreel import archive
-from tokenreel.model import Arm, Run
-from tokenreel.recorder.config import load_config
-from tokenreel.recorder.fingerprint import fingerprint
-from tokenreel.recorder.runner import new_session
 from tests.test_hostile_servers import FINISH, delta, sse, streaming
 from tests.test_recorder_support import chat_prompt, fast_settings, serve, stream_one
+from tokenreel.recorder.config import load_config
+from tokenreel.recorder.engines.fingerprint import fingerprint
+from tokenreel.recorder.runner import new_session
+from tokenreel.session import archive
+from tokenreel.session.model import Arm, Run
 
 KEY = "tr-live-a7f3c9e1b2d4f6a8c0e2x9"  # no word or prefix that looks secret: only its value tells
 KEY_ENV = "TR_SECRETS_TEST_KEY"

@@ -14,9 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-from tokenreel import archive
-from tokenreel.simulator.profiles import SEED_LADDER
 from tests.test_cli import REPO, write_config
+from tokenreel.session import archive
+from tokenreel.simulator.profiles import SEED_LADDER
 
 
 def start_record(config: Path, session: Path, *args: str) -> subprocess.Popen[str]:

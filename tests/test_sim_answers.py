@@ -13,17 +13,17 @@ import orjson
 import pytest
 
 from tests.test_cli import run_cli, write_config
-from tokenreel import archive
-from tokenreel.model import Prompt
-from tokenreel.recorder.prompts import load_prompts, random_prompt
-from tokenreel.simulator.answers import BUILTIN
+from tokenreel.recorder.suites import load_prompts, random_prompt
+from tokenreel.session import archive
+from tokenreel.session.model import Prompt
+from tokenreel.simulator.answer_text import Reply, builtin_answer, classify, reply_for, tokenize
 from tokenreel.simulator.profiles import SEED_LADDER
 from tokenreel.simulator.server import SimCluster
-from tokenreel.simulator.text import Reply, builtin_answer, classify, reply_for, tokenize
+from tokenreel.simulator.written_answers import BUILTIN
 
 REPO = Path(__file__).resolve().parents[1]
 SUITES = sorted(p.stem for p in (REPO / "assets" / "prompts").glob("*.jsonl"))
-SHIPPED_MAX_TOKENS = 512  # assets/configs/simulated-ladder.toml; the demo forces 256
+SHIPPED_MAX_TOKENS = 512  # assets/tokenreel/assets/configs/simulated-ladder.toml; the demo forces 256
 DEMO_TOKENS = 256
 
 # Words each answer must contain, by prompt id: what makes it an answer to *that* prompt.

@@ -23,8 +23,8 @@ import httpx
 import orjson
 import pytest
 
-from tokenreel.simulator.profiles import profile_by_id
 from tests.test_recorder_support import finish
+from tokenreel.simulator.profiles import profile_by_id
 
 REPO = Path(__file__).resolve().parents[1]
 ENGINES = ("vllm", "sglang", "llamacpp")

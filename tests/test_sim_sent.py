@@ -1,5 +1,5 @@
 """The simulator's log of what it sent (GET /sim/sent), for every engine shape: `tokenreel
-record` runs against it in its own process, and simulator/truth.py pairs each run with the
+record` runs against it in its own process, and simulator/tokenreel/simulator/truth.py pairs each run with the
 stream it was sent, token counts and all, and finds the recorded times inside the writes'.
 A sweep's runs, many in flight at once, pair by their response ids just as well."""
 
@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tokenreel import archive
-from tokenreel.simulator.profiles import ENGINES, SEED_LADDER
-from tokenreel.simulator.truth import fetch_sent, pair, session_truth
 from tests.test_busy_host import DECODE_PCT, TTFT_MS
 from tests.test_cli import run_cli, write_config
 from tests.test_sweep import _most_in_flight
+from tokenreel.session import archive
+from tokenreel.simulator.profiles import ENGINES, SEED_LADDER
+from tokenreel.simulator.truth import fetch_sent, pair, session_truth
 
 # A plain arm (one token per step) and a speculative one (several per step: one chunk for vLLM
 # and SGLang, one event per token in one write for llama.cpp).

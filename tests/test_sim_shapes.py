@@ -19,10 +19,10 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tokenreel.simulator.plan import spec_stats
+from tokenreel.simulator.answer_text import reply_for
+from tokenreel.simulator.generation import spec_stats
 from tokenreel.simulator.profiles import SEED_LADDER, Profile
 from tokenreel.simulator.server import SimCluster
-from tokenreel.simulator.text import reply_for
 
 BF16, _, DFLASH = SEED_LADDER
 ENGINES = ("vllm", "sglang", "llamacpp")
@@ -316,7 +316,7 @@ def test_counter_offset_on_every_shape(make_sim: Any, engine: str) -> None:
 
 
 def test_spec_stats_follow_the_plan() -> None:
-    from tokenreel.simulator.plan import make_plan
+    from tokenreel.simulator.generation import make_plan
 
     plan = make_plan(DFLASH, {"messages": [{"role": "user", "content": BREAD}], "max_tokens": 200,
                               "ignore_eos": True}, True, None)

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
+from tokenreel.simulator.answer_text import CATEGORIES, classify, reply_for, tokenize
 from tokenreel.simulator.profiles import SEED_LADDER, Profile, profile_by_id
-from tokenreel.simulator.text import CATEGORIES, classify, reply_for, tokenize
 from tokenreel.simulator.server import SimCluster, plan_steps
 
 BF16, NVFP4, DFLASH = SEED_LADDER

@@ -22,8 +22,8 @@ import pytest
 
 from tests.test_cli import REPO, invoke, write_config
 from tests.test_recorder_support import seed
-from tokenreel import archive
-from tokenreel.model import Run
+from tokenreel.session import archive
+from tokenreel.session.model import Run
 from tokenreel.simulator.profiles import SEED_LADDER
 
 

@@ -21,14 +21,14 @@ from tests.test_charts import PNG_SIZE, SVG, SVG_SIZE, all_texts
 from tests.test_cli import invoke, write_config
 from tests.test_hostile_reports import BIDI, BIDI_CHARS
 from tests.test_html_report import browser, offline_problems, open_page  # noqa: F401 - browser is a fixture
-from tokenreel import archive
-from tokenreel.model import Session
+from tokenreel.base.theme import load_theme
 from tokenreel.report.charts.style import Style, drawing, finish
-from tokenreel.report.charts.sweep import SWEEP_STEMS, speedup_chart, throughput_chart
-from tokenreel.report.sweep import sweep_report
+from tokenreel.report.charts.sweep_charts import SWEEP_STEMS, speedup_chart, throughput_chart
+from tokenreel.report.sweep_data import sweep_report
+from tokenreel.session import archive
+from tokenreel.session.model import Session
 from tokenreel.simulator.profiles import SWEEP_DEMO
 from tokenreel.simulator.server import running
-from tokenreel.theme import load_theme
 
 REPO = Path(__file__).resolve().parents[1]
 ARCHIVED = REPO / "sessions" / "sweep-demo.json"  # recorded by `tokenreel demo`; the README's charts are its

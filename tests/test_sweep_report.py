@@ -92,8 +92,8 @@ def test_drafting_off_level_and_the_markdown_view(tmp_path: Path, make_sim) -> N
     md = invoke("report", sweep["out"], "--format", "md")
     assert md.exit_code == 0, md.output
     lines = md.output.splitlines()
-    assert lines[2] == (f"**Drafter pays over Base up to 2 concurrent requests; from 4 on it is slower"
-                        f" (per request; aggregate: from 4 on); the engine stopped drafting at 4.**")
+    assert lines[2] == ("**Drafter pays over Base up to 2 concurrent requests; from 4 on it is slower"
+                        " (per request; aggregate: from 4 on); the engine stopped drafting at 4.**")
     assert "| 4 | ok | 8 |" in md.output and "## Drafter vs Base" in md.output
     # the base's dashes say why (no drafter: no spec-decode counters); the drafter's table has none to explain
     base_part, drafter_part = md.output.split("## Base", 1)[1].split("## Drafter", 1)

@@ -98,7 +98,7 @@ def test_the_console_strips_outside_escapes_but_keeps_its_own_styles() -> None:
 
 
 def test_strip_controls_removes_sequences_whole_and_keeps_text() -> None:
-    from tokenreel.safe_text import strip_controls
+    from tokenreel.base.safe_text import strip_controls
 
     assert strip_controls(f"a{CLEAR}b{TITLE}c\x1b]8;;http://x\x1b\\d\te\n") == "abcd\te\n"
     assert strip_controls("Original · bf16 ✓") == "Original · bf16 ✓"
@@ -112,7 +112,7 @@ ODD_NAME = "run\x1b[2J\u202egnp\nx\udcff"
 
 
 def test_shown_path_escapes_controls_bidi_and_undecodable_bytes() -> None:
-    from tokenreel.safe_text import shown_path
+    from tokenreel.base.safe_text import shown_path
 
     assert shown_path(Path("/tmp") / f"{ODD_NAME}.json") == "/tmp/run\\x1b[2J\\u202egnp\\x0ax\\udcff.json"
     assert shown_path("plain/session.json") == "plain/session.json"
@@ -122,7 +122,7 @@ def test_printed_paths_name_the_real_file_escaped(tmp_path: Path) -> None:
     """Stripped, "run\\x1b[2J..." would print as "run[2J...", a file that does not exist; escaped,
     the line names the file, and a terminal still gets no control character from it."""
     from tests.test_render_encode import write_session
-    from tokenreel.safe_text import shown_path
+    from tokenreel.base.safe_text import shown_path
 
     broken = tmp_path / f"{ODD_NAME}.json"
     broken.write_bytes(b"{not json")

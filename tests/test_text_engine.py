@@ -6,27 +6,28 @@ system's FriBiDi hidden (the archived sessions and a multilingual render)."""
 
 from __future__ import annotations
 
+import _ctypes
 import os
 import shutil
 import subprocess
 import sys
-import _ctypes
 from pathlib import Path
 
 import numpy as np
 import pytest
+from bidi import get_display
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from bidi import get_display
-from tokenreel.renderer import bidi, fonts, manifest as manifests, paragraph, raster, shaping
-from tokenreel.renderer.cells import cell_metrics
-from tokenreel.renderer.plan import RenderOptions
-from tokenreel.renderer.render import render
-from tokenreel.renderer.text import GlyphPainter, iter_clusters, layout_stream, needs_shaping
 from tests import golden
 from tests.test_render_scripts import write_corpus_session
+from tokenreel.renderer import manifest as manifests
+from tokenreel.renderer.render import render
+from tokenreel.renderer.render_plan import RenderOptions
+from tokenreel.renderer.text import bidi, fonts, paragraph, raster, shaping
+from tokenreel.renderer.text.cells import cell_metrics
+from tokenreel.renderer.text.grid import GlyphPainter, iter_clusters, layout_stream, needs_shaping
 
 ROOT = Path(__file__).resolve().parent.parent
 WHITE, BLACK = (255, 255, 255), (0, 0, 0)

@@ -20,15 +20,15 @@ from aiohttp import web
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from tests.test_recorder_support import chat_prompt, fast_settings, serve
-from tokenreel import archive, model, validate
-from tokenreel.model import Arm, Chunks, Run, Session
-from tokenreel.metrics import NS_PER_S, first_token_index, run_metrics
+from tokenreel.analysis.metrics import NS_PER_S, first_token_index, run_metrics
+from tokenreel.recorder.client.sse_client import stream_run
+from tokenreel.recorder.client.stream import RunBounds, StreamParser, tokenizer_counts
 from tokenreel.recorder.config import ConfigError, load_config
-from tokenreel.recorder.fingerprint import fingerprint
-from tokenreel.recorder.sse_client import stream_run
-from tokenreel.recorder.stream import RunBounds, StreamParser, tokenizer_counts
+from tokenreel.recorder.engines.fingerprint import fingerprint
 from tokenreel.report import build_report, render_report
 from tokenreel.report.wording import ESTIMATED_NOTE
+from tokenreel.session import archive, model, validate
+from tokenreel.session.model import Arm, Chunks, Run, Session
 
 PROMPT = chat_prompt("Write about a café.", "prose")
 # llama.cpp's pieces for the reply: token 3 ends mid-character ("caf" + first byte of "é"), so

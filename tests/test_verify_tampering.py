@@ -14,10 +14,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tokenreel.renderer import verify
-from tokenreel.renderer.plan import RenderOptions
-from tokenreel.renderer.render import render
 from tests.test_render_encode import CHUNK, SMALL, write_session
+from tokenreel.renderer import verify
+from tokenreel.renderer.render import render
+from tokenreel.renderer.render_plan import RenderOptions
 
 
 @pytest.fixture

@@ -1,0 +1,72 @@
+"""A Session as the JSON object its file holds (the file's shape; `tokenreel.session.validate` reads it
+back, `tokenreel.session.archive` writes it). Kept apart from the model so each reads in minutes."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from tokenreel.session.model import FORMAT, VERSION, Arm, Chunks, Run, Session
+
+
+def _chunks_to_json(chunks: Chunks) -> dict[str, Any]:
+    """Columns that are all empty strings are left out to keep the file small."""
+    out: dict[str, Any] = {"t_ns": chunks.t_ns, "tokens": chunks.tokens}
+    for name in ("content", "reasoning", "tool"):
+        column = getattr(chunks, name)
+        if any(column):
+            out[name] = column
+    if chunks.client_delay_us:
+        out["client_delay_us"] = chunks.client_delay_us
+    return out
+
+
+def session_to_dict(session: Session) -> dict[str, Any]:
+    """The object a session file holds: format and version first, then Session's fields in order."""
+    out: dict[str, Any] = {"format": FORMAT, "version": VERSION}
+    for name in Session.__dataclass_fields__:
+        value = getattr(session, name)
+        if name == "runs":
+            out[name] = [run_to_dict(run) for run in value]
+        elif name == "settings":
+            out[name] = asdict(value)
+        elif name == "prompts":
+            out[name] = [asdict(item) for item in value]
+        elif name == "arms":
+            out[name] = [_arm_to_dict(arm) for arm in value]
+        elif name == "stopping":
+            if value is not None:
+                out[name] = asdict(value)
+        elif name == "kind":
+            if value != "ladder":
+                out[name] = value
+        elif name == "levels":
+            if value:
+                out[name] = [asdict(item) for item in value]
+        else:
+            out[name] = value
+    return out
+
+
+def _arm_to_dict(arm: Arm) -> dict[str, Any]:
+    """asdict, leaving out replica lists (one replica), GPU checks (none) and drafts_for (not
+    declared) when empty: older files stay byte-identical."""
+    return {k: v for k, v in asdict(arm).items() if v or k not in ("base_urls", "metrics_urls", "gpu", "drafts_for")}
+
+
+def run_to_dict(run: Run) -> dict[str, Any]:
+    """Like asdict, without deep-copying the (possibly huge) chunk columns."""
+    out: dict[str, Any] = {}
+    for name in Run.__dataclass_fields__:
+        value = getattr(run, name)
+        if name == "chunks":
+            out[name] = _chunks_to_json(value)
+        elif name in ("gate", "acceptance", "clock", "host"):
+            out[name] = asdict(value) if value is not None else None
+        elif name in ("level", "replica", "node", "response_id", "engine"):
+            if value is not None:
+                out[name] = asdict(value) if name == "engine" else value
+        else:
+            out[name] = value
+    return out
+

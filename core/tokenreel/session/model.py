@@ -1,0 +1,454 @@
+"""The session model: one self-contained JSON file per recording session, and what it holds.
+
+Everything needed to re-analyse and re-render a session without its endpoints lives in the file:
+settings (minus secrets), arm fingerprints, prompts, and every run with the arrival time of
+every streamed chunk. Chunks are stored column-wise (one list per field) because a session can
+hold millions of tokens: columns load fast and keep the file small.
+
+The format: a JSON object `{"format": FORMAT, "version": VERSION, ...}` followed by the fields
+of `Session` in order, each dataclass below as an object with its fields in order
+(`tokenreel.session.json_form.session_to_dict` builds it, `Chunks` says what each column means). The MAX_* limits bound
+every count and offset a file may hold, far above any real session.
+
+Which clock stamped each run is stated (issue 13): `Run.clock` says "kernel" (t_ns is the
+kernel's receive time of the read that delivered the event) or "user" with the reason, and a
+kernel-clock run keeps the user-space stamps too (`Chunks.client_delay_us`). Sessions written
+before it (no `clock`) load with `clock` None: user-space stamps, as recorded then.
+
+Reading a file back checks every field (`tokenreel.session.validate`); the file on disk is
+`tokenreel.session.archive`'s (load, atomic save, one writer at a time).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tokenreel.base.safe_text import shown_path
+
+if TYPE_CHECKING:
+    from tokenreel.session.gpu import GpuCheck
+
+FORMAT = "tokenreel.session"
+VERSION = 1
+
+# Guards against absurd inputs (a corrupted or hostile file), far above any real session.
+MAX_CHUNKS_PER_RUN = 5_000_000
+MAX_RUNS = 1_000_000
+MAX_OFFSET_NS = 7 * 24 * 3600 * 10**9  # a week
+MAX_TOKENS_PER_EVENT = 1_000_000
+MAX_COUNT = MAX_CHUNKS_PER_RUN * MAX_TOKENS_PER_EVENT  # usage and spec-decode counts of one run
+# Acceptance length is 1 + accepted / verify steps: at most 1 + the draft window, which no
+# drafter takes near this; anything above (or below 1) is a server bug, not a measurement.
+MAX_ACCEPTANCE_LENGTH = 1000.0
+MAX_RESPONSE_ID = 256  # characters of a server's response id kept (a longer one is not kept)
+
+# "invalid": the server sent a value the archive cannot hold (`tokenreel.session.quarantine`);
+# like failed, it is in no figure and `--resume` records it again.
+RUN_STATUSES = ("ok", "failed", "skipped", "invalid")
+GATE_STATUSES = ("idle", "busy", "unavailable")
+# How a run's per-event token counts were obtained; "per_event" (one per text event, reconciled
+# with the final usage) is the only estimate: a run with it says so in the report and video.
+TOKEN_SOURCES = ("usage_delta", "timings", "token_ids", "logprobs", "tokenizer", "per_event")
+ESTIMATED_TOKEN_SOURCES = ("per_event",)
+CLOCK_SOURCES = ("kernel", "user")
+# The default `client_busy` threshold: a run whose client read the network later than this at
+# its 99th percentile is flagged (see `Clock` and `tokenreel.analysis.ladder.usable_runs`).
+CLIENT_BUSY_P99_MS = 2.0
+# The default host gate (`HostPressure`): CPU pressure (PSI "some") above this share of the time
+# flags a run host_contended, after waiting at most HOST_WAIT_S for it to fall.
+HOST_PRESSURE_PCT = 10.0
+HOST_WAIT_S = 5.0
+# The GPU gate (`GpuCheck`, endpoints on this machine, issue 29): utilisation above this, or a
+# compute process that is not the arm's engine, flags the arm after waiting at most GPU_WAIT_S.
+GPU_UTIL_PCT = 10.0
+GPU_WAIT_S = 30.0
+# The fastest decode any figure may claim: 600 x the fastest single-request decode published
+# (~17 k tok/s, 2026); it bounds running counts while streaming and an engine's decode figure.
+MAX_TOKENS_PER_SECOND = 10_000_000
+# `Settings.prompt_cache`: "fresh": a fresh prefill every run where a request can ask for one
+# (llama.cpp `cache_prompt: false`; extra_body overrides); "engine": the engines' defaults.
+PROMPT_CACHE_POLICIES = ("fresh", "engine")
+
+
+class ArchiveError(ValueError):
+    """A session file that cannot be used; the message names the file and the field."""
+
+    def __init__(self, path: str | os.PathLike[str], field_name: str, problem: str) -> None:
+        self.path = str(path)
+        self.field = field_name
+        self.problem = problem
+        where = f"{shown_path(self.path)}: field '{field_name}'" if field_name else shown_path(self.path)
+        super().__init__(f"{where}: {problem}")
+
+
+@dataclass
+class Prompt:
+    """One prompt of the suite; chat arms send `messages`, completions arms send `prompt`."""
+
+    id: str
+    category: str
+    messages: list[dict[str, str]]
+    prompt: str
+
+
+@dataclass
+class Arm:
+    """One serving configuration. Holds the env var NAME of its API key, never the key."""
+
+    id: str
+    label: str
+    base_url: str
+    model: str
+    api: str = "chat"
+    api_key_env: str | None = None
+    metrics_url: str | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    timeouts: dict[str, float] = field(default_factory=dict)
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    recorded: list[dict[str, str]] = field(default_factory=list)  # [{"started_at", "finished_at"}]
+    # What the endpoint cannot tell (quantization, drafter, engine flags), declared in the config.
+    settings: dict[str, str] = field(default_factory=dict)
+    tokenizer: str | None = None  # a tokenizer.json to count tokens with when the server gives no running count
+    # Replicas (issue 28): one endpoint per GPU or node serving this configuration, base_url and
+    # metrics_url being the first's. Empty: one replica (absent from the file).
+    base_urls: list[str] = field(default_factory=list)
+    metrics_urls: list[str] = field(default_factory=list)
+    # The GPU gate's check before each recording of this arm, oldest first (issue 29); empty
+    # (absent from the file): never checked (remote endpoint, replicas, or recorded before).
+    gpu: list[GpuCheck] = field(default_factory=list)
+    # The arm whose model this arm drafts for (`drafts_for` in the config): its answers are
+    # checked against that arm's, which speculative decoding must repeat (`tokenreel.analysis.drafting`).
+    # None: not declared (absent from the file).
+    drafts_for: str | None = None
+
+    @property
+    def replicas(self) -> int:
+        return len(self.base_urls) or 1
+
+
+def replica_count(arms: list[Arm]) -> int:
+    """The replicas every arm has (a config makes them agree): 1 for arms with one endpoint."""
+    return max((arm.replicas for arm in arms), default=1)
+
+
+@dataclass
+class Settings:
+    """Session-wide request and measurement settings (from the config's [session] table)."""
+
+    prompts: str = "builtin:mixed"
+    max_tokens: int = 1024
+    ignore_eos: bool = True
+    temperature: float = 0.0
+    warmup: int = 1
+    repeats: int = 3
+    idle_wait_s: float = 30.0
+    timeouts: dict[str, float] = field(default_factory=dict)
+    client_busy_p99_ms: float = CLIENT_BUSY_P99_MS
+    # The host gate (local endpoints only, `HostPressure`): wait up to host_wait_s before a run
+    # for the host's CPU pressure to fall below host_pressure_pct, then record anyway, flagged.
+    host_pressure_pct: float = HOST_PRESSURE_PCT
+    host_wait_s: float = HOST_WAIT_S
+    # The GPU gate (local endpoints only, `GpuCheck`): wait up to gpu_wait_s before an arm for its
+    # GPU to have no other compute process and utilisation at most gpu_util_pct, then flag it.
+    gpu_util_pct: float = GPU_UTIL_PCT
+    gpu_wait_s: float = GPU_WAIT_S
+    prompt_cache: str = "fresh"  # PROMPT_CACHE_POLICIES; files without it load as "engine"
+
+
+@dataclass
+class Chunks:
+    """Streamed events of one run, column-wise; index i is the i-th SSE data event.
+
+    t_ns: arrival offset from request send in integer nanoseconds: the kernel's receive time of
+    the read that delivered the event when the run's clock is "kernel", else the user-space stamp
+    of that read; events with equal t_ns arrived in one read (the kernel gives a read the time of
+    the last packet it consumed). tokens: tokens carried by the event; content/reasoning/tool:
+    text deltas. client_delay_us: kernel-clock runs only (else empty): the user-space stamp minus
+    t_ns per event in whole microseconds, the recorder's own delay (4 bytes an event, where a
+    second t_ns column would cost 12).
+    """
+
+    t_ns: list[int] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    content: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    tool: list[str] = field(default_factory=list)
+    client_delay_us: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.t_ns)
+
+    def append(self, t_ns: int, tokens: int, content: str = "", reasoning: str = "", tool: str = "") -> None:
+        self.t_ns.append(t_ns)
+        self.tokens.append(tokens)
+        self.content.append(content)
+        self.reasoning.append(reasoning)
+        self.tool.append(tool)
+
+    def has_text(self, i: int) -> bool:
+        """True when event i carries content, reasoning or a tool call (what counts for TTFT)."""
+        return bool(self.content[i] or self.reasoning[i] or self.tool[i])
+
+
+@dataclass
+class Gate:
+    """The idle gate's verdict before a run."""
+
+    status: str = "unavailable"  # idle | busy | unavailable
+    running: float | None = None
+    waiting: float | None = None
+    waited_s: float = 0.0
+    detail: str = ""
+
+
+@dataclass
+class Acceptance:
+    """Speculative-decoding acceptance over one run."""
+
+    mean_length: float | None = None  # 1 + accepted / drafts
+    rate: float | None = None  # accepted / draft tokens
+    drafts: float | None = None
+    draft_tokens: float | None = None
+    accepted: float | None = None
+    source: str = ""  # "metrics" (counter differences) or the per-response field it came from
+    approximate: bool = False  # some count came from counters printed in rounded steps (llama.cpp)
+    note: str = ""  # why it is approximate, and the bound rounding puts on the length
+
+
+@dataclass
+class Clock:
+    """Which clock stamped a run's chunks, and how late its client read the network (issue 13).
+
+    "kernel": each event has the kernel's receive time (SO_TIMESTAMPNS, Linux) of the read that
+    delivered it, on the perf_counter timeline; a busy client cannot skew it. "user": each event
+    has the perf_counter stamp its read got in Python (tokenreel before issue 13), `reason` says
+    why (platform, no timestamps from the kernel, the wall clock stepped during the run).
+    Client delay (user stamp - kernel stamp over the run's events, ms) is known on the kernel
+    clock only. `first_shared`: the first token's read also delivered a later token event, so
+    its time is that of a later packet (the kernel keeps one time per read, and merges queued
+    packets' times when the client reads late): the one way a busy client still moves TTFT.
+    """
+
+    source: str = "user"
+    reason: str = ""
+    delay_p50_ms: float | None = None
+    delay_p99_ms: float | None = None
+    delay_max_ms: float | None = None
+    first_shared: bool = False
+
+
+@dataclass
+class HostPressure:
+    """The CPU pressure of the host that runs the engine, over one run (issue 21).
+
+    Read only when the endpoint is on this machine (loopback or one of its addresses): Linux PSI
+    (`/proc/pressure/cpu`, else the cgroup's `cpu.pressure`) counts the time some runnable task
+    waited for a CPU. `some_pct` is that share of the run's wall time, from the file's `total`
+    counter before and after the run; `contended` says it was over `settings.host_pressure_pct`
+    after the gate waited `waited_s` (at most `settings.host_wait_s`) for the host to quieten.
+    The recorder's own wake-up delay (`Clock`) is another question: whether its times are exact.
+    """
+
+    source: str  # the PSI file read
+    some_pct: float  # share of the run's wall time some task waited for a CPU, in %
+    before_pct: float  # the same over the gate's last sample before the run
+    waited_s: float = 0.0
+    contended: bool = False
+
+
+@dataclass
+class EngineFigures:
+    """What the engine said of one request (issue 29). `decode_tok_s` is tokenreel's decode
+    (tokenreel.analysis.metrics: tokens after the first over first to last token); from llama.cpp's
+    `timings`: (predicted_n - 1) / predicted_ms, not predicted_per_second, which older builds
+    computed over all predicted_n tokens. `cached_prompt_tokens`: prompt tokens its cache served
+    (llama.cpp `cache_n`, vLLM/SGLang `usage.prompt_tokens_details.cached_tokens`): a TTFT with
+    any is no whole prefill. None: not said. `source`: where they came from ("" for nowhere)."""
+
+    decode_tok_s: float | None = None
+    prompt_tokens: int | None = None
+    cached_prompt_tokens: int | None = None
+    source: str = ""
+
+    @property
+    def cache_hit(self) -> bool:
+        return bool(self.cached_prompt_tokens)
+
+
+@dataclass
+class Run:
+    """One request to one arm for one prompt; warmup runs are kept but flagged."""
+
+    arm: str
+    prompt: str
+    index: int
+    warmup: bool
+    status: str = "ok"
+    error: str = ""
+    started_at: str = ""
+    http_status: int | None = None
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
+    token_source: str = "per_event"
+    gate: Gate = field(default_factory=Gate)
+    contended: bool | None = None
+    contention_detail: str = ""
+    acceptance: Acceptance | None = None
+    acceptance_note: str = ""  # why no source gave an acceptance figure (empty when one did)
+    # None: recorded before tokenreel stated its clock (user-space stamps).
+    clock: Clock | None = None
+    # Client delay p99 over settings.client_busy_p99_ms; None: not known (user clock).
+    client_busy: bool | None = None
+    # None: not read (a remote endpoint, no PSI on this host, or recorded before issue 21);
+    # `host_note` says which.
+    host: HostPressure | None = None
+    host_note: str = ""
+    # perf_counter_ns() (CLOCK_MONOTONIC) at request send: t_ns counts from it. It puts the runs of
+    # one recording on one timeline and pairs a run with a local server's own log. None: older.
+    send_monotonic_ns: int | None = None
+    # A sweep's concurrency level (requests kept in flight); None in a ladder (absent from the file).
+    level: int | None = None
+    # Which of the arm's replicas (`Arm.base_urls` index) served it; None: one replica (absent).
+    replica: int | None = None
+    # The Ray node that recorded it (`record --ray`: the node's IP as Ray names it), the recorder
+    # worker placed next to its engine; None: recorded by the `record` process itself (absent).
+    node: str | None = None
+    # The `id` the server gave its response (the first event's): it names this request in the
+    # server's own log (simulator/tokenreel/simulator/truth.py pairs runs with the simulator's by it). None: no id
+    # given, or recorded before issue 27 (absent from the file).
+    response_id: str | None = None
+    engine: EngineFigures | None = None  # what the engine said of it; None: recorded before issue 29
+    chunks: Chunks = field(default_factory=Chunks)
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.arm, self.prompt, self.index)
+
+    @property
+    def tokens_estimated(self) -> bool:
+        """True when the per-event counts are a guess (no running count, ids, logprobs or tokenizer)."""
+        return self.token_source in ESTIMATED_TOKEN_SOURCES
+
+
+@dataclass
+class Stopping:
+    """`record --target-ci`: the stopping rule a session was recorded under, and how far it got.
+
+    Prompts are drawn in `order` (a seeded shuffle within each category, then round-robin over
+    the categories: `tokenreel.analysis.intervals.stratified_order`); the rule looks once the first
+    `looks[i]` of them are recorded on every arm, and stops at the first look where every
+    targeted interval, taken at `level` (`tokenreel.analysis.intervals.repeated_level`), is within
+    `target` (relative half-width). Every interval of the session is reported at `level`.
+    """
+
+    target: float
+    level: float
+    looks: list[int]
+    order: list[str]
+    seed: int
+    max_time_s: float | None = None
+    targets: list[str] = field(default_factory=list)  # the ratios aimed at ("nvfp4 vs bf16"); empty: every one
+    looked: list[int] = field(default_factory=list)  # the looks taken so far, in prompts
+    widths: dict[str, float | None] = field(default_factory=dict)  # each targeted ratio's half-width at the last look
+    stopped: str = ""  # why it stopped ("target met", "max prompts", "max time", "suite used up"); "" while going
+
+    @property
+    def drawn(self) -> list[str]:
+        """The prompts drawn so far: up to the look being recorded (all planned ones once stopped)."""
+        done = self.looked[-1] if self.looked else 0
+        upcoming = next((look for look in self.looks if look > done), done)
+        return self.order[: done if self.stopped else upcoming]
+
+
+SESSION_KINDS = ("ladder", "sweep")
+LEVEL_STATUSES = ("ok", "failed", "skipped", "interrupted")
+# The counters a sweep reads from /metrics before and after each level (`LevelRecord`).
+LEVEL_COUNTERS = ("running", "waiting", "generated_tokens", "drafts", "draft_tokens", "accepted_tokens")
+
+
+@dataclass
+class LevelRecord:
+    """`tokenreel sweep`: one concurrency level of one arm (issue 27).
+
+    `level` requests were kept in flight after `warmup` discarded ones, until `requests` measured
+    requests were sent (or `duration_s` passed), and until the last of them finished (the fill:
+    unmeasured requests, flagged warmup, keep the level full), then drained. `before`/`after`: the engine's
+    counters (LEVEL_COUNTERS that /metrics gave) at the start and end of the measured window;
+    `peak_running`/`peak_waiting`: the gauges' highest readings during it; `metrics_note` says
+    why any is missing. `status` "failed": the endpoint refused the level (429/503) or no request
+    completed, `error` says why in one line; "skipped": not tried (busy endpoint, or a lower
+    level was refused); "interrupted": Ctrl-C during it (its completed requests are kept).
+    """
+
+    arm: str
+    level: int
+    status: str = "ok"
+    error: str = ""
+    warmup: int = 0
+    requests: int | None = None
+    duration_s: float | None = None
+    started_at: str = ""
+    finished_at: str = ""
+    completed: int = 0  # measured requests that finished ok
+    failed: int = 0
+    wall_s: float | None = None  # the measured window, first send to last completion
+    before: dict[str, float] = field(default_factory=dict)
+    after: dict[str, float] = field(default_factory=dict)
+    peak_running: float | None = None
+    peak_waiting: float | None = None
+    metrics_note: str = ""
+
+
+@dataclass
+class Session:
+    """A whole recording: what was asked, of which endpoints, and every run's stream."""
+
+    name: str
+    settings: Settings
+    prompts: list[Prompt]
+    arms: list[Arm]
+    runs: list[Run] = field(default_factory=list)
+    tool_version: str = ""
+    host: dict[str, str] = field(default_factory=dict)
+    created_at: str = ""
+    simulated: bool = False
+    stopping: Stopping | None = None  # recorded with --target-ci; absent from the file otherwise
+    # "ladder" (`tokenreel record`, absent from the file) or "sweep" (`tokenreel sweep`: runs carry
+    # their concurrency level, `levels` each level's record); ladder files stay byte-identical.
+    kind: str = "ladder"
+    levels: list[LevelRecord] = field(default_factory=list)
+
+    def arm(self, arm_id: str) -> Arm:
+        for arm in self.arms:
+            if arm.id == arm_id:
+                return arm
+        raise KeyError(arm_id)
+
+    def prompt(self, prompt_id: str) -> Prompt:
+        for prompt in self.prompts:
+            if prompt.id == prompt_id:
+                return prompt
+        raise KeyError(prompt_id)
+
+    def runs_of(self, arm_id: str, prompt_id: str, measured_only: bool = True) -> list[Run]:
+        return [
+            r
+            for r in self.runs
+            if r.arm == arm_id and r.prompt == prompt_id and not (measured_only and r.warmup)
+        ]
+
+
+def fingerprint_summary(arm: Arm) -> dict[str, str]:
+    """The recorder's summary of what the endpoint said; for older archives, version and context."""
+    fp = arm.fingerprint
+    if isinstance(fp.get("summary"), dict):
+        return {str(k): str(v) for k, v in fp["summary"].items()}
+    out = {}
+    version = fp.get("version")
+    if isinstance(version, dict) and version.get("version") is not None:
+        out["version"] = str(version["version"])
+    if isinstance(fp.get("max_model_len"), int):
+        out["max_model_len"] = str(fp["max_model_len"])
+    return out

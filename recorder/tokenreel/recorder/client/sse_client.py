@@ -1,0 +1,591 @@
+"""Send one streaming request to an arm and record every event with its arrival time.
+
+Reads raw body bytes (`readany`) and stamps each read with `perf_counter_ns()` before any
+parsing, so every event completed by one read shares that read's stamp. httpx-sse was measured
+and not used: it stamps events as it yields them, so four events that arrived in one read got
+stamps ~20 us apart (a made-up inter-token gap), and it silently skips the non-SSE lines a
+recorder must report as malformed.
+
+aiohttp, not httpx: httpx decodes chunked bodies in pure Python (h11) and yields one HTTP chunk
+at a time, so each event was stamped only after the previous one was parsed, and at 50,000 tok/s
+the recorder fell behind (decode tok/s -21%, the server's writes blocked); with aiohttp's C parser
+and `readany` the fidelity bench keeps up at 50,000 tok/s (decode error <= 0.1%, no blocked
+writes) and its 10,000 tok/s latency p99 drops from ~2 ms to ~0.1 ms.
+
+Token counting without running usage. vLLM and SGLang honour `continuous_usage_stats`, so
+every event carries the cumulative count. llama.cpp ignores it; the recorder asks it (known from
+the arm's fingerprint) for `timings_per_token`, whose `timings.predicted_n` is the same running
+count and, unlike llama.cpp's streamed logprobs (one entry per event: a token whose text was
+held back mid-character has none), includes held-back tokens. Any other arm whose run came
+back without a per-event count (normally the discarded warmup: `token_source` "per_event") gets
+`logprobs` asked for on its later runs, unless the arm names a local `tokenizer`, which costs the
+server nothing (logprobs can slow it; never asked of llama.cpp, where they miss held-back
+tokens). Fields the recorder adds itself (these, and SGLang's `return_spec_tokens_details`) are
+dropped for good, and the run retried at once, if the endpoint answers them with HTTP 400 or
+422; `extra_body` overrides them all.
+
+Each read also gets the kernel's receive time where the platform gives it (Linux, TLS too:
+`recorder.kernel_clock`, issue 13); after the stream those replace the user-space stamps as the
+events' times, which a busy client cannot skew, and the run's Clock says which clock it used.
+
+Every failure becomes a `failed` Run with a one-line error saying what happened and what to do,
+with the chunks received so far kept; the API key is read from the environment per request and
+scrubbed from every message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from time import perf_counter_ns
+from typing import Any, Callable
+
+import aiohttp
+import orjson
+from yarl import URL
+
+from tokenreel.analysis.metrics import output_tokens
+from tokenreel.recorder.client import kernel_clock
+from tokenreel.recorder.client.stream import (
+    UNSTATED_MAX_TOKENS,
+    CountText,
+    ImpossibleCount,
+    OverBound,
+    RunBounds,
+    StreamFailure,
+    StreamParser,
+    one_line,
+    tokenizer_counts,
+)
+from tokenreel.recorder.config import load_tokenizer, remember_secret, request_extra_body, scrub_secrets
+from tokenreel.recorder.suites import chat_messages, completion_text
+from tokenreel.session.model import CLIENT_BUSY_P99_MS, Arm, Chunks, Prompt, Run, Settings, fingerprint_summary
+from tokenreel.session.quarantine import mark_invalid
+
+# connect: TCP+TLS; first_token: send -> first text (covers prefill of long prompts on a cold
+# server); between_chunks: a stall after the first token; total: the whole run (8K tokens at
+# 10 tok/s fits).
+DEFAULT_TIMEOUTS = {"connect": 10.0, "first_token": 300.0, "between_chunks": 60.0, "total": 1800.0}
+MAX_429_RETRIES = 3
+RETRY_AFTER_CAP_S = 60.0
+PROGRESS_EVERY_NS = 100_000_000  # at most 10 progress callbacks per second per run
+FAILED_FINISH_REASONS = ("abort", "error")
+DRAIN_S = 1.0  # after [DONE], how long to wait for the body's end (reusing the connection)
+# The stall deadline is pushed at most this often instead of on every read (a timer reschedule
+# per read cost ~2.4 us); a stall is reported up to this much after timeouts.between_chunks.
+DEADLINE_STEP_NS = 100_000_000
+# aiohttp pauses the socket once twice this much is unread: 2 MiB absorbs a ~0.1 s hiccup of
+# the loop at 50,000 tok/s without the server's writes blocking (vLLM would merge steps).
+READ_BUFSIZE = 1 << 20
+
+# THE READ BOUNDS RULE (issue 11): every read from the network has a bound that says what it is,
+# is read incrementally and stops at the bound with a one-line reason (`read_bounded`); a stream
+# is bounded per line (`stream.MAX_SSE_LINE_BYTES`), per run in events, bytes and tokens while
+# it streams (THE RUN BOUNDS in `recorder.stream`) and in time (the timeouts).
+MAX_ERROR_BODY_BYTES = 64 << 10  # an HTTP error answer: only its message is wanted
+MAX_METRICS_BYTES = 8 << 20  # /metrics of a busy vLLM with many LoRA labels is ~1 MiB
+MAX_FINGERPRINT_BYTES = 256 << 10  # /version, /v1/models, /server_info, /props each
+MAX_PREFLIGHT_BYTES = 1 << 20  # /v1/models (many models), /tokenize
+# THE REDIRECT RULE: a redirect to another scheme, host or port is refused (it would measure
+# another server); one within the same server is followed, at most this many times.
+MAX_REDIRECTS = 5
+
+ProgressFn = Callable[[int, int], None]  # (tokens so far, ns since request send)
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds; see DEFAULT_TIMEOUTS for what each bounds."""
+
+    connect: float
+    first_token: float
+    between_chunks: float
+    total: float
+
+
+def resolve_timeouts(settings: Settings, arm: Arm) -> Timeouts:
+    """Defaults, then the session's [session.timeouts], then the arm's [arms.timeouts]."""
+    merged = {**DEFAULT_TIMEOUTS, **settings.timeouts, **arm.timeouts}
+    return Timeouts(**{key: merged[key] for key in DEFAULT_TIMEOUTS})
+
+
+@dataclass
+class _ArmLearning:
+    """What the recorder learned about an endpoint from its earlier runs in this process."""
+
+    needs_per_token: bool = False  # a run came back without any per-event count
+    rejects_added: set[str] = field(default_factory=set)  # added fields it answered 400/422 to
+
+
+def _learning(arm: Arm) -> _ArmLearning:
+    """Kept on the Arm object itself (not a dataclass field, so never archived): it lasts as long
+    as the recording that holds the arm, and a new recording learns afresh."""
+    learned = arm.__dict__.get("_learned")
+    if learned is None:
+        learned = arm.__dict__["_learned"] = _ArmLearning()
+    return learned
+
+
+def engine_of_arm(arm: Arm) -> str:
+    """The engine its fingerprint names ("vllm", "sglang", "llamacpp"), or ""."""
+    summary = arm.fingerprint.get("summary") if isinstance(arm.fingerprint, dict) else None
+    return str(summary.get("engine", "")) if isinstance(summary, dict) else ""
+
+
+def added_fields(arm: Arm) -> dict[str, Any]:
+    """Request fields the recorder adds for this arm (see the module docstring for why)."""
+    learned, engine = _learning(arm), engine_of_arm(arm)
+    fields: dict[str, Any] = {}
+    if engine == "llamacpp":
+        fields["timings_per_token"] = True
+    if engine == "sglang":
+        fields["return_spec_tokens_details"] = True
+    # Not from llama.cpp: its streamed logprobs miss held-back tokens, and computing them sorts the
+    # whole vocabulary per token (a slower server); timings_per_token is its exact, free count.
+    if learned.needs_per_token and not arm.tokenizer and engine != "llamacpp":
+        fields["logprobs"] = True if arm.api == "chat" else 1
+    return {key: value for key, value in fields.items() if key not in learned.rejects_added}
+
+
+def request_body(
+    arm: Arm, prompt: Prompt, settings: Settings, added: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The JSON body; the arm's extra_body is merged last so it can override anything.
+
+    `settings.prompt_cache` "fresh" asks a llama.cpp arm (as its fingerprint says) for a whole
+    prefill every run (`cache_prompt: false`): its default reuses the slot's or the host-RAM
+    cache's KV state of a repeated prompt, and TTFT then times a cache restore, not a prefill.
+    vLLM and SGLang take no such per-request field (their prefix cache is a server flag):
+    their cached prompt tokens are recorded and flagged (`Run.engine`)."""
+    body: dict[str, Any] = {"model": arm.model}
+    if arm.api == "chat":
+        body["messages"] = chat_messages(prompt)
+    else:
+        body["prompt"] = completion_text(prompt)
+    body.update(
+        max_tokens=settings.max_tokens,
+        temperature=settings.temperature,
+        ignore_eos=settings.ignore_eos,
+        stream=True,
+        stream_options={"include_usage": True, "continuous_usage_stats": True},
+    )
+    if settings.prompt_cache == "fresh" and fingerprint_summary(arm).get("engine") == "llamacpp":
+        body["cache_prompt"] = False
+    body.update(added or {})
+    body.update(request_extra_body(arm))  # the config's values, where the archived copy is scrubbed
+    return body
+
+
+def _token_counter(arm: Arm) -> CountText | None:
+    """Counting with the arm's local tokenizer; None without one (or if it no longer loads)."""
+    if not arm.tokenizer:
+        return None
+    try:
+        tokenizer = load_tokenizer(arm.tokenizer)
+    except (OSError, ValueError):
+        return None  # checked when the config was loaded; the run is then marked estimated
+    return lambda texts: tokenizer_counts(tokenizer, texts)
+
+
+def api_key(arm: Arm) -> str | None:
+    """The key from the environment variable the arm names; None when there is none to send.
+
+    Every key read is remembered as a secret, so that it is scrubbed from all that is archived,
+    printed or drawn (`config.scrub_secrets`)."""
+    key = (os.environ.get(arm.api_key_env) or None) if arm.api_key_env else None
+    remember_secret(key)
+    return key
+
+
+class Refused(Exception):
+    """A body over its read bound, or a redirect to another server; the message is one line."""
+
+
+async def read_bounded(response: aiohttp.ClientResponse, limit: int, what: str) -> bytes:
+    """The body, read piece by piece; Refused as soon as it passes `limit` bytes (the connection
+    is then closed, not drained)."""
+    if response.content_length is not None and response.content_length > limit:
+        raise Refused(f"{what} of {response.content_length} bytes is over the {_size(limit)} read limit; not read")
+    body = bytearray()
+    while piece := await response.content.read(limit + 1 - len(body)):
+        body += piece
+        if len(body) > limit:
+            raise Refused(f"{what} is over the {_size(limit)} read limit; not read further")
+    return bytes(body)
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
+
+
+def redirect_target(response: aiohttp.ClientResponse) -> str | None:
+    """Where a 3xx answer points (absolute), or None when it is no redirect; Refused when it
+    points to another scheme, host or port."""
+    if response.status not in (301, 302, 303, 307, 308):
+        return None
+    location = response.headers.get("Location", "")
+    url = response.url
+    try:
+        target = url.join(URL(location)) if location else None
+    except ValueError:
+        target = None
+    if target is None or not target.host:
+        raise Refused(f"HTTP {response.status} from {url} redirects nowhere usable; fix base_url")
+    if (target.scheme, target.host, target.port) != (url.scheme, url.host, url.port):
+        origin = f"{target.scheme}://{target.host}:{target.port}"
+        raise Refused(
+            f"HTTP {response.status} from {url} redirects to another server ({one_line(origin, 120)}); refused,"
+            " it would measure that server: fix base_url (or metrics_url) to the server itself"
+        )
+    return str(target)
+
+
+async def get_bounded(
+    http: aiohttp.ClientSession, url: str, what: str, limit: int, timeout: float,
+    headers: dict[str, str] | None = None, method: str = "GET", data: bytes | None = None,
+) -> tuple[int, bytes]:
+    """(status, body) of a small request: redirects within the server followed, others refused
+    (Refused), the body bounded; aiohttp and timeout errors propagate."""
+    client_timeout = aiohttp.ClientTimeout(total=timeout)
+    for _ in range(MAX_REDIRECTS + 1):
+        async with http.request(
+            method, url, headers=headers, data=data, timeout=client_timeout, allow_redirects=False
+        ) as response:
+            target = redirect_target(response)
+            if target is None:
+                return response.status, await read_bounded(response, limit, what)
+        url = target
+    raise Refused(f"{what}: more than {MAX_REDIRECTS} redirects; fix the URL")
+
+
+def auth_headers(arm: Arm) -> dict[str, str]:
+    key = api_key(arm)
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def completions_url(arm: Arm) -> str:
+    return f"{arm.base_url}/chat/completions" if arm.api == "chat" else f"{arm.base_url}/completions"
+
+
+async def stream_run(
+    http: aiohttp.ClientSession,
+    arm: Arm,
+    prompt: Prompt,
+    settings: Settings,
+    run: Run,
+    progress: ProgressFn | None = None,
+) -> None:
+    """Fill `run` (status, error, chunks, usage, ...) from one streamed request; never raises.
+
+    Filling the caller's Run in place keeps the chunks received before any failure.
+    """
+    if arm.api_key_env and not api_key(arm):
+        run.status = "failed"
+        run.error = (
+            f"environment variable {arm.api_key_env} (api_key_env of arm {arm.id!r}) is not set;"
+            " export it and record again"
+        )
+        return
+    learned, added = _learning(arm), added_fields(arm)
+    timeouts, counter = resolve_timeouts(settings, arm), _token_counter(arm)
+    body = request_body(arm, prompt, settings, added)
+    try:
+        try:
+            request = _Request(http, arm, body, timeouts, run, progress, counter, settings.client_busy_p99_ms)
+            await request.send()
+        except _Failed:
+            if not added or run.http_status not in (400, 422):
+                raise
+            # Perhaps the endpoint refuses a field the recorder added: once more without them, and
+            # if that works, they are never added again for this arm.
+            body = request_body(arm, prompt, settings)
+            request = _Request(http, arm, body, timeouts, run, progress, counter, settings.client_busy_p99_ms)
+            await request.send()
+            learned.rejects_added.update(added)
+    except _Failed as failure:
+        run.status, run.error = "failed", _scrub(str(failure), arm)
+        return
+    except _Impossible as impossible:
+        run.chunks, run.usage = Chunks(), None
+        mark_invalid(run, _scrub(str(impossible), arm), "chunks, usage")
+        return
+    if run.tokens_estimated:
+        learned.needs_per_token = True
+    notes = (_forced_length_note(run, body), request.note)
+    run.status, run.error = "ok", "; ".join(note for note in notes if note)
+
+
+class _Failed(Exception):
+    """Internal: the run failed; the message is the run's one-line error."""
+
+
+class _Impossible(Exception):
+    """Internal: a running count the server cannot have sent truthfully; the run is quarantined."""
+
+
+class _Redirect(Exception):
+    """Internal: the endpoint redirects within the same server; the message is the target URL."""
+
+
+class _Request:
+    """One run's request, with its 429 retries, deadlines and stream parsing."""
+
+    def __init__(
+        self,
+        http: aiohttp.ClientSession,
+        arm: Arm,
+        body: dict[str, Any],
+        timeouts: Timeouts,
+        run: Run,
+        progress: ProgressFn | None,
+        count_text: CountText | None = None,
+        busy_p99_ms: float = CLIENT_BUSY_P99_MS,
+    ) -> None:
+        self.http, self.arm, self.body, self.t, self.run, self.progress = http, arm, body, timeouts, run, progress
+        self.count_text, self.busy_p99_ms = count_text, busy_p99_ms
+        self.url = completions_url(arm)
+        self.payload = orjson.dumps(body)
+        self.headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            "Accept-Encoding": "identity",  # the body is read raw: decompressing would buffer the stream
+            **auth_headers(arm),
+        }
+        # connect bounds pool wait + TCP/TLS; reads are bounded by our own deadlines in _attempt.
+        self.http_timeout = aiohttp.ClientTimeout(total=None, connect=timeouts.connect, sock_read=None)
+        self.phase = "first_token"
+        self.redirects = 0
+        self.note = ""  # the stream's note for an ok run (invalid text replaced)
+
+    async def send(self) -> None:
+        attempt = 0
+        while True:
+            try:
+                retry_after = await self._attempt()
+            except _Redirect as redirect:  # within the same server: followed at once, not a retry
+                self.redirects += 1
+                if self.redirects > MAX_REDIRECTS:
+                    raise _Failed(f"more than {MAX_REDIRECTS} redirects from {completions_url(self.arm)}; fix base_url") from None
+                self.url = str(redirect)
+                continue
+            if retry_after is None:
+                return
+            if attempt == MAX_429_RETRIES:
+                raise _Failed(
+                    f"HTTP 429 from {self.url} after {MAX_429_RETRIES} retries: the endpoint is rate-limited;"
+                    " wait until it is free, then record again with --resume"
+                )
+            await asyncio.sleep(_retry_after_s(retry_after, attempt))
+            attempt += 1
+
+    async def _attempt(self) -> str | None:
+        """One request; on HTTP 429 returns the Retry-After header ("" when absent) to retry."""
+        run = self.run
+        run.chunks = Chunks()
+        run.http_status = run.finish_reason = run.usage = run.acceptance = None
+        parser = StreamParser(run.chunks, RunBounds.of(requested_max_tokens(self.body) or UNSTATED_MAX_TOKENS))
+        loop = asyncio.get_running_loop()
+        run.started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        offset = kernel_clock.realtime_offset_ns()
+        stamped: kernel_clock.StampedSocket | str = "no response was read"
+        # Nothing is sent until it is awaited.
+        request = self.http.post(
+            self.url, data=self.payload, headers=self.headers, timeout=self.http_timeout,
+            auto_decompress=False, read_bufsize=READ_BUFSIZE, allow_redirects=False,
+        )
+        t0 = run.send_monotonic_ns = perf_counter_ns()
+        start = loop.time()
+        total_at = start + self.t.total
+        self.phase = "first_token" if self.t.first_token < self.t.total else "total"
+        try:
+            async with asyncio.timeout_at(min(start + self.t.first_token, total_at)) as scope:
+                async with request as response:
+                    stamped = kernel_clock.attach(response, t0)
+                    run.http_status = response.status
+                    target = redirect_target(response)
+                    if target is not None:
+                        raise _Redirect(target)
+                    if response.status != 200:
+                        return await self._http_error(response)
+                    await self._read(response.content, parser, scope, t0, total_at)
+        except ImpossibleCount as impossible:
+            raise _Impossible(str(impossible)) from None
+        except OverBound as over:
+            run.chunks = Chunks()  # up to the bound of what never should have been sent: not archived
+            raise _Failed(str(over)) from None
+        except (StreamFailure, Refused) as failure:
+            raise _Failed(str(failure)) from None
+        except aiohttp.ConnectionTimeoutError:  # a TimeoutError too: must come first
+            raise _Failed(
+                f"no connection to {self.url} within {self.t.connect:g} s;"
+                " check host and port or raise timeouts.connect"
+            ) from None
+        except TimeoutError:
+            if not parser.done:  # after [DONE] only the drain timed out: the run is complete
+                raise _Failed(self._timeout_message(parser)) from None
+        except aiohttp.ClientConnectorError as exc:
+            raise _Failed(
+                f"cannot connect to {self.url} ({_connect_reason(exc)}); start the server or fix base_url"
+            ) from None
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientOSError) as exc:
+            if not parser.done:  # a hang-up after [DONE] loses nothing
+                where = f"after {parser.live_tokens} tokens" if run.http_status else "before any response"
+                raise _Failed(f"connection dropped {where} ({_reason(exc)}); check the server log") from None
+        except aiohttp.ClientError as exc:
+            raise _Failed(f"request to {self.url} failed: {type(exc).__name__} ({_reason(exc)})") from None
+        finally:
+            self._finish(parser, stamped, t0, offset)
+        if not parser.done:
+            raise _Failed(
+                f"stream ended without [DONE] after {parser.live_tokens} tokens;"
+                " the output may be truncated, check the server log"
+            )
+        if run.finish_reason in FAILED_FINISH_REASONS:
+            raise _Failed(
+                f"the server ended the run with finish_reason {run.finish_reason!r}"
+                f" after {output_tokens(run)} tokens; check the server log"
+            )
+        return None
+
+    async def _read(
+        self, content: aiohttp.StreamReader, parser: StreamParser, scope: asyncio.Timeout, t0: int, total_at: float
+    ) -> None:
+        """The hot loop: stamp each read first, parse, then move the stall deadline if it is due."""
+        loop = asyncio.get_running_loop()
+        readany, progress, chunks = content.readany, self.progress, parser.chunks
+        last_progress = move_at = 0
+        while data := await readany():
+            t = perf_counter_ns() - t0
+            if parser.done:
+                continue  # drain to the end of the body so the connection is reused
+            events = len(chunks)
+            parser.feed(t, data)
+            if parser.done:
+                scope.reschedule(loop.time() + DRAIN_S)
+            # Only a read that completed an event moves the stall deadline: SSE comments (":"
+            # keep-alives) or a line that never ends do not keep a stalled stream alive.
+            elif t >= move_at and parser.first_text_seen and len(chunks) > events:
+                # The deadline gets one step of slack, so until the next move it stays at least
+                # between_chunks after every read.
+                move_at = t + DEADLINE_STEP_NS
+                between_at = loop.time() + self.t.between_chunks + DEADLINE_STEP_NS / 1e9
+                self.phase = "between_chunks" if between_at < total_at else "total"
+                scope.reschedule(min(between_at, total_at))
+            if progress is not None and t - last_progress >= PROGRESS_EVERY_NS:
+                last_progress = t
+                progress(parser.live_tokens, t)
+        parser.end_of_body(perf_counter_ns() - t0)
+
+    def _finish(self, parser: StreamParser, stamped: kernel_clock.StampedSocket | str, t0: int, offset: int) -> None:
+        outcome = parser.finish(self.count_text)
+        run = self.run
+        run.token_source, run.usage, run.finish_reason, run.acceptance, run.response_id, run.engine = (
+            outcome.token_source, outcome.usage, outcome.finish_reason, outcome.acceptance, outcome.response_id,
+            outcome.engine,
+        )
+        self.note = outcome.note
+        reads = stamped if isinstance(stamped, str) else kernel_clock.release(stamped)
+        offsets = (offset, kernel_clock.realtime_offset_ns())
+        run.clock, run.client_busy = kernel_clock.apply(run.chunks, parser.event_ends, reads, t0, offsets, self.busy_p99_ms)
+
+    async def _http_error(self, response: aiohttp.ClientResponse) -> str:
+        """Raise the failure for a non-200 answer; for 429 return its Retry-After header."""
+        status = response.status
+        try:
+            message = _server_message(await read_bounded(response, MAX_ERROR_BODY_BYTES, "the error body"))
+        except Refused as refused:
+            message = str(refused)
+        if status == 429:
+            return response.headers.get("retry-after", "")
+        if status in (401, 403):
+            hint = (
+                f"set {self.arm.api_key_env} to a valid key" if self.arm.api_key_env
+                else "the endpoint wants an API key: set api_key_env in the arm"
+            )
+        elif status == 404:
+            hint = f"check base_url and that the server serves model {self.arm.model!r}"
+        elif status in (400, 422):
+            hint = "check extra_body, max_tokens and the model's max_model_len"
+        elif status >= 500:
+            hint = "check the server log"
+        else:
+            hint = "check the endpoint"
+        raise _Failed(f"HTTP {status} from {self.url}: {message}; {hint}")
+
+    def _timeout_message(self, parser: StreamParser) -> str:
+        n = parser.live_tokens
+        if self.phase == "first_token":
+            return f"no first token within {self.t.first_token:g} s; check the server or raise timeouts.first_token"
+        if self.phase == "between_chunks":
+            return (
+                f"stream stalled: no data for {self.t.between_chunks:g} s after {n} tokens;"
+                " check the server or raise timeouts.between_chunks"
+            )
+        return f"run exceeded timeouts.total ({self.t.total:g} s) after {n} tokens; raise it for long outputs"
+
+
+def _retry_after_s(header: str, attempt: int) -> float:
+    """Retry-After in seconds (number or HTTP date), else 1, 2, 4 s; never more than the cap."""
+    seconds = float(2**attempt)
+    if header:
+        try:
+            seconds = float(header)
+            if not math.isfinite(seconds):  # "nan" would retry at once, "inf" never: a bad value
+                seconds = float(2**attempt)
+        except ValueError:
+            try:
+                seconds = (parsedate_to_datetime(header) - datetime.now(timezone.utc)).total_seconds()
+            except (TypeError, ValueError):
+                pass
+    return min(max(seconds, 0.0), RETRY_AFTER_CAP_S)
+
+
+def requested_max_tokens(body: dict[str, Any]) -> int | None:
+    """The output length the request asks for (extra_body may rename, change or remove it)."""
+    expected = body.get("max_completion_tokens") or body.get("max_tokens")
+    return expected if type(expected) is int and expected > 0 else None
+
+
+def _forced_length_note(run: Run, body: dict[str, Any]) -> str:
+    """A run that missed its forced length stays ok (its timing is real) but is flagged not like-for-like."""
+    expected = requested_max_tokens(body)
+    n = output_tokens(run)
+    if body.get("ignore_eos") is not True or expected is None or n == expected:
+        return ""
+    return (
+        f"forced length not met: {n} of {expected} tokens (finish_reason {run.finish_reason}); not like-for-like"
+        " with full-length runs, check ignore_eos support and max_model_len"
+    )
+
+
+def _server_message(content: bytes) -> str:
+    """The human part of an error body: OpenAI `error.message`, FastAPI `detail`, or the text."""
+    try:
+        data = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        data = content.decode("utf-8", "replace")
+    error = data.get("error", data) if isinstance(data, dict) else data
+    if isinstance(error, dict):
+        error = error.get("message") or error.get("detail") or error
+    return one_line(str(error), 200).rstrip(". ") or "(empty body)"
+
+
+def _reason(exc: Exception) -> str:
+    return one_line(str(exc), 120) or type(exc).__name__
+
+
+def _connect_reason(exc: aiohttp.ClientConnectorError) -> str:
+    """'Connection refused' rather than aiohttp's 'Cannot connect to host ... [Connect call failed ...]'."""
+    error = exc.os_error
+    return os.strerror(error.errno) if error.errno and error.errno > 0 else _reason(error)
+
+
+def _scrub(text: str, arm: Arm) -> str:
+    """Never let the key reach the archive, even if a server echoes it back (messages were
+    already scrubbed before they were cut; this catches what was not cut)."""
+    api_key(arm)  # remembered, should it not be yet
+    return scrub_secrets(text)

@@ -1,0 +1,139 @@
+"""Syntax colours for the streamed answer: fenced ``` blocks, or all of it for code prompts;
+the answer itself is shown as markdown renders it (markdown.py).
+
+The whole final text is lexed once and frames show a prefix of it, so a string literal is
+already coloured while it streams in; nothing re-lexes per frame. Lexers come by exact name
+only: Pygments' guessing also consults installed plugins, which would let the environment
+change the pixels, so blocks without a language use DEFAULT_LANGUAGE.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+
+from pygments.lexer import Lexer
+from pygments.lexers import get_lexer_by_name
+from pygments.lexers.special import TextLexer
+from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation, String, _TokenType
+from pygments.util import ClassNotFound
+
+from tokenreel.renderer.text import markup as markdown
+
+DEFAULT_LANGUAGE = "python"  # the most common language in model answers
+TEXT = "text"  # style of prose outside code
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*([^\s`]*)[^\n`]*\n?")
+_LINE = re.compile(r"[^\n]*\n?")
+# Styles _style gives lexed code; text.py wraps a line that starts in one of these as code.
+CODE_STYLES = frozenset({"comment", "string", "number", "keyword", "builtin", "name", "operator", "punctuation", "code"})
+
+
+@lru_cache(maxsize=None)
+def _style(token: _TokenType) -> str:
+    for parent, style in (
+        (Comment, "comment"),
+        (String, "string"),
+        (Number, "number"),
+        (Keyword, "keyword"),
+        (Operator.Word, "keyword"),
+        (Name.Builtin, "builtin"),
+        (Name.Function, "name"),
+        (Name.Class, "name"),
+        (Name.Decorator, "name"),
+        (Name.Tag, "name"),
+        (Operator, "operator"),
+        (Punctuation, "punctuation"),
+    ):
+        if token in parent:
+            return style
+    return "code"
+
+
+@lru_cache(maxsize=64)
+def _lexer(language: str) -> Lexer:
+    try:
+        return get_lexer_by_name(language or DEFAULT_LANGUAGE)
+    except ClassNotFound:
+        return TextLexer()
+
+
+def _paint_code(styles: list[str], text: str, start: int, end: int, language: str) -> None:
+    # get_tokens_unprocessed works on the raw text (get_tokens would rewrite newlines and shift offsets).
+    for offset, token, value in _lexer(language.lower()).get_tokens_unprocessed(text[start:end]):
+        a = start + offset
+        b = min(a + len(value), end)
+        if b > a:
+            styles[a:b] = [_style(token)] * (b - a)
+
+
+def content_styles(text: str, code: bool) -> list[str]:
+    """One style name per character of text; code=True lexes unfenced text as code."""
+    styles = [TEXT] * len(text)
+    fenced = False
+    open_fence: tuple[str, str, int] | None = None  # (marker, language, body start)
+    for line in _LINE.finditer(text):
+        if not line.group():
+            break
+        pos, end = line.start(), line.end()
+        match = _FENCE.fullmatch(line.group())
+        if open_fence is None and match:
+            open_fence = (match.group(1), match.group(2), end)
+            styles[pos:end] = ["fence"] * (end - pos)
+            fenced = True
+        elif open_fence is not None and match and not match.group(2) and match.group(1).startswith(open_fence[0]):
+            _paint_code(styles, text, open_fence[2], pos, open_fence[1])
+            styles[pos:end] = ["fence"] * (end - pos)
+            open_fence = None
+    if open_fence is not None:
+        _paint_code(styles, text, open_fence[2], len(text), open_fence[1])
+    if code and not fenced:
+        _paint_code(styles, text, 0, len(text), "")
+    return styles
+
+
+def _fenced(text: str) -> bool:
+    return any(_FENCE.fullmatch(line.group()) for line in _LINE.finditer(text) if line.group())
+
+
+def answer_styles(text: str, code: bool) -> tuple[markdown.Markdown, list[str]]:
+    """The answer as shown and one style per shown character: markdown rendered (markdown.py)
+    with its fenced code lexed in the fence's language; a code prompt's unfenced answer is all
+    code and shown as written."""
+    if code and not _fenced(text):
+        styles = content_styles(text, code)
+        return markdown.Markdown(text, styles, list(range(len(text)))), styles
+    shown = markdown.render(text)
+    styles = list(shown.styles)
+    for start, end, language in shown.code:
+        _paint_code(styles, shown.text, start, end, language)
+    return shown, styles
+
+
+def styled_stream(
+    content: Sequence[str], reasoning: Sequence[str], tool: Sequence[str], code: bool
+) -> tuple[str, list[str], list[int]]:
+    """A run as one string in arrival order (per chunk: reasoning, answer, tool call).
+
+    Returns the text, one style per character, and where each chunk's text ends. The answer is
+    rendered and highlighted as a whole (answer_styles), so a token split across chunks is
+    still coloured as one; each chunk shows the part of the rendered answer its source reaches
+    (markdown.Markdown.offset), so markers never show and nothing shown changes later.
+    Reasoning and tool calls are not markdown: they show as written.
+    """
+    shown, shown_styles = answer_styles("".join(content), code)
+    parts: list[str] = []
+    styles: list[str] = []
+    ends: list[int] = []
+    used = at = total = 0
+    for thought, answer, call in zip(reasoning, content, tool):
+        used += len(answer)
+        upto = shown.offset(used)
+        parts += (thought, shown.text[at:upto], call)
+        styles += ["reasoning"] * len(thought)
+        styles += shown_styles[at:upto]
+        styles += ["tool"] * len(call)
+        total += len(thought) + (upto - at) + len(call)
+        at = upto
+        ends.append(total)
+    return "".join(parts), styles, ends

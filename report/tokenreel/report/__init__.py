@@ -1,0 +1,35 @@
+"""`tokenreel.report`: every view of a session: markdown, json, csv, html, charts, terminal tables,
+and the comparison of two sessions. Views print the core's figures (`report.data`), one module
+per format; `render_report` picks one.
+"""
+
+from __future__ import annotations
+
+from tokenreel.analysis.selection import DEFAULT_SELECTION, RunSelection
+from tokenreel.base.safe_text import strip_controls
+from tokenreel.report.csv_format import to_csv
+from tokenreel.report.data import build_report
+from tokenreel.report.html_page import to_html
+from tokenreel.report.json_format import to_json
+from tokenreel.report.markdown import to_markdown
+from tokenreel.session.model import Session
+
+FORMATS = ("md", "json", "csv", "html")
+__all__ = ["FORMATS", "build_report", "render_report", "to_csv", "to_html", "to_json", "to_markdown"]
+
+
+def render_report(session: Session, fmt: str, baseline: str | None = None, selection: RunSelection = DEFAULT_SELECTION) -> str:
+    """The session's report in one of FORMATS, its figures under `selection`. A sweep session
+    (`tokenreel sweep`) is refused: its views are `report.sweep` (json), `sweep_md`, `sweep_html`."""
+    if session.kind == "sweep":
+        raise ValueError(f"session {session.name!r} is a sweep: its report is report.sweep (sweep_rows, sweep_json)")
+    report = build_report(session, baseline, selection)
+    if fmt == "md":
+        return strip_controls(to_markdown(report, session))  # text for people: no escapes, no bidi tricks
+    if fmt == "json":
+        return to_json(report)  # data: values kept exact, read through a JSON parser
+    if fmt == "csv":
+        return strip_controls(to_csv(report))
+    if fmt == "html":
+        return to_html(report, session)
+    raise ValueError(f"--format: unknown format {fmt!r}; use md, json, csv or html")

@@ -1,0 +1,271 @@
+"""`tokenreel compare A B` as md, json or csv: both sessions' figures per cell, the difference,
+its 95 % interval and verdict, the spread (the comparison itself is `tokenreel.analysis.comparison`)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import asdict
+
+from tokenreel.analysis.comparison import (
+    EXIT_CODES,
+    FIGURES,
+    GATE,
+    GATE_RULE,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    SPREAD_RULE,
+    CellDiff,
+    Comparison,
+    LadderDiff,
+    RatioDiff,
+)
+from tokenreel.analysis.figures import figure, multiplier
+from tokenreel.analysis.verdicts import CANT_TELL, VERDICTS, Verdict
+from tokenreel.base.safe_text import strip_controls
+from tokenreel.report.csv_format import csv_value
+from tokenreel.report.json_format import to_json
+
+COMPARE_FORMAT = "tokenreel.compare"
+COMPARE_VERSION = 2  # 2: verdicts with intervals; cells no longer gate
+METHOD = (
+    "a ladder figure's over prompts (paired by prompt, stratified by category: the delta method on "
+    "Cochran's combined ratio estimate, *Sampling Techniques* 1977, 6.11-6.12), a cell's over its runs "
+    "(Welch's t on the log of the ratio of the means)"
+)
+
+
+def _pct(value: float | None) -> str:
+    """A signed difference in %, 2 decimals (a 2 % tolerance needs more than one)."""
+    if value is None:
+        return figure(None)
+    text = figure(abs(value), 2)
+    sign = "" if text == figure(0.0, 2) else ("+" if value > 0 else "-")
+    return f"{sign}{text} %"
+
+
+def _interval(v: Verdict) -> str:
+    return figure(None) if v.diff_ci95 is None else f"[{_pct(v.diff_ci95[0])}, {_pct(v.diff_ci95[1])}]"
+
+
+def _yes(value: bool | None) -> str:
+    return "—" if value is None else ("yes" if value else "no")
+
+
+def _counts(verdicts: list[Verdict]) -> str:
+    """"1 same, 2 slower, 33 can't tell yet": the verdicts present, in VERDICTS' order."""
+    counts = {name: sum(v.verdict == name for v in verdicts) for name in VERDICTS}
+    return ", ".join(f"{k} {name}" for name, k in counts.items() if k) or "none"
+
+
+def _judged(what: str, v: Verdict) -> str:
+    """"q4_0 decode slower (-5.00 % [-5.50 %, -4.50 %])", or "... : about 8 more prompts"."""
+    shown = f"{_pct(v.estimate_pct)} {_interval(v)}" if v.diff_ci95 is not None else _pct(v.estimate_pct)
+    if v.verdict == CANT_TELL:
+        return f"{what} {shown}: {v.reason}"
+    return f"{what} {v.verdict} ({shown})"
+
+
+def _named(gated: list[tuple[str, Verdict]]) -> list[str]:
+    """The gated figures that are not "same": those that differ, then those that can't tell yet,
+    a reason without an interval said once for all it holds for."""
+    unsettled = [(what, v) for what, v in gated if v.verdict == CANT_TELL]
+    named = [_judged(what, v) for what, v in gated if v.differs]
+    named += [_judged(what, v) for what, v in unsettled if v.diff_ci95 is not None]
+    for note in dict.fromkeys(v.note for _, v in unsettled if v.diff_ci95 is None):
+        whats = [what for what, v in unsettled if v.diff_ci95 is None and v.note == note]
+        named.append(f"{'all' if len(whats) == len(gated) else ', '.join(whats)}: {note}")
+    return named
+
+
+def summary_line(c: Comparison) -> str:
+    """One line for the terminal: the outcome, led by what was not matched, then the ladder's
+    verdict counts (naming what is not "same") and the cells'."""
+    matched = len(c.cells)
+    parts = []
+    cells = [u for u in c.unmatched if u.what == "cell"]
+    if cells:
+        shown = "; ".join(f"{u.arm} / {u.prompt}: {u.reason}" for u in cells[:3])
+        more = f"; and {len(cells) - 3} more" if len(cells) > 3 else ""
+        parts.append(f"{len(cells)} of {matched + len(cells)} cells have no usable run on one side ({shown}{more})")
+    parts += [f"{u.what} {u.arm or u.prompt} {u.reason}" for u in c.unmatched if u.what != "cell"]
+    named = _named(c.gated)
+    parts.append(f"ladder (decode tok/s, gated, ±{c.tolerance_pct:g} %): {_counts([v for _, v in c.gated])}"
+                 + (f" ({'; '.join(named)})" if named else ""))
+    parts.append(f"{matched} cell{'' if matched == 1 else 's'} (not gated): {_counts([d.verdict for d in c.cells])}")
+    parted = [d for d in c.cells if d.answers_diverge_at is not None]
+    if parted:
+        parts.append("answers differ in " + ", ".join(f"{d.arm} / {d.prompt} (from token {d.answers_diverge_at})"
+                                                      for d in parted))
+    return f"{'NOT reproduced' if c.outcome == NOT_REPRODUCED else c.outcome}: " + "; ".join(parts)
+
+
+def to_markdown(c: Comparison) -> str:
+    tol = f"±{c.tolerance_pct:g} %"
+    lines = [
+        f"# Compare: {c.session_a} vs {c.session_b}",
+        "",
+        f"A: `{c.a}` (session {c.session_a}); B: `{c.b}` (session {c.session_b}). Δ is (B - A) / A.",
+        "",
+        f"**{summary_line(c)}**",
+        "",
+        f"Verdicts: \"same\" when the 95 % interval of Δ lies inside {tol}, \"faster\" or \"slower\" when it lies "
+        f"wholly outside on that side, else \"can't tell yet\", with about how many more prompts or runs would settle it. "
+        f"Intervals: {METHOD}. Gate: {GATE_RULE}. In spread: {SPREAD_RULE}.",
+        "",
+    ]
+    differ = [(what, v) for what, v in c.gated if v.differs]
+    if differ:
+        lines += ["Not reproduced:", "", *(f"- {_judged(what, v)}, outside {tol}" for what, v in differ), ""]
+    moved = [d for d in c.cells if d.verdict.differs]
+    if moved:
+        lines += ["Cells that differ (shown, not gated):", "",
+                  *(f"- {_judged(f'{d.arm} / {d.prompt}', d.verdict)}" for d in moved), ""]
+    if c.unmatched:
+        lines += [
+            "Not matched (counted as not reproduced):", "",
+            "| What | Arm | Prompt | Why |", "|---|---|---|---|",
+            *(f"| {u.what} | {u.arm or '—'} | {u.prompt or '—'} | {u.reason} |" for u in c.unmatched),
+            "",
+        ]
+    if c.notes:
+        lines += ["Recorded differently (context, not gated):", "", *(f"- {n}" for n in c.notes), ""]
+    lines += [
+        "| Arm | Decode tok/s A | Decode tok/s B | Δ | 95 % interval | vs. original A | vs. original B | Verdict |",
+        "|---|---|---|---|---|---|---|---|",
+        *(
+            f"| {r.label} | {figure(r.decode_tok_s.a)} | {figure(r.decode_tok_s.b)} | {_pct(r.decode_tok_s.diff_pct)} "
+            f"| {_interval(r.verdict)} | {multiplier(r.vs_first_a)} | {multiplier(r.vs_first_b)} | {r.verdict.text} |"
+            for r in c.ladder
+        ),
+        "",
+    ]
+    if c.ratios:
+        lines += [
+            "| Ladder ratio | A | B | Δ | 95 % interval | Verdict |",
+            "|---|---|---|---|---|---|",
+            *(
+                f"| {r.arm} / {r.base} (vs {r.vs}) | {multiplier(r.a)} | {multiplier(r.b)} | {_pct(r.verdict.estimate_pct)} "
+                f"| {_interval(r.verdict)} | {r.verdict.text} |"
+                for r in c.ratios
+            ),
+            "",
+        ]
+    header = " | ".join(f"{label} A → B | Δ | In spread" for _, label, _ in FIGURES)
+    lines += [
+        f"| Arm | Prompt | Runs A/B | {header} | Tokens A/B | Decode 95 % interval | Verdict |",
+        "|---|---|---|" + "---|---|---|" * len(FIGURES) + "---|---|---|",
+    ]
+    for d in c.cells:
+        values = " | ".join(
+            f"{figure(d.figures[key].a, digits)} → {figure(d.figures[key].b, digits)} "
+            f"| {_pct(d.figures[key].diff_pct)} | {_yes(d.figures[key].within_spread)}"
+            for key, _, digits in FIGURES
+        )
+        verdict = f"**{d.verdict.text}**" if d.verdict.differs else d.verdict.text
+        lines.append(
+            f"| {d.arm} | {d.prompt} | {d.runs_a}/{d.runs_b} | {values} | {d.tokens_a}/{d.tokens_b} "
+            f"| {_interval(d.verdict)} | {verdict}{' (' + d.note + ')' if d.note else ''} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _verdict_data(v: Verdict) -> dict:
+    """A verdict's figures, flat beside the row's own: full precision, the interval in %."""
+    return {"estimate_pct": v.estimate_pct, "diff_ci95": v.diff_ci95, "diff_ci95_note": v.note,
+            "verdict": v.verdict, f"more_{v.unit}": v.more}
+
+
+def _judged_data(item: LadderDiff | RatioDiff | CellDiff) -> dict:
+    data = asdict(item)
+    del data["verdict"]
+    return {**data, **_verdict_data(item.verdict)}
+
+
+def to_data(c: Comparison) -> dict:
+    """The comparison as plain data; the json format prints exactly this."""
+    def plain(item: object) -> object:
+        if isinstance(item, dict):
+            return {k: plain(v) for k, v in item.items()}
+        if isinstance(item, list):
+            return [plain(v) for v in item]
+        return item + 0.0 if isinstance(item, float) else item  # no -0.0 from a tiny negative difference
+
+    return plain({
+        "format": COMPARE_FORMAT,
+        "version": COMPARE_VERSION,
+        "a": {"path": c.a, "session": c.session_a},
+        "b": {"path": c.b, "session": c.session_b},
+        "tolerance_pct": c.tolerance_pct,
+        "gate": GATE,
+        "gate_rule": GATE_RULE,
+        "spread_rule": SPREAD_RULE,
+        "outcome": c.outcome,
+        "exit_code": EXIT_CODES[c.outcome],
+        "reproduced": c.outcome == REPRODUCED,
+        "verdicts": {
+            "ladder": {name: sum(v.verdict == name for _, v in c.gated) for name in VERDICTS},
+            "cells": {name: sum(d.verdict.verdict == name for d in c.cells) for name in VERDICTS},
+        },
+        "cells_compared": len(c.cells),
+        "cells_with_other_answers": sum(cell.answers_diverge_at is not None for cell in c.cells),
+        "not_matched": len(c.unmatched),
+        "ladder": [_judged_data(row) for row in c.ladder],
+        "ratios": [_judged_data(ratio) for ratio in c.ratios],
+        "cells": [_judged_data(cell) for cell in c.cells],
+        "unmatched": [asdict(u) for u in c.unmatched],
+        "notes": c.notes,
+    })
+
+
+FIGURE_CSV_PARTS = ("a", "b", "diff_pct", "spread_a", "spread_b", "within_spread")
+VERDICT_CSV_KEYS = ("estimate_pct", "diff_ci95_low", "diff_ci95_high", "diff_ci95_note", "verdict", "more_prompts", "more_runs")
+CSV_KEYS = (
+    "row", "arm", "prompt", "category", "runs_a", "runs_b", "tokens_a", "tokens_b",
+    *(f"{key}_{part}" for key, _, _ in FIGURES for part in FIGURE_CSV_PARTS),
+    "vs_first_a", "vs_first_b", "base", "ratio_a", "ratio_b", *VERDICT_CSV_KEYS, "note",
+)
+
+
+def _verdict_csv(row: dict) -> dict:
+    low, high = row["diff_ci95"] or (None, None)
+    return {**{k: row[k] for k in VERDICT_CSV_KEYS if k in row}, "diff_ci95_low": low, "diff_ci95_high": high}
+
+
+def to_csv(c: Comparison) -> str:
+    """One row per ladder row ("ladder"), ladder ratio ("ratio", `base` its denominator), matched
+    cell ("cell") and unmatched item ("unmatched arm"...)."""
+    data = to_data(c)
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_KEYS, lineterminator="\n")
+    writer.writeheader()
+
+    def write(row: dict) -> None:
+        writer.writerow({k: csv_value(v) for k, v in row.items()})
+
+    for r in data["ladder"]:
+        write({
+            "row": "ladder", "arm": r["arm"], "vs_first_a": r["vs_first_a"], "vs_first_b": r["vs_first_b"],
+            **{f"{GATE}_{part}": r["decode_tok_s"][part] for part in FIGURE_CSV_PARTS}, **_verdict_csv(r),
+        })
+    for r in data["ratios"]:
+        write({"row": "ratio", "arm": r["arm"], "base": r["base"], "ratio_a": r["a"], "ratio_b": r["b"], **_verdict_csv(r)})
+    for d in data["cells"]:
+        write({
+            "row": "cell", **{k: d[k] for k in ("arm", "prompt", "category", "runs_a", "runs_b", "tokens_a", "tokens_b")},
+            **{f"{key}_{part}": d["figures"][key][part] for key, _, _ in FIGURES for part in FIGURE_CSV_PARTS},
+            **_verdict_csv(d), "note": d["note"],
+        })
+    for u in data["unmatched"]:
+        write({"row": f"unmatched {u['what']}", "arm": u["arm"], "prompt": u["prompt"], "note": u["reason"]})
+    return out.getvalue()
+
+
+def render_comparison(c: Comparison, fmt: str) -> str:
+    if fmt == "md":
+        return strip_controls(to_markdown(c))  # text for people, as the report's (render_report)
+    if fmt == "json":
+        return to_json(to_data(c))
+    if fmt == "csv":
+        return strip_controls(to_csv(c))
+    raise ValueError(f"--format: compare writes md, json or csv, not {fmt!r}")

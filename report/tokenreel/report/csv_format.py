@@ -1,0 +1,84 @@
+"""The report as CSV: one row per cell, with its arm, percentiles and answer check; booleans as
+`true`/`false` (what spreadsheets and pandas read as booleans)."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from tokenreel.report.wording import LATENCY_FIGURES, fingerprint_text
+
+CELL_KEYS = (
+    "arm", "prompt", "category", "runs", "output_tokens", "ttft_s", "tpot_ms", "decode_tok_s",
+    "e2e_tok_s", "spread_tok_s", "acceptance_length", "like_for_like", "contended", "note",
+    "acceptance_rate", "acceptance_approximate", "acceptance_note", "contention_note",
+    "token_counts", "tokens_estimated", "clock", "client_delay_p99_ms", "client_busy", "client_busy_left_out",
+    "ttft_left_out", "host_contended", "host_pressure_pct", "host_note", "e2e_s",
+)
+
+
+# Per arm in the csv (one row per cell): what the endpoint said and what the config declared.
+ARM_CSV_KEYS = ("arm_fingerprint", "arm_settings")
+
+
+# Per arm, its ladder ratios over the suite with their 95 % intervals (empty, and the note says
+# why, where there is none); per cell, its category's vs_first likewise.
+RATIO_CSV_KEYS = tuple(
+    f"{scope}_{ratio}{part}" for scope, ratios in (("arm", ("vs_prior", "vs_first")), ("category", ("vs_first",)))
+    for ratio in ratios for part in ("", "_ci95_low", "_ci95_high", "_ci95_note")
+)
+
+
+def _ratio_columns(scope: str, row: dict, ratios: tuple[str, ...]) -> dict:
+    out = {}
+    for ratio in ratios:
+        ci = row[f"{ratio}_ci95"] or [None, None]
+        out |= {f"{scope}_{ratio}": row[ratio], f"{scope}_{ratio}_ci95_low": ci[0], f"{scope}_{ratio}_ci95_high": ci[1],
+                f"{scope}_{ratio}_ci95_note": row[f"{ratio}_ci95_note"]}
+    return out
+
+
+LATENCY_STATS = ("n", "min", "p50", "p90", "p99", "max")
+
+
+LATENCY_CSV_KEYS = tuple(f"{name}_{stat}" for name, _, _ in LATENCY_FIGURES for stat in LATENCY_STATS)
+
+
+# Same answers (core/tokenreel/analysis/answers.py): per cell in the csv, a section in the markdown.
+ANSWER_CSV_KEYS = ("identical", "common_prefix_tokens", "common_prefix_chars", "similarity", "diverges_at_token")
+
+
+def _answer_rows(report: dict) -> dict[tuple[str, str], dict]:
+    return {(row["arm"], p["prompt"]): row for p in report["answers"]["prompts"] for row in p["arms"]}
+
+
+def csv_value(value: object) -> object:
+    """Booleans as `true`/`false` (what spreadsheets and pandas read as booleans), None as empty."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value
+
+
+def to_csv(report: dict) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(
+        out, fieldnames=(*CELL_KEYS, *ARM_CSV_KEYS, *RATIO_CSV_KEYS, *LATENCY_CSV_KEYS, *ANSWER_CSV_KEYS, "answer_note"), lineterminator="\n"
+    )
+    answers = _answer_rows(report)
+    writer.writeheader()
+    arms = {a["arm"]: a for a in report["arms"]}
+    ladder = {row["arm"]: row for row in report["ladder"]}
+    by_category = {(category, row["arm"]): row for category, rows in report["category_ladders"].items() for row in rows}
+    for cell, latency in zip(report["cells"], report["latency"]["cells"], strict=True):
+        arm = arms[cell["arm"]]
+        writer.writerow({
+            **{k: csv_value(cell[k]) for k in CELL_KEYS},
+            "arm_fingerprint": fingerprint_text(arm["fingerprint"], "; "),
+            "arm_settings": "; ".join(f"{k}={v}" for k, v in arm["settings"].items()),
+            **_ratio_columns("arm", ladder[cell["arm"]], ("vs_prior", "vs_first")),
+            **_ratio_columns("category", by_category[cell["category"], cell["arm"]], ("vs_first",)),
+            **{f"{name}_{stat}": latency[name][stat] for name, _, _ in LATENCY_FIGURES for stat in LATENCY_STATS},
+            **{k: csv_value(answers[cell["arm"], cell["prompt"]][k]) for k in ANSWER_CSV_KEYS},
+            "answer_note": answers[cell["arm"], cell["prompt"]]["note"],
+        })
+    return out.getvalue()

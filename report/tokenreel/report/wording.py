@@ -1,0 +1,276 @@
+"""The words every view shares: how a figure is written and what each table's legend says.
+
+Markdown, HTML, charts and the terminal say the same things the same way; a figure an engine
+cannot give is never a bare dash, the wording says why.
+"""
+
+from __future__ import annotations
+
+from tokenreel.analysis.figures import figure, multiplier
+from tokenreel.analysis.ladder import ITSELF
+from tokenreel.analysis.latency import MISSING_REASONS, PERCENTILE_METHOD
+
+STEP_MARKS = "①②③④⑤⑥⑦⑧⑨⑩"
+
+
+ESTIMATED_NOTE = (
+    "\\* estimated token counts: the server sent no running usage, timings, token ids or logprobs and no"
+    " `tokenizer` was configured, so each event counted as one token (the server's final total, if any, on"
+    " the last event): decode speed and TPOT are approximate."
+)
+
+
+def fingerprint_text(items: dict[str, str], sep: str = " · ") -> str:
+    return sep.join(f"{k} {v}" if k not in ("engine",) else v for k, v in items.items())
+
+
+# Latency figures: key, label in tables, decimals in ms; the csv has n, min, p50, p90, p99, max of each.
+LATENCY_FIGURES = (("ttft_ms", "TTFT", 1), ("tpot_ms", "TPOT", 2), ("itl_ms", "ITL", 2))
+
+
+def latency_legend(latency: dict) -> str:
+    """Which runs the percentiles cover and how they are computed, for every format that shows them."""
+    shared = latency["arm_prompts"]
+    return (
+        "Per arm: every usable run (measured, completed, not contended) on the "
+        f"{len(shared)} prompts every arm has ({', '.join(shared) or 'none'}); per cell: that cell's usable runs. "
+        "TTFT and TPOT: one value per run. ITL (inter-token latency): one value per token after the first "
+        "token event; a chunk of k tokens counts as k tokens arriving together (its first token waited the "
+        f"gap since the previous chunk that carried tokens, the other k - 1 waited 0 ms). Percentiles: {PERCENTILE_METHOD}."
+    )
+
+
+def latency_gaps(latency: dict) -> list[str]:
+    """One line per missing percentile figure (arm, or arm / prompt) with the reason."""
+    missing = []
+    for r in [*latency["arms"], *latency["cells"]]:
+        where = f"{r['arm']}{' / ' + r['prompt'] if 'prompt' in r else ''}"
+        if not r["runs"]:
+            missing.append(f"{where}: every figure —: no usable run on the prompts every arm has")
+            continue
+        missing += [f"{where}: {label} —: {MISSING_REASONS[name]}" for name, label, _ in LATENCY_FIGURES if not r[name]["n"]]
+    return missing
+
+
+def acceptance_text(value: float | None, approximate: bool) -> str:
+    """Acceptance length to 2 decimals; ≈ marks one from counters printed in rounded steps."""
+    text = figure(value, 2)
+    return f"≈{text}" if approximate and value is not None else text
+
+
+def rate_text(value: float | None) -> str:
+    return figure(None if value is None else value * 100, 0, " %")
+
+
+def host_text(cell: dict) -> str:
+    """The engine host's highest CPU pressure over the cell's runs and how many were flagged."""
+    if cell["host_pressure_pct"] is None:
+        return f"not watched ({cell['host_note'] or 'recorded before tokenreel watched the host'})"
+    flagged = f", {cell['host_contended']} run(s) host contended" if cell["host_contended"] else ""
+    return f"max {figure(cell['host_pressure_pct'], 0, ' %')}{flagged}"
+
+
+def contended_text(cell: dict) -> str:
+    if cell["contended"] is None:
+        return f"unknown ({cell['contention_note'] or 'not checked'})"
+    return "yes" if cell["contended"] else "no"
+
+
+def acceptance_notes(report: dict) -> list[str]:
+    """One line per arm whose acceptance length is missing (why) or approximate (how far off)."""
+    lines = []
+    for row in report["ladder"]:
+        reasons = list(dict.fromkeys(
+            c["acceptance_note"] for c in report["cells"]
+            if c["arm"] == row["arm"] and c["acceptance_note"]
+            and (c["acceptance_length"] is None or c["acceptance_approximate"])
+        ))
+        if reasons:
+            mark = "≈" if row["acceptance_approximate"] else "—"
+            lines.append(f"- {row['label']} ({mark}): {'; '.join(reasons)}")
+    if not lines:
+        return []
+    return ["Acceptance length and rate, where not measured exactly:", "", *lines, ""]
+
+
+def engine_notes(report: dict) -> list[str]:
+    """The engine's own figures beside ours: decode agreement and prompt-cache hits, per arm,
+    each missing one said with its reason (a report built before issue 29 has neither)."""
+    labels = {a["arm"]: a["label"] for a in report["arms"]}
+    lines = []
+    for row in report.get("engine_agreement", []):
+        if row["runs"]:
+            lines.append(f"- {labels[row['arm']]}: decode within {figure(row['median_pct'], 3, ' %')} of the engine's own"
+                         f" (median), {figure(row['worst_pct'], 3, ' %')} worst, over {row['runs']} runs")
+        else:
+            lines.append(f"- {labels[row['arm']]}: engine decode missing: {row['note']}")
+    cache = report.get("prompt_cache")
+    if cache is not None:
+        for row in cache["arms"]:
+            if row["cache_hits"]:
+                lines.append(f"- {labels[row['arm']]}: {row['cache_hits']} of {row['runs']} runs' TTFT include a prompt-cache"
+                             f" hit (up to {row['max_cached_tokens']} prompt tokens served from the cache): not a whole prefill")
+            elif row.get("note"):
+                lines.append(f"- {labels[row['arm']]}: prompt-cache hits unknown: {row['note']}")
+    if not lines:
+        return []
+    head = "The engine's own figures (decode: tokens after the first over first to last token, both sides)"
+    if cache is not None:
+        head += f"; prompt cache: {cache['policy_text']}"
+    return [head + ":", "", *lines, ""]
+
+
+def host_notes(report: dict) -> list[str]:
+    """The engine's host: how loaded it was during the runs, or why it was not watched."""
+    host = report["host"]
+    threshold = figure(host["threshold_pct"], 0, " %")
+    lines = []
+    if host["watched_runs"]:
+        flagged = [r for r in report["clocks"] if r["host_contended"]]
+        lines.append(
+            f"Host: the endpoint runs on the recording machine; its CPU pressure (Linux PSI, the share of time some"
+            f" task waited for a CPU) was watched over {host['watched_runs']} of {host['runs']} measured runs, at most"
+            f" {figure(host['max_pressure_pct'], 0, ' %')}; {host['contended_runs']} over {threshold} (host contended)."
+        )
+        if flagged:
+            kept = "left out of the figures" if report["selection"]["exclude_host_contended"] else \
+                "kept in the figures, flagged (--exclude-host-contended leaves them out)"
+            lines.append(f"Host contended: {run_names(flagged)}; {kept}.")
+    for note in host["notes"]:
+        lines.append(f"Host not watched: {note}.")
+    return [*lines, ""] if lines else []
+
+
+def gpu_notes(report: dict) -> list[str]:
+    """Each arm's GPU as the GPU gate read it (name, memory, driver, clocks, power limit) and its
+    verdict; one line for arms never checked (remote endpoints, or sessions from before)."""
+    lines, unchecked = [], []
+    for entry in report["gpu"]:
+        last = entry["last"]
+        if last is None:
+            unchecked.append(entry["arm"])
+            continue
+        if last["status"] == "unavailable":
+            lines.append(f"GPU ({entry['arm']}): not read: {last['detail']}.")
+            continue
+        devices = [d for d in last["devices"] if d["index"] in last["checked"]]
+        driver = f"driver {last['driver'] or 'not given'}" + (f" (CUDA {last['cuda_driver']})" if last["cuda_driver"] else "")
+        shown = "; ".join(gpu_device_text(d) for d in devices) or "no GPU listed"
+        flag = " Flagged: an earlier recording found it busy." if entry["flagged"] and last["status"] != "busy" else ""
+        verdict = f"busy, recorded anyway (flagged): {last['detail']}" if last["status"] == "busy" else \
+            "idle (no other compute process, utilisation within the threshold)" + (f"; {last['detail']}" if last["detail"] else "")
+        lines.append(f"GPU ({entry['arm']}): {shown}; {driver}; {verdict}.{flag}")
+    if unchecked and lines:
+        lines.append(f"GPU not checked for {', '.join(unchecked)} (remote endpoint, replicas, or recorded before"
+                     " tokenreel read the GPU).")
+    return [*lines, ""] if lines else []
+
+
+def gpu_device_text(device: dict) -> str:
+    """"GPU 0 NVIDIA H200, 140.4 GiB, SM 1980 of 1980 MHz, memory 3201 of 3201 MHz, power limit 700 W"."""
+    def clock(now: int | None, top: int | None) -> str:
+        return f"{now if now is not None else '—'} of {top if top is not None else '—'} MHz"
+
+    memory = figure(None if device["memory_total_bytes"] is None else device["memory_total_bytes"] / 2**30, 1, " GiB")
+    power = figure(None if device["power_limit_mw"] is None else device["power_limit_mw"] / 1000, 0, " W")
+    return (f"GPU {device['index']} {device['name']}, {memory}, SM {clock(device['sm_clock_mhz'], device['sm_clock_max_mhz'])},"
+            f" memory {clock(device['mem_clock_mhz'], device['mem_clock_max_mhz'])}, power limit {power}")
+
+
+def run_names(runs: list[dict]) -> str:
+    """"bf16 / prose-1 / run 2" for up to 3 runs, else the count per arm."""
+    if len(runs) <= 3:
+        return ", ".join(f"{r['arm']} / {r['prompt']} / run {r['index']}" for r in runs)
+    arms = [r["arm"] for r in runs]
+    return f"{len(runs)} runs (" + ", ".join(f"{arm} {arms.count(arm)}" for arm in dict.fromkeys(arms)) + ")"
+
+
+def ladder_note(report: dict) -> str:
+    """What the ladder's figures are (medians of how many runs, over which prompts), for every format."""
+    runs = sorted({c["runs"] for c in report["cells"]})
+    return (
+        f"Median values, {'/'.join(str(r) for r in runs) or 0} runs per cell, mean over "
+        f"{report['prompts_compared']} prompts; {report['like_for_like_prompts']} of them like-for-like "
+        "(every arm produced the same number of tokens)."
+    )
+
+
+def answers_legend(reference: str) -> str:
+    """What the answers table's columns mean, for every format that shows it."""
+    return (
+        f"Answers: each arm's first usable run against {reference}'s (the reference); a drafter arm's against the "
+        "arm it drafts for (drafts_for, or inferred from the declared settings), whose tokens it must keep. The common prefix in "
+        "tokens counts the events wholly inside the common text (event-granular, a lower bound); similarity is "
+        "the share of words the answers have in common, in order (1 = identical, unrelated prose about 0.2); "
+        "» marks the first difference."
+    )
+
+
+def repeats_summary(answers: dict) -> tuple[str, list[str]]:
+    """What repeated runs of one arm say (nondeterminism): a sentence, and one line per flagged cell."""
+    checked = answers["repeat_checked_cells"]
+    gpu = answers.get("gpu_notes", [])
+    if answers["nondeterministic"]:
+        return (
+            f"Nondeterministic at temperature 0: runs of one arm on one prompt whose texts differ, warmups included "
+            f"({len(answers['nondeterministic'])} of {checked} cells with repeated runs):",
+            [*gpu, *(f"{n['arm']} / {n['prompt']} (runs {', '.join(map(str, n['runs']))}): {n['detail']}" for n in answers["nondeterministic"])],
+        )
+    if answers["temperature"] == 0:
+        if checked:
+            return (f"Nondeterminism: none; in each of the {checked} cells with repeated runs (warmups included) every"
+                    " run gave the same text (temperature 0).", gpu)
+        return "Nondeterminism: not checked, no cell has two runs.", []
+    return answers["note"][0].upper() + answers["note"][1:] + ".", []
+
+
+def ratio_text(value: float | None, ci95: list[float] | None) -> str:
+    """"1.22x [1.20–1.23]": a ratio and its 95 % interval, at the ratio's own precision; a ratio
+    without one is written alone, and `interval_legend` says why."""
+    if ci95 is None or value is None:
+        return multiplier(value)
+    return f"{multiplier(value)} [{figure(ci95[0], 2)}–{figure(ci95[1], 2)}]"
+
+
+INTERVAL_MEANING = (
+    "[low–high]: the 95 % interval over prompts. Had the suite been drawn again from prompts like these,"
+    " 95 % of such intervals would hold the speed-up; each arm keeps the same prompts (paired), the"
+    " categories are sampled in their proportions, and run-to-run noise counts through each prompt's median"
+    " (delta method on the ratio of means, Cochran 1977, 6.11)."
+)
+
+
+def stopping_text(stopping: dict | None) -> str:
+    """How a `record --target-ci` session stopped, and what that does to its intervals; "" otherwise."""
+    if stopping is None:
+        return ""
+    prompts = stopping["looked"][-1] if stopping["looked"] else 0
+    why = stopping["stopped"] or "not finished"
+    return (
+        f" Recorded with --target-ci ±{100 * stopping['target']:g} %: {prompts} of {len(stopping['order'])} prompts drawn"
+        f" in {len(stopping['looked'])} of {len(stopping['looks'])} planned looks ({why}). Every interval is taken at"
+        f" {100 * stopping['level']:.2f} %, the level at which all the looks together hold the truth 95 % of the time,"
+        " so it stays a 95 % interval however the looks decided."
+    )
+
+
+def interval_gaps(rows: list[dict], ratios: tuple[str, ...] = ("vs_prior", "vs_first")) -> list[str]:
+    """Why the ladder rows' ratios have no interval, once per reason (an arm against itself is no gap)."""
+    return list(dict.fromkeys(
+        row[f"{ratio}_ci95_note"] for row in rows for ratio in ratios
+        if row[f"{ratio}_ci95"] is None and row[f"{ratio}_ci95_note"] != ITSELF
+    ))
+
+
+def interval_legend(report: dict) -> str:
+    """What the brackets mean, and why a ladder ratio has none where it has none (once per reason)."""
+    missing = "; ".join(interval_gaps(report["ladder"]))
+    return INTERVAL_MEANING + stopping_text(report["stopping"]) + (f" No interval: {missing}." if missing else "")
+
+
+def category_interval_note(report: dict) -> str:
+    """Why a category's last arm vs the first has no interval ("No interval per category for
+    code: n = 3 prompts: ..."), or "" when every category has one."""
+    gaps = [f"{category}: {gap}" for category, rows in report["category_ladders"].items()
+            for gap in interval_gaps(rows[-1:], ("vs_first",))]
+    return f"No interval per category for {'; '.join(gaps)}." if gaps else ""
