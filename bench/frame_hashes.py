@@ -37,7 +37,7 @@ def frame_hashes(manifest_path: Path) -> dict[str, object]:
     hashes = [hashlib.sha256(renderer.render(index).data).hexdigest() for index in range(plan.frame_count)]
     kept = record["frame_sha256"]
     if len(kept) == len(hashes):
-        matching = sum(a == b for a, b in zip(kept, hashes))
+        matching = sum(a == b for a, b in zip(kept, hashes, strict=False))
     else:  # a png manifest keeps its poster frame's hash only
         matching = int(kept == [hashes[record["poster_frame"]]])
     return {"frames": hashes, "match_manifest": matching, "manifest_hashes": len(kept)}
@@ -49,7 +49,7 @@ def compare(here: Path, there: Path) -> int:
     differ = 0
     for name in sorted(set(a["renders"]) | set(b["renders"])):
         ours, theirs = a["renders"].get(name, {}).get("frames", []), b["renders"].get(name, {}).get("frames", [])
-        same = sum(x == y for x, y in zip(ours, theirs))
+        same = sum(x == y for x, y in zip(ours, theirs, strict=False))
         differ += same != len(ours) or len(ours) != len(theirs)
         print(f"  {name}: {same} of {len(ours)} frames identical ({len(theirs)} there)")
     return 1 if differ else 0

@@ -359,7 +359,7 @@ class ClockRun:
 def user_stamped(run: Run) -> Run:
     """The run as tokenreel recorded it before issue 13: every event at its read's user-space stamp."""
     chunks = run.chunks
-    user = [t + delay * 1000 for t, delay in zip(chunks.t_ns, chunks.client_delay_us)]
+    user = [t + delay * 1000 for t, delay in zip(chunks.t_ns, chunks.client_delay_us, strict=False)]
     return replace(run, clock=None, chunks=Chunks(user, chunks.tokens, chunks.content, chunks.reasoning, chunks.tool))
 
 

@@ -65,7 +65,7 @@ def simulators(count: int, time_scale: float) -> Iterator[list[tuple[int, str]]]
         for first in ports:
             for offset in range(len(SEED_LADDER)):
                 wait_ready(f"http://127.0.0.1:{first + offset}/v1/models")
-        yield list(zip(ports, tokens))
+        yield list(zip(ports, tokens, strict=False))
     finally:
         for proc in procs:
             proc.terminate()

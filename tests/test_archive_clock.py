@@ -30,7 +30,7 @@ def clocked_session() -> Session:
     shared.t_ns[1] = shared.t_ns[2]  # the first token got the second's read time
     session = factory.session([("a", "A", runs)])
     delays = ([80] * 8, [80] * 7 + [9000], [5000] * 8)
-    for run, delay, (busy, first_shared) in zip(session.runs, delays, ((False, False), (True, False), (True, True))):
+    for run, delay, (busy, first_shared) in zip(session.runs, delays, ((False, False), (True, False), (True, True)), strict=False):
         run.chunks.client_delay_us = delay
         run.clock = Clock("kernel", "", 0.08, max(delay) / 1000 if busy else 0.08, max(delay) / 1000, first_shared)
         run.client_busy = busy

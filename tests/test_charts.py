@@ -177,12 +177,12 @@ def test_race_curve_reaches_each_arms_tokens_at_its_last_token(demo: Session) ->
             run = median_run(demo, arm.id, prompt.id)
             figures = run_metrics(run)
             x, y = (list(v) for v in lines[f"race-{arm.id}"].get_data())
-            t_last = max(t for t, n in zip(run.chunks.t_ns, run.chunks.tokens) if n > 0)
+            t_last = max(t for t, n in zip(run.chunks.t_ns, run.chunks.tokens, strict=False) if n > 0)
             assert (x[-1], y[-1]) == (t_last / NS_PER_S, output_tokens(run))
             assert (x[0], y[0]) == (0.0, 0)
             leaves_zero = next(i for i, n in enumerate(y) if n > 0)
             assert x[leaves_zero] == figures.ttft_s  # TTFT: where the curve leaves zero
-            assert all(b >= a for a, b in zip(y, y[1:])) and all(b >= a for a, b in zip(x, x[1:]))
+            assert all(b >= a for a, b in zip(y, y[1:], strict=False)) and all(b >= a for a, b in zip(x, x[1:], strict=False))
             ttft_ns = round(figures.ttft_s * NS_PER_S)
             wanted = f"TTFT {ttft_ns // NS_PER_S}.{ttft_ns % NS_PER_S // 10**7:02d} s"  # the video's clock reading
             assert wanted in " ".join(all_texts(chart))

@@ -136,7 +136,7 @@ def _pairs(session: Session, timings: dict[str, list[EngineTiming]]):
         runs = [r for r in session.runs if r.arm == arm.id]  # archive order = send order per arm
         logged = timings[arm.id]
         assert len(logged) == len(runs), f"{arm.id}: {len(runs)} runs recorded, the engine logged {len(logged)}"
-        yield from zip(runs, logged)
+        yield from zip(runs, logged, strict=False)
 
 
 def test_ladder_runs_all_ok(ladder) -> None:

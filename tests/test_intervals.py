@@ -80,7 +80,7 @@ def test_too_few_prompts_say_so_and_give_no_interval(pairs: list[Pair], note: st
 def test_looks_grow_by_half_and_end_at_the_budget() -> None:
     sizes = look_sizes(first_look(11), 880)
     assert sizes[0] == 22 and sizes[-1] == 880 and sizes[-2] < 880
-    assert all(b == math.ceil(1.5 * a) for a, b in zip(sizes, sizes[1:-1]))
+    assert all(b == math.ceil(1.5 * a) for a, b in zip(sizes, sizes[1:-1], strict=False))
     assert first_look(2) == MIN_PROMPTS and look_sizes(6, 6) == [6]
     rule = StoppingRule.plan(0.02, sizes)
     # Pocock's constant for 11 looks: between one look's 1.96 and Bonferroni's 2.84.

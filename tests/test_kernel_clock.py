@@ -182,7 +182,7 @@ def test_a_blocked_client_loop_does_not_move_the_archived_time() -> None:
     user = archived + chunks.client_delay_us[first] * 1000
     assert abs(archived - writes[0]) <= 0.5 * MS, (archived - writes[0]) / MS
     assert user - writes[0] >= 50 * MS, (user - writes[0]) / MS
-    for i, write in zip((1, 2), writes[1:]):
+    for i, write in zip((1, 2), writes[1:], strict=False):
         assert abs(built + chunks.t_ns[i] - write) <= 0.5 * MS
     assert run.client_busy is True and run.clock.delay_max_ms is not None and run.clock.delay_max_ms >= 50
     assert not run.clock.first_shared and DEFAULT_SELECTION.counts_ttft(run)  # exact: kept, TTFT too

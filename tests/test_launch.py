@@ -90,7 +90,7 @@ def assert_one_at_a_time(session: Session, expected: int) -> None:
     """The engines ran one after another, and none is left running."""
     entries = sorted(engines(session), key=lambda e: e["engine_started_at"])
     assert len(entries) == expected, entries
-    for earlier, later in zip(entries, entries[1:]):
+    for earlier, later in zip(entries, entries[1:], strict=False):
         assert datetime.fromisoformat(earlier["engine_exited_at"]) <= datetime.fromisoformat(later["engine_started_at"]), entries
     for entry in entries:
         assert entry["engine_exited_at"], entry

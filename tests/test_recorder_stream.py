@@ -44,7 +44,7 @@ def parse(data: bytes, reads: list[int] | None = None) -> tuple[StreamParser, Ch
     chunks = Chunks()
     parser = StreamParser(chunks, RunBounds.of(1 << 17))
     cuts = [0, *(reads or []), len(data)]
-    for t, (a, b) in enumerate(zip(cuts, cuts[1:])):
+    for t, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False)):
         if a < b:
             parser.feed(t, data[a:b])
     parser.end_of_body(len(cuts))
@@ -69,7 +69,7 @@ def test_continuous_usage_gives_tokens_per_multi_token_chunk() -> None:
 def test_the_response_id_is_the_first_event_id(ids: list[str | None], kept: str | None) -> None:
     """The server's name for the request (Run.response_id); one longer than the archive takes is skipped."""
     events = [chat("Hi", usage=1), chat(" you", usage=2)]
-    parser, _ = parse(sse(*({**e, "id": i} if i is not None else e for e, i in zip(events, ids)), "[DONE]"))
+    parser, _ = parse(sse(*({**e, "id": i} if i is not None else e for e, i in zip(events, ids, strict=False)), "[DONE]"))
     assert parser.finish().response_id == kept
 
 

@@ -86,7 +86,7 @@ def test_off_by_default_leaves_the_layout_alone():
     assert plan.layout == compute(plan.width, plan.height, 3)
     assert all(c.answer is None for c in plan.layout.columns)
     badged = build_plan(three_arms(), RenderOptions(answer_badge=True)).layout
-    assert all(a.answer is not None and a.text.h < b.text.h for a, b in zip(badged.columns, plan.layout.columns))
+    assert all(a.answer is not None and a.text.h < b.text.h for a, b in zip(badged.columns, plan.layout.columns, strict=False))
 
 
 @pytest.mark.parametrize(("size", "arms"), LAYOUTS)

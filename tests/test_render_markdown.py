@@ -61,7 +61,7 @@ def test_markers_go_and_their_text_is_styled() -> None:
     assert "─" * 5 in shown.text and shown.styles[shown.text.index("─")] == RULE
     rows = shown.text.split("\n")
     table = [row for row in rows if row.startswith(("arm", "base", "spec"))]
-    assert len({len(row) for row in table}) == 1 and all(row.index(n) == table[0].index("tok/s") for row, n in zip(table[1:], ("41.2", "97.0")))
+    assert len({len(row) for row in table}) == 1 and all(row.index(n) == table[0].index("tok/s") for row, n in zip(table[1:], ("41.2", "97.0"), strict=False))
     ((start, end, language),) = shown.code
     assert language == "python" and shown.text[start:end].startswith("def accept(draft, target):\n")
 
@@ -70,7 +70,7 @@ def test_every_source_offset_maps_forward_and_inside_the_display() -> None:
     shown = render(SAMPLE)
     offsets = [shown.offset(k) for k in range(len(SAMPLE) + 1)]
     assert offsets[0] == 0 and offsets[-1] == len(shown.text)
-    assert all(a <= b for a, b in zip(offsets, offsets[1:]))
+    assert all(a <= b for a, b in zip(offsets, offsets[1:], strict=False))
     assert list(shown.anchors) == sorted(shown.anchors) and all(a < len(SAMPLE) for a in shown.anchors)
     # inside a removed marker: the next display character's offset, so nothing shows early or changes
     small = render("a **b** c")
@@ -84,7 +84,7 @@ def test_any_chunking_shows_the_same_answer_and_only_ever_a_prefix_of_it(size: i
     text, styles, ends = styled_stream(pieces, [""] * len(pieces), [""] * len(pieces), code=False)
     whole, whole_styles, _ = styled_stream([SAMPLE], [""], [""], code=False)
     assert (text, styles) == (whole, whole_styles) and ends[-1] == len(text)
-    assert all(a <= b for a, b in zip(ends, ends[1:]))
+    assert all(a <= b for a, b in zip(ends, ends[1:], strict=False))
     layout = layout_stream(text, styles, ends, cols=30)
     assert list(layout.caret) == sorted(layout.caret)  # the caret never moves back: nothing shown moves
     items = clusters(text, styles)

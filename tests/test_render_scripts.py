@@ -244,7 +244,7 @@ def test_merged_runs_keep_every_cell_inside_the_grid(pieces: list[str], cols: in
     _wrap(clusters(text, styles), cols, lambda cell: plain[-1].append(cell), lambda: plain.append([]), lambda *_: None)
     assert carets == sorted(carets)
     assert len(merged) == len(plain)
-    for line, unmerged in zip(merged, plain):
+    for line, unmerged in zip(merged, plain, strict=False):
         assert sum(c.width for c in line) == sum(c.width for c in unmerged) <= cols
         assert "".join(c.text for c in line) == "".join(c.text for c in unmerged)
         for cell in line:

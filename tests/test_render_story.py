@@ -261,7 +261,7 @@ def test_the_end_card_says_what_the_arms_ran_on_or_that_it_is_missing() -> None:
         "hardware not stated (config: [session] hardware)", "engine not stated by the endpoints", "recording date not archived"
     )
     assert bare.model == "model-a / model-b"
-    for arm, day in zip(s.arms, ("2026-12-01", "2026-12-02")):
+    for arm, day in zip(s.arms, ("2026-12-01", "2026-12-02"), strict=False):
         arm.fingerprint = {"summary": {"engine": "vllm", "version": "0.11.2"}}
         arm.settings["hardware"] = "1x NVIDIA H200"
         arm.recorded = [{"started_at": f"{day}T10:00:00+00:00", "finished_at": f"{day}T10:05:00+00:00"}]

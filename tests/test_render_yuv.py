@@ -58,7 +58,7 @@ def test_flat_colours_get_their_bt709_limited_range_values(rgb: tuple[int, int, 
     frame[:] = rgb
     yuv = to_yuv420p(frame)
     assert yuv.shape == (frame_bytes(W, H),) == (W * H * 3 // 2,)
-    for plane, value in zip(planes(yuv, W, H), ycbcr):
+    for plane, value in zip(planes(yuv, W, H), ycbcr, strict=False):
         assert (plane == value).all()
 
 
@@ -71,7 +71,7 @@ def test_rendered_frame_matches_ffmpegs_own_conversion() -> None:
     ours = planes(to_yuv420p(frame).astype(int), 640, 360)
     theirs = planes(ffmpeg_yuv420p(frame).astype(int), 640, 360)
     assert np.abs(ours[0] - theirs[0]).max() <= 1
-    for mine, reference in zip(ours[1:], theirs[1:]):
+    for mine, reference in zip(ours[1:], theirs[1:], strict=False):
         assert np.abs(mine - reference).mean() < 0.5
 
 

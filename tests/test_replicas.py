@@ -101,7 +101,7 @@ def test_two_replicas_record_the_ladder_at_once(tmp_path: Path, make_sim) -> Non
     report = orjson.loads(invoke("report", out, "--format", "json").output)
     assert [e["replica"] for e in report["replicas"]] == [0, 1]
     assert [e["prompts"] for e in report["replicas"]] == [len(p) for p in parts]
-    assert all(e["runs"] == {"ok": 2 * 3 * len(p)} for e, p in zip(report["replicas"], parts))
+    assert all(e["runs"] == {"ok": 2 * 3 * len(p)} for e, p in zip(report["replicas"], parts, strict=False))
     assert all(e["ladder"][1]["vs_first_ci95"] for e in report["replicas"])  # 3 per category each: intervals
     md = invoke("report", out).output
     assert "## Replicas" in md and md.count("\n| 0 | ") == 1 and md.count("\n| 1 | ") == 1, md[-1200:]

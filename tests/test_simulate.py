@@ -161,7 +161,7 @@ def test_plan_steps_split_exactly(n: int, category: str, seed: int) -> None:
     assert sum(sizes) == n and sizes[0] == 1
     assert all(1 <= s <= DFLASH.spec_k + 1 for s in sizes)
     assert len(accepted) == len(sizes) - 1
-    assert all(a + 1 >= s for a, s in zip(accepted, sizes[1:]))
+    assert all(a + 1 >= s for a, s in zip(accepted, sizes[1:], strict=False))
     assert plan_steps(DFLASH, category, n, seed) == (sizes, accepted)
     assert plan_steps(BF16, category, n, seed) == ([1] * n, [])
 
@@ -206,7 +206,7 @@ def test_spec_stream_carries_several_tokens_per_chunk(sim: SimCluster) -> None:
     s = chat(sim, "nvfp4-dflash2", CODE_PROMPT, max_tokens=300, ignore_eos=True,
              return_token_ids=True, **USAGE)
     counts = [e["usage"]["completion_tokens"] for e in s.events]
-    deltas = [b - a for a, b in zip(counts, counts[1:])]
+    deltas = [b - a for a, b in zip(counts, counts[1:], strict=False)]
     chunks = s.token_chunks
     assert deltas == [len(c["choices"][0]["token_ids"]) for c in chunks] + [0]  # + usage chunk
     assert sum(deltas) == s.usage["completion_tokens"] == 300

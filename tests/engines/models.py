@@ -157,7 +157,7 @@ def _weights(spec: Spec, jobs: int | None = None) -> dict[str, np.ndarray]:
 
     with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 2) as pool:
         futures = [pool.submit(draw, i, shape, scale) for i, (shape, scale) in enumerate(shapes.values())]
-        return {name: future.result() for name, future in zip(shapes, futures)}
+        return {name: future.result() for name, future in zip(shapes, futures, strict=False)}
 
 
 def write_gguf(path: Path, spec: Spec, n_layer: int, weights: dict[str, np.ndarray],

@@ -74,7 +74,7 @@ def simulate(
     if warning:
         err.print(f"WARNING: {warning}", markup=False, soft_wrap=True)
     shown = f"[{host}]" if ":" in host else host
-    for profile, profile_port in zip(chosen, ports):
+    for profile, profile_port in zip(chosen, ports, strict=False):
         out.print(f"{profile.id:<16} http://{shown}:{profile_port}/v1   model {profile.model}   {profile.label}")
     out.print(f"Test controls (/sim/state, /sim/requests) need the header {TOKEN_HEADER}: {SIM_TOKEN}", soft_wrap=True)
     out.print("Ctrl-C stops. Point a config's base_url at these to record them.")

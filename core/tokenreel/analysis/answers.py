@@ -135,7 +135,7 @@ def answer_of(run: Run) -> Answer:
     ends: list[int] = []
     length = 0
     for i in range(len(chunks)):
-        for letter, texts in zip("rct", (chunks.reasoning, chunks.content, chunks.tool)):
+        for letter, texts in zip("rct", (chunks.reasoning, chunks.content, chunks.tool), strict=False):
             piece = texts[i]
             if piece:
                 parts.append(piece)
@@ -168,7 +168,7 @@ def tokens_within(answer: Answer, chars: int) -> int:
     """
     counted = pending = 0
     start = 0
-    for end, tokens in zip(answer.event_ends, answer.event_tokens):
+    for end, tokens in zip(answer.event_ends, answer.event_tokens, strict=False):
         if end == start:
             pending += tokens
             continue

@@ -97,13 +97,13 @@ def contrast_interval(samples: Sequence[Sample], powers: tuple[int, ...], level:
     if not n or any(m <= 0 for m in means):
         return Interval(None, None, None, n, level, "no ratio: a mean figure is 0 or missing")
     # Numerator over denominator, so a ratio of means is the ladder's own float (mean / mean).
-    value = math.prod(m**p for m, p in zip(means, powers) if p > 0) / math.prod(m**-p for m, p in zip(means, powers) if p < 0)
+    value = math.prod(m**p for m, p in zip(means, powers, strict=False) if p > 0) / math.prod(m**-p for m, p in zip(means, powers, strict=False) if p < 0)
     reason = _too_few(samples)
     if reason:
         return Interval(value, None, None, n, level, reason)
     strata: dict[str, list[float]] = {}
     for s in samples:
-        strata.setdefault(s.category, []).append(math.fsum(p * x / m for p, x, m in zip(powers, s.values, means)))
+        strata.setdefault(s.category, []).append(math.fsum(p * x / m for p, x, m in zip(powers, s.values, means, strict=False)))
     parts = []  # per stratum: W_h^2 s_h^2 / n_h, and n_h - 1 for the degrees of freedom
     for linear in strata.values():
         k = len(linear)

@@ -149,7 +149,7 @@ def _cell(session: Session, arm_id: str, prompt_id: str, category: str, selectio
         category=category,
         runs=len(runs),
         output_tokens=int(statistics.median(f.output_tokens for f in figures)),
-        ttft_s=_median([f.ttft_s for f, r in zip(figures, runs) if selection.counts_ttft(r)]),
+        ttft_s=_median([f.ttft_s for f, r in zip(figures, runs, strict=False) if selection.counts_ttft(r)]),
         tpot_ms=_median([f.tpot_ms for f in figures]),
         decode_tok_s=_median([f.decode_tok_s for f in figures]),
         e2e_tok_s=_median([f.e2e_tok_s for f in figures]),

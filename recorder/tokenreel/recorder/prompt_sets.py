@@ -207,7 +207,7 @@ def _csv(path: Path, raw: bytes) -> _Table:
             if len(cells) > len(header):
                 raise PromptError(f"{shown_path(path)}:{start}: {len(cells)} cells, but the header names {len(header)} columns")
             if cells:  # a blank line
-                rows.append(_Row(f"{shown_path(path)}:{start}", f"line {start}", dict(zip(header, cells + [""] * len(header)))))
+                rows.append(_Row(f"{shown_path(path)}:{start}", f"line {start}", dict(zip(header, cells + [""] * len(header), strict=False))))
             start = reader.line_num + 1
     except csv.Error as exc:
         raise PromptError(f"{shown_path(path)}:{reader.line_num}: not valid CSV ({exc})") from None

@@ -169,18 +169,18 @@ class EndCard:
             rights.insert(0, right)
             right -= w + gap
         figures_x = right + gap
-        for heading, right in zip(headings, rights):
+        for heading, right in zip(headings, rights, strict=False):
             canvas.spans(Rect(rect.x, rect.y, right - rect.x, small.line_h), "small", bg, (), ((heading, "small", "dim"),))
         longest = max(t.finish_ns for t in plan.arms) or 1
         bar_h = self._bar_h()
-        for n, (track, figures) in enumerate(zip(plan.arms, rows)):
+        for n, (track, figures) in enumerate(zip(plan.arms, rows, strict=False)):
             y = rect.y + small.line_h + row_h * n
             x = canvas.badge(rect.x, y, label.line_h, track.color, bg, n + 1)
             canvas.spans(Rect(x, y, figures_x - gap - x, label.line_h), "label", bg, label_spans(self.painters, track.label, figures_x - gap - x))
             model_h = 0 if self.compact else small.line_h
             if model_h:
                 canvas.spans(Rect(x, y + label.line_h, rect.right - x, small.line_h), "small", bg, ((track.model, "small", "dim"),))
-            for text, right in zip(figures, rights):
+            for text, right in zip(figures, rights, strict=False):
                 canvas.spans(Rect(rect.x, y, right - rect.x, label.line_h), "label", bg, (), ((text, "label", "text"),))
             top, bar_w = y + label.line_h + model_h + bar_h // 2, rect.right - x
             done = max(bar_h, bar_w * track.finish_ns // longest)

@@ -252,7 +252,7 @@ class ArmColumn:
         if spans:
             text, role, style = spans[0]
             color = canvas.color(style)
-            tint = tuple((p * 3 + c) // 4 for p, c in zip(canvas.theme.panel, color))
+            tint = tuple((p * 3 + c) // 4 for p, c in zip(canvas.theme.panel, color, strict=False))
             line_h = self.painters[role].line_h
             tag = Rect(rect.x, rect.y + (rect.h - line_h) // 2, min(rect.w, text_w(self.painters, text, role)), line_h)
             canvas.fill(tag, tint)
@@ -291,7 +291,7 @@ class FrameRenderer:
         self.painters = {role: GlyphPainter(px) for role, px in plan.layout.sizes.items()}
         self.columns = [
             ArmColumn(track, geo, self.painters, plan, plan.arms[0].label if n else None)
-            for n, (track, geo) in enumerate(zip(plan.arms, plan.layout.columns))
+            for n, (track, geo) in enumerate(zip(plan.arms, plan.layout.columns, strict=False))
         ]
         self._base = self._draw_base()
         self._canvas = self._canvas_on(self._base.copy())
@@ -345,7 +345,7 @@ class FrameRenderer:
             keys["clock"] = clock_key
             redrawn.append(rect)
         visible = [column.timeline.visible(cutoff) for column in self.columns]
-        done = [column.finished(v) for column, v in zip(self.columns, visible)]
+        done = [column.finished(v) for column, v in zip(self.columns, visible, strict=False)]
         ref_done = done[0]
         for n, column in enumerate(self.columns):
             text_key = column.text_key(visible[n], replay_frame, self.clock.fps)
@@ -447,7 +447,7 @@ class FrameRenderer:
         canvas.spans(layout.speed, "small", theme.background, (), ((f"{since} · {pace}", "small", "dim"),))
         self._footer(canvas)
         border = max(1, round(layout.scale))
-        for n, (track, geo) in enumerate(zip(plan.arms, layout.columns)):
+        for n, (track, geo) in enumerate(zip(plan.arms, layout.columns, strict=False)):
             canvas.panel(geo.panel, layout.radius, theme.panel, theme.panel_edge, border)
             canvas.blend(geo.accent, canvas.color(f"accent{track.color}"), geo.accent.h // 2)
             x = canvas.badge(geo.label.x, geo.label.y, geo.label.h, track.color, theme.panel, n + 1)

@@ -45,7 +45,7 @@ def run_chunks(plan: RenderPlan, fmt: str, ffmpeg: Ffmpeg, spans: list[tuple[int
     is set (a Ctrl-C seen by the main thread while this video renders on another thread)."""
     shared = ray.put(plan)  # once per video, not once per chunk
     refs = [_chunk.remote(shared, fmt, first, end) for first, end in spans]
-    frames = dict(zip(refs, (end - first for first, end in spans)))
+    frames = dict(zip(refs, (end - first for first, end in spans), strict=False))
     results = {}
     pending = list(refs)
     try:

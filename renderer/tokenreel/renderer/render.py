@@ -284,7 +284,7 @@ def _death_line(processes: list, jobs: list[_Job], futures: list[Future]) -> str
     how = ", ".join(
         f"pid {p.pid} " + (f"killed by signal {-p.exitcode}" if p.exitcode < 0 else f"exited {p.exitcode}") for p in dead
     ) or "a worker"
-    lost = [job for job, f in zip(jobs, futures) if not f.done() or f.cancelled() or f.exception() is not None]
+    lost = [job for job, f in zip(jobs, futures, strict=False) if not f.done() or f.cancelled() or f.exception() is not None]
     frames = f"frames {min(j.start for j in lost)}-{max(j.stop for j in lost) - 1}" if lost else "its frames"
     return f"a render worker died ({how}) before {frames} were rendered; nothing was written: render again"
 
@@ -322,7 +322,7 @@ def _encode_chunked(
         hashes = _run_jobs(plan, ffmpeg, jobs, workers, progress)
     else:
         hashes = []
-        for name, (data, chunk_hashes) in zip(names, chunks(plan, fmt, ffmpeg, [(j.start, j.stop) for j in jobs], progress.set)):
+        for name, (data, chunk_hashes) in zip(names, chunks(plan, fmt, ffmpeg, [(j.start, j.stop) for j in jobs], progress.set), strict=False):
             (work / name).write_bytes(data)
             hashes += chunk_hashes
     listing = work / "chunks.txt"  # the concat demuxer reads names relative to this file
@@ -340,7 +340,7 @@ def _encode_gif(plan: RenderPlan, ffmpeg: Ffmpeg, work: Path, staged: Path, prog
     passes = [fill(make_palette, palette=palette), fill(encode, palette=palette, output=staged)]
     jobs = [_Job(0, plan.frame_count, args, frame_format("gif")) for args in passes]
     first, second = [_encode_span(renderer, plan, ffmpeg, job, progress.advance) for job in jobs]
-    for index, (a, b) in enumerate(zip(first, second)):
+    for index, (a, b) in enumerate(zip(first, second, strict=False)):
         if a != b:
             raise RuntimeError(
                 f"frame {index} rendered differently on the second GIF pass: frames must depend only on their index"

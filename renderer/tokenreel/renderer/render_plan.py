@@ -361,7 +361,7 @@ def _track(session: Session, run: Run, align: str) -> ArmTrack:
     first = first_token_index(chunks)
     if first is None:
         raise ValueError(f"run: arm {run.arm!r} run {run.index} streamed no text (status {run.status})")
-    if any(b < a for a, b in zip(chunks.t_ns, chunks.t_ns[1:])):
+    if any(b < a for a, b in zip(chunks.t_ns, chunks.t_ns[1:], strict=False)):
         raise ValueError(f"run: arm {run.arm!r} run {run.index} has chunk times that go back in time")
     arm = session.arm(run.arm)
     figures = run_metrics(run)
@@ -396,7 +396,7 @@ def answer_marks(session: Session, runs: list[Run], tracks: list[ArmTrack]) -> l
     against the arm it drafts for when that arm is on screen (`tokenreel.analysis.drafting`)."""
     shown = [run.arm for run in runs]
     out = [replace(tracks[0], answer=AnswerMark(same=None))]
-    for place, (run, track) in enumerate(zip(runs[1:], tracks[1:]), start=1):
+    for place, (run, track) in enumerate(zip(runs[1:], tracks[1:], strict=False), start=1):
         target = drafted_arm(session.arms, session.arm(run.arm))
         against = shown.index(target.arm) if target is not None and target.arm in shown else 0
         result = compare(runs[against], run)
@@ -462,7 +462,7 @@ def speed_ups(runs: list[Run], tracks: list[ArmTrack], metric: str, scope: str) 
     video's one metric, from `tokenreel.analysis.claims` (so the report's figure for the same runs), and its
     finishing place."""
     out = []
-    for n, (run, track) in enumerate(zip(runs, tracks)):
+    for n, (run, track) in enumerate(zip(runs, tracks, strict=False)):
         vs_first = run_speedup(metric, run, runs[0], scope).value
         vs_prior = run_speedup(metric, run, runs[n - 1], scope).value if n else vs_first
         place = 1 + sum(other.finish_ns < track.finish_ns for other in tracks)

@@ -63,7 +63,7 @@ class VerifyResult:
 
 
 def _first_difference(then: tuple[str, ...], now: tuple[str, ...]) -> int | None:
-    for index, (a, b) in enumerate(zip(then, now)):
+    for index, (a, b) in enumerate(zip(then, now, strict=False)):
         if a != b:
             return index
     return None if len(then) == len(now) else min(len(then), len(now))

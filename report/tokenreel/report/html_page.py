@@ -289,7 +289,7 @@ def _recorded(spans: list[dict[str, str]]) -> str:
 
 def _arms(report: dict, session: Session, colors: dict[str, str]) -> str:
     rows = []
-    for entry, arm in zip(report["arms"], session.arms):
+    for entry, arm in zip(report["arms"], session.arms, strict=False):
         counts = entry["token_counts"] + (" (estimated*)" if entry["tokens_estimated"] else "")
         settings = "<br>".join(f"{esc(k)} = {esc(v)}" for k, v in entry["settings"].items())
         rows.append([

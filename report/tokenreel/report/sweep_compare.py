@@ -36,7 +36,7 @@ def crossovers(session: Session, rows: list[dict[str, Any]]) -> list[dict[str, A
     """One entry per pair of adjacent arms: the levels compared and the three crossover levels."""
     arms = [arm.id for arm in session.arms]
     by = {(row["arm"], row["level"]): row for row in rows}
-    return [_pair(session, by, base, arm) for base, arm in zip(arms, arms[1:])]
+    return [_pair(session, by, base, arm) for base, arm in zip(arms, arms[1:], strict=False)]
 
 
 def _pair(session: Session, by: dict[tuple[str, int], dict[str, Any]], base: str, arm: str) -> dict[str, Any]:

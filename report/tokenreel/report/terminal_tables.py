@@ -76,13 +76,13 @@ class FitTable(Table):
         excess = sum(widths) + overhead - options.max_width
         for floors in stages:
             while excess > 0:
-                shrinkable = [i for i, (w, f) in enumerate(zip(widths, floors)) if w > f]
+                shrinkable = [i for i, (w, f) in enumerate(zip(widths, floors, strict=False)) if w > f]
                 if not shrinkable:
                     break
                 widths[max(shrinkable, key=lambda i: widths[i] - floors[i])] -= 1
                 excess -= 1
         # Still too wide (a terminal narrower than the numbers alone): rich squeezes every column.
-        for column, fitted, full in zip(self.columns, widths, natural):
+        for column, fitted, full in zip(self.columns, widths, natural, strict=False):
             if fitted < full:
                 column.max_width = fitted
         if self.title:

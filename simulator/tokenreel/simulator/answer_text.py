@@ -269,7 +269,7 @@ def tokenize(text: str) -> list[str]:
             continue
         parts = -(-len(piece) // _SUBWORD)
         bounds = [round(i * len(piece) / parts) for i in range(parts + 1)]
-        pieces.extend(piece[a:b] for a, b in zip(bounds, bounds[1:]))
+        pieces.extend(piece[a:b] for a, b in zip(bounds, bounds[1:], strict=False))
     return pieces
 
 
@@ -376,7 +376,7 @@ def _successors(category: str) -> dict[str, tuple[str, ...]]:
     """For each token of the category's texts, the tokens that follow it there (in text order)."""
     follows: dict[str, list[str]] = {}
     for passage in _category_texts(category):
-        for a, b in zip(passage, passage[1:]):
+        for a, b in zip(passage, passage[1:], strict=False):
             follows.setdefault(a, []).append(b)
     return {a: tuple(b) for a, b in follows.items()}
 

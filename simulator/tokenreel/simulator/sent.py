@@ -96,7 +96,7 @@ class SentStream:
         if len({len(c) for c in columns}) != 1:
             raise ValueError(f"{where}.writes: {', '.join(COLUMNS)} differ in length")
         stream = cls(request_id, response_id, prompt_tokens, start_ns, *(array("q", c) for c in columns))
-        if any(b > a for b, a in zip(stream.before_ns, stream.after_ns)) or any(t < 0 for t in stream.tokens):
+        if any(b > a for b, a in zip(stream.before_ns, stream.after_ns, strict=False)) or any(t < 0 for t in stream.tokens):
             raise ValueError(f"{where}.writes: a write ends before it begins, or carries fewer than 0 tokens")
         return stream
 

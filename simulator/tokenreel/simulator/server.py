@@ -215,7 +215,7 @@ async def serve_forever(
     exposure(host)
     servers: list[SimServer] = []
     try:
-        for profile, port in zip(profiles, ports_for(profiles, base_port)):
+        for profile, port in zip(profiles, ports_for(profiles, base_port), strict=False):
             if profile.fault == "refuse":
                 log.info("%s: port %d left closed (fault refuse)", profile.id, port)
                 continue

@@ -387,7 +387,7 @@ class StreamParser:
         source = self._counted_source(text_events)
         total = usage.get("completion_tokens") if usage is not None else None
         if source == "per_event" and count_text is not None and text_events:
-            texts = [c + r + t for c, r, t in zip(chunks.content, chunks.reasoning, chunks.tool)]
+            texts = [c + r + t for c, r, t in zip(chunks.content, chunks.reasoning, chunks.tool, strict=False)]
             chunks.tokens[:] = count_text(texts)
             source = "tokenizer"
             if total is not None:  # the server's total wins (template and special tokens have no text)

@@ -176,7 +176,7 @@ async def record_on_ray(session: Session, path: Path, arm_ids: list[str] | None,
         merge = _Merge(session, Path(path))
         data = ray.put(session_to_dict(session))
         await asyncio.gather(*(_follow(actor, info, worker, replica, data, arm_ids, fail_fast, merge, on_event, result)
-                               for worker, (actor, info, replica) in enumerate(zip(workers, infos, replicas))))
+                               for worker, (actor, info, replica) in enumerate(zip(workers, infos, replicas, strict=False))))
     except (asyncio.CancelledError, KeyboardInterrupt):
         result.interrupted = True
     finally:

@@ -226,7 +226,7 @@ def _clean(value: Any, key: str | None, depth: int) -> Any:
         # argv lists: ["--api-key", "X"] keeps the flag, scrubs its value
         items = [SECRET_MASK if i and isinstance(items[i - 1], str) and is_secret_flag(items[i - 1]) else v
                  for i, v in enumerate(items)]
-        return [v for v, raw in zip(items, value) if v == SECRET_MASK or not _secret_value(raw, key)]
+        return [v for v, raw in zip(items, value, strict=False) if v == SECRET_MASK or not _secret_value(raw, key)]
     if isinstance(value, str):
         value = scrub_secrets(value)  # before the cut below: no part of a key survives
         if "-" in value:

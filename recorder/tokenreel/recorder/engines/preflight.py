@@ -62,7 +62,7 @@ async def preflight(arms: list[Arm], prompts: list[Prompt], settings: Settings) 
         checks = list(await asyncio.gather(*(
             check_arm(http, arm, prompts, settings) if launch_of(arm) is None else _launched(arm) for arm, _ in targets
         )))
-    for check, (_, name) in zip(checks, targets):
+    for check, (_, name) in zip(checks, targets, strict=False):
         check.arm = name
     return checks
 

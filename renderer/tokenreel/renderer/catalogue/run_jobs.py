@@ -114,17 +114,17 @@ def render_catalogue(jobs: Sequence[Job], workers: int = 1, progress: Progress |
         () if job.problem else tuple(o for o in job.outputs if force or not is_current(job, o, versions[o.suffix]))
         for job in jobs
     ]
-    tally = _Tally(progress, sum(_frames(job, outputs) for job, outputs in zip(jobs, todo)))
-    width = videos_at_once([j for j, o in zip(jobs, todo) if o], cpus) if chunks is not None and cpus else 1
+    tally = _Tally(progress, sum(_frames(job, outputs) for job, outputs in zip(jobs, todo, strict=False)))
+    width = videos_at_once([j for j, o in zip(jobs, todo, strict=False) if o], cpus) if chunks is not None and cpus else 1
     if width == 1:
-        return [_render_job(i, job, outputs, workers, tally, chunks) for i, (job, outputs) in enumerate(zip(jobs, todo))]
+        return [_render_job(i, job, outputs, workers, tally, chunks) for i, (job, outputs) in enumerate(zip(jobs, todo, strict=False))]
     stop = threading.Event()
     runner = partial(chunks, stop=stop)
     pool = ThreadPoolExecutor(width, thread_name_prefix="tokenreel-video")
     try:
         futures: list[Future[Outcome]] = [
             pool.submit(_render_job, i, job, outputs, workers, tally, runner, stop)
-            for i, (job, outputs) in enumerate(zip(jobs, todo))
+            for i, (job, outputs) in enumerate(zip(jobs, todo, strict=False))
         ]
         pending = set(futures)
         while pending:  # with a timeout, so that a Ctrl-C is raised here at once

@@ -65,7 +65,7 @@ def _cmap_format4(data: bytes, at: int) -> set[int]:
     deltas = struct.unpack_from(f">{seg_count}H", data, deltas_at)
     offsets = struct.unpack_from(f">{seg_count}H", data, ranges_at)
     covered: set[int] = set()
-    for seg, (start, end, delta, offset) in enumerate(zip(starts, ends, deltas, offsets)):
+    for seg, (start, end, delta, offset) in enumerate(zip(starts, ends, deltas, offsets, strict=False)):
         if start == 0xFFFF:
             continue
         for code in range(start, end + 1):

@@ -691,8 +691,8 @@ class GlyphPainter:
         upem, ppem = shaping.units_per_em(fonts.EMOJI), fonts.EMOJI_SIZE
         images = [raster.color(fonts.EMOJI, g.gid, ppem) for g in glyphs]
         pens = [sum(g.x_advance for g in glyphs[:k]) * ppem // upem for k in range(len(glyphs))]
-        big = Image.new("RGBA", (max([p + i.width for p, i in zip(pens, images)] + [1]), max([i.height for i in images] + [1])), (0, 0, 0, 0))
-        for pen, image in zip(pens, images):
+        big = Image.new("RGBA", (max([p + i.width for p, i in zip(pens, images, strict=False)] + [1]), max([i.height for i in images] + [1])), (0, 0, 0, 0))
+        for pen, image in zip(pens, images, strict=False):
             big.alpha_composite(image, (pen, 0))
         return big
 

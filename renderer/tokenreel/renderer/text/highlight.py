@@ -126,7 +126,7 @@ def styled_stream(
     styles: list[str] = []
     ends: list[int] = []
     used = at = total = 0
-    for thought, answer, call in zip(reasoning, content, tool):
+    for thought, answer, call in zip(reasoning, content, tool, strict=False):
         used += len(answer)
         upto = shown.offset(used)
         parts += (thought, shown.text[at:upto], call)

@@ -85,10 +85,10 @@ def _units(items: Sequence[Cluster]) -> tuple[list[_Unit], int]:
     base = 1 if bidi.is_rtl_paragraph(joined) else 0
     levels = bidi.levels(joined)
     strong = [unicodedata.bidirectional(text[0]) in ("L", "R", "AL") for text in texts]
-    first = next((item.cell.font for item, s in zip(items, strong) if s), None)
+    first = next((item.cell.font for item, s in zip(items, strong, strict=False) if s), None)
     near = first if first in fonts.RTL else None  # the RTL font of the nearest strong unit before (else after)
     units, at = [], 0
-    for k, (item, text) in enumerate(zip(items, texts)):
+    for k, (item, text) in enumerate(zip(items, texts, strict=False)):
         font = fonts.REGULAR if item.kind in (SPACE, TAB) else item.cell.font
         if strong[k]:
             near = font if font in fonts.RTL else None
@@ -140,7 +140,7 @@ class _Shaper:
         size64 = glyph_size64(font, self.size)
         placed, width = raster.place(shaped, font, size64)
         out, pen = [], 0
-        for p, g in zip(placed, shaped):
+        for p, g in zip(placed, shaped, strict=False):
             pen4 = raster.scale4(pen, font, size64)
             pen += g.x_advance
             out.append(_Glyph(p, owner[g.cluster], pen4, raster.scale4(pen, font, size64) - pen4))

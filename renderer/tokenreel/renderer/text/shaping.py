@@ -45,7 +45,7 @@ def shape(text: str, filename: str, rtl: bool = False) -> tuple[Glyph, ...]:
     hb.shape(_font(filename), buffer, {})
     return tuple(
         Glyph(info.codepoint, info.cluster, pos.x_advance, pos.x_offset, pos.y_offset)
-        for info, pos in zip(buffer.glyph_infos, buffer.glyph_positions)
+        for info, pos in zip(buffer.glyph_infos, buffer.glyph_positions, strict=False)
     )
 
 

@@ -64,15 +64,15 @@ def _draw_pair(ax: Axes, shown: list[dict[str, Any]], color: str, style: Style, 
     each per-request ratio written by its point; returns the highest figure drawn."""
     x = [c["level"] for c in shown]
     per = [c["per_request"] for c in shown]
-    bands = [(c["level"], *f["ci95"]) for c, f in zip(shown, per) if f["ci95"] is not None]
+    bands = [(c["level"], *f["ci95"]) for c, f in zip(shown, per, strict=False) if f["ci95"] is not None]
     if bands:
-        bx, low, high = zip(*bands)
+        bx, low, high = zip(*bands, strict=False)
         ax.fill_between(bx, low, high, color=color, alpha=0.25, linewidth=0, zorder=2)
     ax.plot(x, [f["ratio"] for f in per], "o-", color=color, linewidth=2.2, markersize=6, zorder=4)
     aggregate = [(c["level"], c["aggregate"]["ratio"]) for c in shown if c["aggregate"]["ratio"] is not None]
     if aggregate:
-        ax.plot(*zip(*aggregate), "s--", color=color, linewidth=1.4, markersize=4, alpha=0.85, zorder=3)
-    for level, f in zip(x, per) if values else ():
+        ax.plot(*zip(*aggregate, strict=False), "s--", color=color, linewidth=1.4, markersize=4, alpha=0.85, zorder=3)
+    for level, f in zip(x, per, strict=False) if values else ():
         ax.annotate(multiplier(f["ratio"]), (level, f["ratio"]), xytext=(7, 5), textcoords="offset points",
                     color=style.title, fontsize=SIZE["small"], zorder=5)
     return max([f["ratio"] for f in per] + [r for _, r in aggregate] + [b[2] for b in bands])
@@ -171,7 +171,7 @@ def throughput_chart(session: Session, report: dict[str, Any], style: Style) -> 
         ax.plot(x, y, "o-", color=style.arm(i), linewidth=2.2, markersize=7, zorder=3, gid=f"throughput-{arm.id}")
         levels += [ax.annotate(str(row["level"]), (px, py), xytext=SPOTS[0][:2], textcoords="offset points", ha=SPOTS[0][2],
                                va=SPOTS[0][3], color=style.arm(i), fontsize=SIZE["small"], zorder=4)
-                   for row, px, py in zip(shown, x, y)]
+                   for row, px, py in zip(shown, x, y, strict=False)]
         handles.append(Line2D([], [], color=style.arm(i), linewidth=2.2, marker="o", label=short_label(arm.label)))
         right, top = max(right, *x), max(top, *y)
         chart.summary += [f"{arm.label} at {row['level']}: {figure(row['aggregate_output_tok_s'], 1, ' tok/s')} aggregate,"
