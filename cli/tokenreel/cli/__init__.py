@@ -11,21 +11,21 @@ from tokenreel.base.interrupts import exit_while_starting
 
 exit_while_starting()  # first: Ctrl-C while the commands load exits 130 (`Command.invoke` hands it over)
 
-# Each import registers its command on `app`, in this order.
-from tokenreel.cli import (
-    compare,  # noqa: F401
-    demo,  # noqa: F401
-    plan,  # noqa: F401
-    plot,  # noqa: F401
-    prompts,  # noqa: F401
-    record,  # noqa: F401
-    render,  # noqa: F401
-    render_all,  # noqa: F401
-    report,  # noqa: F401
-    simulate,  # noqa: F401
-    sweep,  # noqa: F401
-    verify,  # noqa: F401
-)
-from tokenreel.cli.app import app
+# Each import registers its command on `app`, in this order (so isort leaves them as they are).
+# isort: off
+from tokenreel.cli import report  # noqa: E402, F401
+from tokenreel.cli import compare  # noqa: E402, F401
+from tokenreel.cli import plot  # noqa: E402, F401
+from tokenreel.cli import record  # noqa: E402, F401
+from tokenreel.cli import sweep  # noqa: E402, F401
+from tokenreel.cli import simulate  # noqa: E402, F401
+from tokenreel.cli import render  # noqa: E402, F401
+from tokenreel.cli import render_all  # noqa: E402, F401
+from tokenreel.cli import verify  # noqa: E402, F401
+from tokenreel.cli import demo  # noqa: E402, F401
+from tokenreel.cli import prompts  # noqa: E402, F401
+from tokenreel.cli import plan  # noqa: E402, F401
+from tokenreel.cli.app import app  # noqa: E402
+# isort: on
 
 __all__ = ["app"]
