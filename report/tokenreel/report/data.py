@@ -7,6 +7,7 @@ nothing of its own; the json format is exactly this, every figure at full precis
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import Any
 
 from tokenreel.analysis.answers import build_answers
 from tokenreel.analysis.claims import DEFINITIONS, all_speedups, claim_text, headline, interval_text, scope_text
@@ -20,9 +21,9 @@ from tokenreel.session.gpu import gpu_hardware
 from tokenreel.session.model import Arm, Session, fingerprint_summary
 
 REPORT_FORMAT = "tokenreel.report"
-
-
 REPORT_VERSION = 1
+# A report as build_report gives it: JSON-shaped data, what the json format prints.
+Report = dict[str, Any]
 
 
 def build_report(session: Session, baseline: str | None = None, selection: RunSelection = DEFAULT_SELECTION) -> dict:
