@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import asdict
+from typing import Literal, assert_never, get_args
 
 from tokenreel.analysis.comparison import (
     EXIT_CODES,
@@ -261,11 +262,23 @@ def to_csv(c: Comparison) -> str:
     return out.getvalue()
 
 
-def render_comparison(c: Comparison, fmt: str) -> str:
+CompareFormat = Literal["md", "json", "csv"]
+COMPARE_FORMATS: tuple[CompareFormat, ...] = get_args(CompareFormat)
+
+
+def parse_compare_format(text: str) -> CompareFormat:
+    """--format as one of COMPARE_FORMATS (no html: a comparison is tables, not a page)."""
+    for fmt in COMPARE_FORMATS:
+        if text == fmt:
+            return fmt
+    raise ValueError(f"--format: compare writes md, json or csv, not {text!r}")
+
+
+def render_comparison(c: Comparison, fmt: CompareFormat) -> str:
     if fmt == "md":
         return strip_controls(to_markdown(c))  # text for people, as the report's (render_report)
     if fmt == "json":
         return to_json(to_data(c))
     if fmt == "csv":
         return strip_controls(to_csv(c))
-    raise ValueError(f"--format: compare writes md, json or csv, not {fmt!r}")
+    assert_never(fmt)
