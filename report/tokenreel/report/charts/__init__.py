@@ -33,7 +33,7 @@ from tokenreel.report.charts.itl import itl_chart
 from tokenreel.report.charts.race import race_chart
 from tokenreel.report.charts.style import Chart, Style, drawing, finish, png_bytes, svg_text
 from tokenreel.report.charts.sweep_charts import SWEEP_STEMS, sweep_charts
-from tokenreel.report.data import build_report
+from tokenreel.report.data import Report, build_report
 from tokenreel.report.sweep_data import sweep_report
 from tokenreel.session.model import Session
 
@@ -75,7 +75,7 @@ def _stems(session: Session, prompt_ids: list[str]) -> list[str]:
     return ["ladder", "categories", *_race_stems(prompt_ids), "itl"]
 
 
-def _charts(session: Session, report: dict, prompt_ids: list[str], theme: str) -> dict[str, Chart]:
+def _charts(session: Session, report: Report, prompt_ids: list[str], theme: str) -> dict[str, Chart]:
     """File stem -> finished chart, in `_stems` order."""
     style = Style.of(load_theme(theme))
     with drawing():
@@ -91,7 +91,7 @@ def _charts(session: Session, report: dict, prompt_ids: list[str], theme: str) -
     return charts
 
 
-def chart_svgs(session: Session, report: dict, prompt_id: str | None = None, theme: str = "dark") -> dict[str, str]:
+def chart_svgs(session: Session, report: Report, prompt_id: str | None = None, theme: str = "dark") -> dict[str, str]:
     """Chart name ("ladder", "categories", "race", "itl") -> SVG text, for inlining in HTML.
 
     `report` is `build_report(session, ...)`'s dict; the race is for `prompt_id` (default: the
@@ -102,7 +102,7 @@ def chart_svgs(session: Session, report: dict, prompt_id: str | None = None, the
     return {("race" if stem.startswith("race-") else stem): svg_text(chart) for stem, chart in charts.items()}
 
 
-def sweep_svgs(session: Session, report: dict, theme: str = "dark") -> dict[str, str]:
+def sweep_svgs(session: Session, report: Report, theme: str = "dark") -> dict[str, str]:
     """A sweep's charts ("sweep-speedup", "sweep-throughput") -> SVG text, for inlining in HTML;
     `report` is `sweep_report(session)`'s dict."""
     return {stem: svg_text(chart) for stem, chart in _charts(session, report, [], theme).items()}
