@@ -1,4 +1,4 @@
-"""A sweep's report as data (issue 27, item 2, first part): one row per arm and level.
+"""A sweep's report as data: one row per arm and level.
 
 Each row: the level's record (`model.LevelRecord`: status, error, requests completed and failed),
 and from its measured requests that completed (warmup left out, every failed one too):

@@ -150,8 +150,8 @@ class Reply:
         at that token and stay alike after it (a word dropped, a line's indent one space short).
         """
         if 0 < diverges_at <= n:
-            out = self.tokens(n + 1)
-            return out[: diverges_at - 1] + out[diverges_at:]
+            longer = self.tokens(n + 1)
+            return longer[: diverges_at - 1] + longer[diverges_at:]
         out: list[str] = []
         for passage in self._chain():
             if len(out) >= n:

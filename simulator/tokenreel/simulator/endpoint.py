@@ -25,12 +25,13 @@ import contextlib
 import logging
 import socket
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from time import perf_counter_ns
 from typing import Any
 
 import orjson
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from tokenreel.simulator.control import SimState, control_refusal
 from tokenreel.simulator.counters import Tally, make_counters, metrics_off
@@ -129,7 +130,7 @@ class SimServer:
             self._runner = None
 
     @web.middleware
-    async def _guard(self, request: web.Request, handler: Any) -> web.StreamResponse:
+    async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """/sim needs the token (control.py); a malformed request is a 400 with one line, never
         a 500 with a traceback: whatever a handler could not make sense of before it started
         answering is the request's fault, named in the error's message."""
@@ -281,7 +282,7 @@ class SimServer:
         finally:
             self._slots.release()
 
-    async def _steps(self, ctx: Context, fault: FaultMode | None, tally: Tally, begun: float) -> AsyncIterator[Step]:
+    async def _steps(self, ctx: Context, fault: FaultMode | None, tally: Tally, begun: float) -> AsyncGenerator[Step, None]:
         """The request's steps once it runs (`begun`: arrival, or when its slot came free)."""
         plan, start, profile, scale = ctx.plan, ctx.t_start, self.profile, self.time_scale
         target = begun + scale * profile.ttft_s
@@ -397,7 +398,7 @@ class SimServer:
         if fault == "stall":
             await asyncio.sleep(STALL_S)
         loop = asyncio.get_running_loop()
-        async for step in self._engine(ctx, None, Tally()):
+        async for _ in self._engine(ctx, None, Tally()):
             now = loop.time()
             ctx.t_first = ctx.t_first if ctx.t_first is not None else now
             ctx.t_last = now

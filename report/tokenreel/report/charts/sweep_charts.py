@@ -1,4 +1,4 @@
-"""A sweep's two charts (issue 27, item 3), drawn from its report (`report.sweep.sweep_report`)
+"""A sweep's two charts, drawn from its report (`report.sweep_data.sweep_report`)
 so they cannot disagree with it:
 
 - speedup: per pair of adjacent arms, the per-request speed-up against concurrency with its
