@@ -107,7 +107,7 @@ def test_same_bytes_twice_and_in_a_fresh_process(demo: Session, tmp_path: Path) 
     second = write_charts(demo, tmp_path / "b", ["png", "svg"])
     fresh = tmp_path / "c"
     script = (
-        "import sys; from pathlib import Path; from tokenreel import archive; from tokenreel.report.charts import write_charts;"
+        "import sys; from pathlib import Path; from tokenreel.session import archive; from tokenreel.report.charts import write_charts;"
         "write_charts(archive.load(sys.argv[1]), Path(sys.argv[2]), ['png', 'svg'])"
     )
     subprocess.run([sys.executable, "-c", script, str(DEMO), str(fresh)], check=True, cwd=tmp_path)

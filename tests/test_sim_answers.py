@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from tests.test_cli import run_cli, write_config
+from tokenreel.assets import names
 from tokenreel.recorder.suites import load_prompts, random_prompt
 from tokenreel.session import archive
 from tokenreel.session.model import Prompt
@@ -22,7 +23,7 @@ from tokenreel.simulator.server import SimCluster
 from tokenreel.simulator.written_answers import BUILTIN
 
 REPO = Path(__file__).resolve().parents[1]
-SUITES = sorted(p.stem for p in (REPO / "assets" / "prompts").glob("*.jsonl"))
+SUITES = names("prompts", ".jsonl")
 SHIPPED_MAX_TOKENS = 512  # assets/tokenreel/assets/configs/simulated-ladder.toml; the demo forces 256
 DEMO_TOKENS = 256
 

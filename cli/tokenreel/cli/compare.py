@@ -62,7 +62,7 @@ def compare(
       tokenreel compare sessions/ladder.json sessions/ladder-rerun.json --tolerance 1 -o compare.csv
     """
     from tokenreel.analysis.comparison import EXIT_CODES, compare_sessions
-    from tokenreel.report.compare import render_comparison, summary_line
+    from tokenreel.report.compare import parse_compare_format, render_comparison, summary_line
 
     try:
         tolerance_pct = float(tolerance)
@@ -70,12 +70,12 @@ def compare(
         tolerance_pct = math.nan
     if not math.isfinite(tolerance_pct) or tolerance_pct < 0:
         fail(f"--tolerance {tolerance}: give a percentage of 0 or more, e.g. --tolerance 2")
-    fmt = report_format(fmt, out_path)
+    asked = report_format(fmt, out_path)
     comparison = compare_sessions(
         load_session(a_path), load_session(b_path), tolerance_pct, (str(a_path), str(b_path))
     )
     with user_errors():
-        text = render_comparison(comparison, fmt)
+        text = render_comparison(comparison, parse_compare_format(asked))
     if out_path is None:
         sys.stdout.write(strip_controls(text))
     else:

@@ -62,15 +62,16 @@ def plot(
       tokenreel plot sessions/ladder.json --out out/charts --format svg --prompt code-1 --theme light
       tokenreel plot sessions/sweep.json --out out/sweep-charts
     """
-    from tokenreel.report.charts import write_charts
+    from tokenreel.report.charts import parse_chart_formats, write_charts
 
-    formats = list(dict.fromkeys(part.strip().lower() for part in fmt.split(",") if part.strip()))
     session = load_session(session_path, sweep_ok=True)
     if session.kind == "sweep" and (prompt is not None or exclude_host_contended):
         fail(f"{shown_path(session_path)}: a sweep session: its charts take no --prompt or --exclude-host-contended")
     prompt_ids = [p.id for p in session.prompts]
     if prompt is not None and prompt not in prompt_ids:
         fail(f"--prompt: no prompt {prompt!r} in the session; choose one of {', '.join(prompt_ids)} (session {shown_path(session_path)})")
+    with user_errors():
+        formats = parse_chart_formats(fmt)
     with user_errors(out_dir):
         paths = write_charts(session, out_dir, formats, None if prompt is None else [prompt], theme, force,
                              RunSelection(exclude_host_contended=exclude_host_contended))

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -15,6 +16,9 @@ from tokenreel.cli.app import EXCLUDE_HOST_HELP, app, check_writable, err, fail,
 from tokenreel.cli.terminal import Command
 from tokenreel.session.model import Session
 
+if TYPE_CHECKING:
+    from tokenreel.report import ReportFormat
+
 
 @app.command(cls=Command, short_help="The ladder (each arm vs the prior and the first): md, json, csv, html.")
 def report(
@@ -23,7 +27,8 @@ def report(
         str | None,
         typer.Option(
             "--format", "-f", metavar="md|json|csv|html",
-            help="md (tables like the seeds'), json, csv or html (one page with charts and a replay); wins over the --out extension (default: that, else md).",
+            help="md (tables like the seeds'), json, csv or html (one page with charts and a replay); "
+            "wins over the --out extension (default: that, else md).",
         ),
     ] = None,
     baseline: Annotated[
@@ -60,15 +65,17 @@ def report(
       tokenreel report sessions/ladder.json --exclude-host-contended
       tokenreel report sessions/sweep.json -o sweep.html   # crossovers, ratio tables, both charts
     """
-    from tokenreel.report import render_report
+    from tokenreel.report import parse_report_format, render_report
 
-    fmt = report_format(fmt, out_path)
+    asked = report_format(fmt, out_path)
     session = load_session(session_path, sweep_ok=True)
+    with user_errors():
+        chosen = parse_report_format(asked)
     if session.kind == "sweep":
-        text = _sweep_report(session_path, session, fmt, baseline)
+        text = _sweep_report(session_path, session, chosen, baseline)
     else:
         with user_errors():
-            text = render_report(session, fmt, baseline, RunSelection(exclude_host_contended=exclude_host_contended))
+            text = render_report(session, chosen, baseline, RunSelection(exclude_host_contended=exclude_host_contended))
     if out_path is None:
         sys.stdout.write(strip_controls(text))  # a report on a terminal: no escapes from session text
         return
@@ -78,7 +85,7 @@ def report(
     err.print(f"report written to {shown_path(out_path)}", markup=False)
 
 
-def _sweep_report(path: Path, session: Session, fmt: str, baseline: str | None) -> str:
+def _sweep_report(path: Path, session: Session, fmt: ReportFormat, baseline: str | None) -> str:
     """A sweep's report (`report.sweep`) as json, markdown or html; csv, one line and exit 2."""
     from tokenreel.report.sweep_data import sweep_json
     from tokenreel.report.sweep_html import sweep_html
@@ -87,4 +94,5 @@ def _sweep_report(path: Path, session: Session, fmt: str, baseline: str | None) 
     if fmt == "csv" or baseline is not None:
         fail(f"{shown_path(path)}: a sweep session (tokenreel sweep): its report is --format md, json or html, no"
              " --baseline (no csv for a sweep: its rows are in the json)")
-    return {"json": sweep_json, "md": sweep_markdown, "html": sweep_html}[fmt](session)
+    views: dict[ReportFormat, Callable[[Session], str]] = {"json": sweep_json, "md": sweep_markdown, "html": sweep_html}
+    return views[fmt](session)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from tokenreel.cli.app import app, err, fail, os_error_line, out, split_ids, user_errors
 from tokenreel.cli.terminal import Command
+
+if TYPE_CHECKING:
+    from tokenreel.simulator.profiles import FaultMode
 
 
 @app.command(cls=Command, short_help="Serve vLLM-like endpoints that imitate the seed ladder (no GPU).")
@@ -54,21 +57,22 @@ def simulate(
       tokenreel simulate --fault nvfp4=429 --fault bf16=stall
       tokenreel simulate --engine llamacpp
     """
-    from tokenreel.simulator.control import TOKEN_HEADER
-    from tokenreel.simulator.profiles import ENGINES, FAULTS, profile_by_id
-    from tokenreel.simulator.server import SIM_TOKEN, exposure, ports_for, serve_forever
+    from tokenreel.simulator.control import SIM_TOKEN, TOKEN_HEADER
+    from tokenreel.simulator.profiles import ENGINES, Profile, engine_name, profile_by_id
+    from tokenreel.simulator.server import exposure, ports_for, serve_forever
 
-    chosen = []
+    chosen: list[Profile] = []
     with user_errors():
-        if engine not in ENGINES:
+        wire = engine_name(engine)
+        if wire is None:
             raise ValueError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
-        faults = dict(_split_fault(item, FAULTS) for item in fault or [])
+        faults = dict(_split_fault(item) for item in fault or [])
         for profile_id in split_ids(profiles) or []:
             try:
                 profile = profile_by_id(profile_id)
             except KeyError as exc:
                 raise ValueError(f"--profiles: {exc.args[0]}") from None
-            chosen.append(dataclasses.replace(profile, engine=engine, fault=faults.get(profile_id, profile.fault)))
+            chosen.append(dataclasses.replace(profile, engine=wire, fault=faults.get(profile_id, profile.fault)))
         warning = exposure(host)  # an explicit address only; a non-loopback one is said loudly
         ports = ports_for(chosen, port)
     if warning:
@@ -86,8 +90,12 @@ def simulate(
         pass
 
 
-def _split_fault(item: str, known: tuple[str, ...]) -> tuple[str, str]:
-    profile_id, _, mode = item.partition("=")
-    if mode not in known:
-        raise ValueError(f"--fault {item!r}: expected PROFILE=MODE with MODE one of {', '.join(known)}")
+def _split_fault(item: str) -> tuple[str, FaultMode]:
+    """One --fault PROFILE=MODE as (profile id, mode); ValueError lists the modes."""
+    from tokenreel.simulator.profiles import FAULTS, fault_mode
+
+    profile_id, _, asked = item.partition("=")
+    mode = fault_mode(asked)
+    if mode is None:
+        raise ValueError(f"--fault {item!r}: expected PROFILE=MODE with MODE one of {', '.join(FAULTS)}")
     return profile_id, mode

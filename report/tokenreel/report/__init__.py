@@ -5,6 +5,8 @@ per format; `render_report` picks one.
 
 from __future__ import annotations
 
+from typing import Literal, assert_never, get_args
+
 from tokenreel.analysis.selection import DEFAULT_SELECTION, RunSelection
 from tokenreel.base.safe_text import strip_controls
 from tokenreel.report.csv_format import to_csv
@@ -14,11 +16,20 @@ from tokenreel.report.json_format import to_json
 from tokenreel.report.markdown import to_markdown
 from tokenreel.session.model import Session
 
-FORMATS = ("md", "json", "csv", "html")
-__all__ = ["FORMATS", "build_report", "render_report", "to_csv", "to_html", "to_json", "to_markdown"]
+ReportFormat = Literal["md", "json", "csv", "html"]
+FORMATS: tuple[ReportFormat, ...] = get_args(ReportFormat)
+__all__ = ["FORMATS", "ReportFormat", "build_report", "parse_report_format", "render_report", "to_csv", "to_html", "to_json", "to_markdown"]
 
 
-def render_report(session: Session, fmt: str, baseline: str | None = None, selection: RunSelection = DEFAULT_SELECTION) -> str:
+def parse_report_format(text: str) -> ReportFormat:
+    """--format as one of FORMATS (exactly as spelled); ValueError says which are known."""
+    for fmt in FORMATS:
+        if text == fmt:
+            return fmt
+    raise ValueError(f"--format: unknown format {text!r}; use md, json, csv or html")
+
+
+def render_report(session: Session, fmt: ReportFormat, baseline: str | None = None, selection: RunSelection = DEFAULT_SELECTION) -> str:
     """The session's report in one of FORMATS, its figures under `selection`. A sweep session
     (`tokenreel sweep`) is refused: its views are `report.sweep` (json), `sweep_md`, `sweep_html`."""
     if session.kind == "sweep":
@@ -32,4 +43,4 @@ def render_report(session: Session, fmt: str, baseline: str | None = None, selec
         return strip_controls(to_csv(report))
     if fmt == "html":
         return to_html(report, session)
-    raise ValueError(f"--format: unknown format {fmt!r}; use md, json, csv or html")
+    assert_never(fmt)

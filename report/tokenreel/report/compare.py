@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import asdict
+from typing import Any, Literal, assert_never, get_args
 
 from tokenreel.analysis.comparison import (
     EXIT_CODES,
@@ -170,19 +171,19 @@ def to_markdown(c: Comparison) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _verdict_data(v: Verdict) -> dict:
+def _verdict_data(v: Verdict) -> dict[str, Any]:
     """A verdict's figures, flat beside the row's own: full precision, the interval in %."""
     return {"estimate_pct": v.estimate_pct, "diff_ci95": v.diff_ci95, "diff_ci95_note": v.note,
             "verdict": v.verdict, f"more_{v.unit}": v.more}
 
 
-def _judged_data(item: LadderDiff | RatioDiff | CellDiff) -> dict:
+def _judged_data(item: LadderDiff | RatioDiff | CellDiff) -> dict[str, Any]:
     data = asdict(item)
     del data["verdict"]
     return {**data, **_verdict_data(item.verdict)}
 
 
-def to_data(c: Comparison) -> dict:
+def to_data(c: Comparison) -> dict[str, Any]:
     """The comparison as plain data; the json format prints exactly this."""
     def plain(item: object) -> object:
         if isinstance(item, dict):
@@ -191,7 +192,7 @@ def to_data(c: Comparison) -> dict:
             return [plain(v) for v in item]
         return item + 0.0 if isinstance(item, float) else item  # no -0.0 from a tiny negative difference
 
-    return plain({
+    data = {
         "format": COMPARE_FORMAT,
         "version": COMPARE_VERSION,
         "a": {"path": c.a, "session": c.session_a},
@@ -215,7 +216,8 @@ def to_data(c: Comparison) -> dict:
         "cells": [_judged_data(cell) for cell in c.cells],
         "unmatched": [asdict(u) for u in c.unmatched],
         "notes": c.notes,
-    })
+    }
+    return {key: plain(value) for key, value in data.items()}
 
 
 FIGURE_CSV_PARTS = ("a", "b", "diff_pct", "spread_a", "spread_b", "within_spread")
@@ -227,7 +229,7 @@ CSV_KEYS = (
 )
 
 
-def _verdict_csv(row: dict) -> dict:
+def _verdict_csv(row: dict[str, Any]) -> dict[str, Any]:
     low, high = row["diff_ci95"] or (None, None)
     return {**{k: row[k] for k in VERDICT_CSV_KEYS if k in row}, "diff_ci95_low": low, "diff_ci95_high": high}
 
@@ -240,7 +242,7 @@ def to_csv(c: Comparison) -> str:
     writer = csv.DictWriter(out, fieldnames=CSV_KEYS, lineterminator="\n")
     writer.writeheader()
 
-    def write(row: dict) -> None:
+    def write(row: dict[str, Any]) -> None:
         writer.writerow({k: csv_value(v) for k, v in row.items()})
 
     for r in data["ladder"]:
@@ -261,11 +263,23 @@ def to_csv(c: Comparison) -> str:
     return out.getvalue()
 
 
-def render_comparison(c: Comparison, fmt: str) -> str:
+CompareFormat = Literal["md", "json", "csv"]
+COMPARE_FORMATS: tuple[CompareFormat, ...] = get_args(CompareFormat)
+
+
+def parse_compare_format(text: str) -> CompareFormat:
+    """--format as one of COMPARE_FORMATS (no html: a comparison is tables, not a page)."""
+    for fmt in COMPARE_FORMATS:
+        if text == fmt:
+            return fmt
+    raise ValueError(f"--format: compare writes md, json or csv, not {text!r}")
+
+
+def render_comparison(c: Comparison, fmt: CompareFormat) -> str:
     if fmt == "md":
         return strip_controls(to_markdown(c))  # text for people, as the report's (render_report)
     if fmt == "json":
         return to_json(to_data(c))
     if fmt == "csv":
         return strip_controls(to_csv(c))
-    raise ValueError(f"--format: compare writes md, json or csv, not {fmt!r}")
+    assert_never(fmt)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import csv
 import io
+from typing import Any
 
+from tokenreel.report.data import Report
 from tokenreel.report.wording import LATENCY_FIGURES, fingerprint_text
 
 CELL_KEYS = (
@@ -29,8 +31,8 @@ RATIO_CSV_KEYS = tuple(
 )
 
 
-def _ratio_columns(scope: str, row: dict, ratios: tuple[str, ...]) -> dict:
-    out = {}
+def _ratio_columns(scope: str, row: dict[str, Any], ratios: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for ratio in ratios:
         ci = row[f"{ratio}_ci95"] or [None, None]
         out |= {f"{scope}_{ratio}": row[ratio], f"{scope}_{ratio}_ci95_low": ci[0], f"{scope}_{ratio}_ci95_high": ci[1],
@@ -48,7 +50,7 @@ LATENCY_CSV_KEYS = tuple(f"{name}_{stat}" for name, _, _ in LATENCY_FIGURES for 
 ANSWER_CSV_KEYS = ("identical", "common_prefix_tokens", "common_prefix_chars", "similarity", "diverges_at_token")
 
 
-def _answer_rows(report: dict) -> dict[tuple[str, str], dict]:
+def _answer_rows(report: Report) -> dict[tuple[str, str], dict[str, Any]]:
     return {(row["arm"], p["prompt"]): row for p in report["answers"]["prompts"] for row in p["arms"]}
 
 
@@ -59,11 +61,10 @@ def csv_value(value: object) -> object:
     return value
 
 
-def to_csv(report: dict) -> str:
+def to_csv(report: Report) -> str:
     out = io.StringIO()
-    writer = csv.DictWriter(
-        out, fieldnames=(*CELL_KEYS, *ARM_CSV_KEYS, *RATIO_CSV_KEYS, *LATENCY_CSV_KEYS, *ANSWER_CSV_KEYS, "answer_note"), lineterminator="\n"
-    )
+    fieldnames = (*CELL_KEYS, *ARM_CSV_KEYS, *RATIO_CSV_KEYS, *LATENCY_CSV_KEYS, *ANSWER_CSV_KEYS, "answer_note")
+    writer = csv.DictWriter(out, fieldnames=fieldnames, lineterminator="\n")
     answers = _answer_rows(report)
     writer.writeheader()
     arms = {a["arm"]: a for a in report["arms"]}

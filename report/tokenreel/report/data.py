@@ -7,25 +7,26 @@ nothing of its own; the json format is exactly this, every figure at full precis
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import Any
 
 from tokenreel.analysis.answers import build_answers
 from tokenreel.analysis.claims import DEFINITIONS, all_speedups, claim_text, headline, interval_text, scope_text
 from tokenreel.analysis.engine_figures import arm_fingerprint, engine_agreement, prompt_cache
-from tokenreel.analysis.ladder import build_cells, build_ladder, category_ladders, category_table, common_prompts, missing_cells
+from tokenreel.analysis.ladder import Cell, build_cells, build_ladder, category_ladders, category_table, common_prompts, missing_cells
 from tokenreel.analysis.latency import PERCENTILE_METHOD, Latency, LatencyRow, build_latency
 from tokenreel.analysis.replica_ladders import replica_ladders
 from tokenreel.analysis.selection import DEFAULT_SELECTION, RunSelection, host_contended
 from tokenreel.report.wording import LATENCY_FIGURES
 from tokenreel.session.gpu import gpu_hardware
-from tokenreel.session.model import Arm, Session, fingerprint_summary
+from tokenreel.session.model import Arm, Run, Session, fingerprint_summary
 
 REPORT_FORMAT = "tokenreel.report"
-
-
 REPORT_VERSION = 1
+# A report as build_report gives it: JSON-shaped data, what the json format prints.
+Report = dict[str, Any]
 
 
-def build_report(session: Session, baseline: str | None = None, selection: RunSelection = DEFAULT_SELECTION) -> dict:
+def build_report(session: Session, baseline: str | None = None, selection: RunSelection = DEFAULT_SELECTION) -> Report:
     """The report as plain data; the json format prints exactly this, every figure at full
     precision (rounding belongs to the tables people read)."""
     if baseline is not None and baseline not in {a.id for a in session.arms}:
@@ -67,7 +68,7 @@ def build_report(session: Session, baseline: str | None = None, selection: RunSe
     }
 
 
-def headline_entry(session: Session, cells: list) -> dict | None:
+def headline_entry(session: Session, cells: list[Cell]) -> dict[str, Any] | None:
     """The session's headline claim (its last arm against its first, decode, over the suite) with
     the words every view prints it with, so the report and the video's end card say the same."""
     claim = headline(session, cells)
@@ -86,12 +87,12 @@ def headline_entry(session: Session, cells: list) -> dict | None:
     }
 
 
-def report_selection(report: dict) -> RunSelection:
+def report_selection(report: Report) -> RunSelection:
     """The run selection a report was built with (its "selection" entry), for views built on it."""
     return RunSelection(exclude_host_contended=report["selection"]["exclude_host_contended"])
 
 
-def host_summary(session: Session) -> dict:
+def host_summary(session: Session) -> dict[str, Any]:
     """Whether the engine's host was watched (local endpoints only) and how loaded it was."""
     measured = [r for r in session.runs if not r.warmup and r.status == "ok"]
     watched = [r for r in measured if r.host is not None]
@@ -106,7 +107,7 @@ def host_summary(session: Session) -> dict:
     }
 
 
-def gpu_entry(arm: Arm) -> dict:
+def gpu_entry(arm: Arm) -> dict[str, Any]:
     """The arm's GPU as the GPU gate read it before its last recording (every check kept in
     "checks"), and whether any recording of it found the GPU busy (flagged)."""
     last = asdict(arm.gpu[-1]) if arm.gpu else None
@@ -120,7 +121,7 @@ def gpu_entry(arm: Arm) -> dict:
     }
 
 
-def run_clocks(session: Session, selection: RunSelection) -> list[dict]:
+def run_clocks(session: Session, selection: RunSelection) -> list[dict[str, Any]]:
     """Which clock stamped each measured ok run, its client delay, and whether it is in the figures."""
     out = []
     for run in session.runs:
@@ -144,12 +145,12 @@ def run_clocks(session: Session, selection: RunSelection) -> list[dict]:
     return out
 
 
-def _measured_runs(session: Session, arm: str, prompt: str | None = None) -> list:
+def _measured_runs(session: Session, arm: str, prompt: str | None = None) -> list[Run]:
     return [r for r in session.runs if r.arm == arm and (prompt is None or r.prompt == prompt)
             and not r.warmup and r.status == "ok"]
 
 
-def _with_counts(session: Session, cell: dict) -> dict:
+def _with_counts(session: Session, cell: dict[str, Any]) -> dict[str, Any]:
     """How the cell's runs counted tokens ("usage_delta", ..., "per_event") and whether any guessed."""
     runs = _measured_runs(session, cell["arm"], cell["prompt"])
     cell["token_counts"] = ",".join(sorted({r.token_source for r in runs}))
@@ -157,7 +158,7 @@ def _with_counts(session: Session, cell: dict) -> dict:
     return cell
 
 
-def _arm_entry(session: Session, arm: Arm) -> dict:
+def _arm_entry(session: Session, arm: Arm) -> dict[str, Any]:
     runs = _measured_runs(session, arm.id)
     return {
         "arm": arm.id,
@@ -169,14 +170,14 @@ def _arm_entry(session: Session, arm: Arm) -> dict:
     }
 
 
-def _latency_row(row: LatencyRow) -> dict:
-    entry: dict = {"arm": row.arm, **({} if row.prompt is None else {"prompt": row.prompt}), "runs": row.runs}
+def _latency_row(row: LatencyRow) -> dict[str, Any]:
+    entry: dict[str, Any] = {"arm": row.arm, **({} if row.prompt is None else {"prompt": row.prompt}), "runs": row.runs}
     for name, _, _ in LATENCY_FIGURES:
         entry[name] = asdict(getattr(row, name))
     return entry
 
 
-def _latency_entry(latency: Latency) -> dict:
+def _latency_entry(latency: Latency) -> dict[str, Any]:
     """Arms over the prompts every arm has (listed in "arm_prompts"), cells over their own runs."""
     return {
         "method": PERCENTILE_METHOD,

@@ -1,41 +1,29 @@
 """`tokenreel report --format html`: the whole report as one page, with the race replayed in the browser.
 
 Why one file with everything inline (CSS, script, SVG charts, the runs as JSON): a report is
-mailed, attached to a ticket or opened from a CI artefact, often offline, and a page that fetches
-anything (a CDN script, a web font) breaks there and tells a third party it was opened. Its
-Content-Security-Policy forbids every fetch, so a slip shows as a console error, never as a
-silent request. It runs only the page's own script, allowed by its SHA-256 computed as the page
-is built (no 'unsafe-inline' for scripts): a script smuggled in by an injection would not run.
-Styles stay 'unsafe-inline': the charts' SVG and the per-arm colours are style attributes, which
-a hash cannot allow, and CSS cannot run code.
+mailed, attached to a ticket or opened from a CI artefact, often offline; the shell
+(`html_shell.page`) forbids every fetch and allows only the page's own script, by its hash.
+This module builds the sections; the replay's data and player are `html_replay`'s.
 
-The figures are the markdown report's (same data, same rounding: `tokenreel.analysis.figures`). The
-replay plays each arm's median run per prompt (`tokenreel.analysis.ladder.median_run`, as the video does
-by default) from the archived arrival times, measured from request send; its script
-(assets/tokenreel/assets/html/replay.js) reads the runs from a JSON <script> element. Answer text is untrusted:
-the JSON is escaped so it cannot end its element, and the script inserts text with textContent.
+The figures are the markdown report's (same data, same rounding: `tokenreel.analysis.figures`).
 The page is deterministic: the same session gives the same bytes.
 """
-
 from __future__ import annotations
 
-import base64
-import hashlib
-import math
 import re
-from collections.abc import Iterable, Sequence
-
-import orjson
+from typing import Any
 
 from tokenreel import assets
 from tokenreel.analysis.figures import MISSING, figure
-from tokenreel.analysis.ladder import median_run
-from tokenreel.analysis.metrics import NS_PER_S, first_token_index, last_token_index, output_tokens, run_metrics
+from tokenreel.analysis.metrics import output_tokens, run_metrics
 from tokenreel.analysis.selection import RunSelection, first_token_late
-from tokenreel.base.safe_text import BIDI_CONTROLS, esc
-from tokenreel.base.theme import RGB, Theme, load_theme
+from tokenreel.base.safe_text import esc
+from tokenreel.base.theme import load_theme
 from tokenreel.report.charts import chart_svgs
-from tokenreel.report.data import report_selection
+from tokenreel.report.charts.style import hex_color
+from tokenreel.report.data import Report, report_selection
+from tokenreel.report.html_replay import replay_data, replay_section, script_json
+from tokenreel.report.html_shell import THEME, arm_name, html_table, inline_svg, page
 from tokenreel.report.wording import (
     ESTIMATED_NOTE,
     LATENCY_FIGURES,
@@ -60,33 +48,9 @@ from tokenreel.report.wording import (
 )
 from tokenreel.session.model import Run, Session
 
-THEME = "dark"
-# No fetch of any kind: only the page's own inline styles, its one script (by hash), data: images.
-CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src {scripts}; img-src data:; base-uri 'none'; form-action 'none'"
-_BIDI = re.compile(f"[{BIDI_CONTROLS}]")
-SPEEDS = ("0.25", "0.5", "1", "2", "4")
-NS_PER_MS = 1_000_000
-
-
-def _hex(rgb: RGB) -> str:
-    return "#{:02x}{:02x}{:02x}".format(*rgb)
-
 
 def _step(i: int) -> str:
     return STEP_MARKS[i] if i < len(STEP_MARKS) else str(i + 1)
-
-
-def html_table(headers: Sequence[str], rows: Iterable[Sequence[str]], numeric: Sequence[int] = (), labelled: bool = False) -> str:
-    """A table of already-escaped cells; columns in `numeric` are right-aligned figures. A
-    `labelled` table's cells carry their column's (plain) header, for a narrow screen's cards."""
-
-    def cell(i: int, text: str) -> str:
-        label = f' data-label="{headers[i]}"' if labelled else ""
-        return f'<td{" class=num" if i in numeric else ""}{label}>{text}</td>'
-
-    head = "".join(f'<th{" class=num" if i in numeric else ""}>{h}</th>' for i, h in enumerate(headers))
-    body = "".join("<tr>" + "".join(cell(i, c) for i, c in enumerate(row)) + "</tr>" for row in rows)
-    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def _markdown_inline(text: str) -> str:
@@ -102,15 +66,11 @@ def _ratio(value: float | None, ci95: list[float] | None) -> str:
     return esc(ratio) + (f' <span class="ci">{esc(interval)}</span>' if interval else "")
 
 
-def arm_name(label: str, color: str) -> str:
-    return f'<span class="arm-name"><span class="dot" style="--accent:{color}"></span>{esc(label)}</span>'
-
-
 # ---------------------------------------------------------------------------------------------
 # Sections
 
 
-def _header(report: dict, session: Session) -> str:
+def _header(report: Report, session: Session) -> str:
     s = session.settings
     forced = f"max_tokens {s.max_tokens}" + (" forced (ignore_eos)" if s.ignore_eos else "")
     facts = [
@@ -122,10 +82,11 @@ def _header(report: dict, session: Session) -> str:
         '<p class="banner">Recorded against simulated endpoints (<code>tokenreel simulate</code>), not real GPUs.</p>'
         if report["simulated"] else ""
     )
-    return f"<header><h1>{esc(report['session'])}</h1>{_headline(report['headline'])}<p class=facts>{esc(' · '.join(facts))}</p>{banner}</header>"
+    facts_line = f"<p class=facts>{esc(' · '.join(facts))}</p>"
+    return f"<header><h1>{esc(report['session'])}</h1>{_headline(report['headline'])}{facts_line}{banner}</header>"
 
 
-def _headline(claim: dict | None) -> str:
+def _headline(claim: dict[str, Any] | None) -> str:
     """The story first: the report's headline claim in its own words (no figure computed here)."""
     if claim is None:
         return '<p class="claim none">One arm: no comparison to claim.</p>'
@@ -138,7 +99,7 @@ def _headline(claim: dict | None) -> str:
     )
 
 
-def _ladder(report: dict, colors: dict[str, str]) -> str:
+def _ladder(report: Report, colors: dict[str, str]) -> str:
     estimated = {a["arm"] for a in report["arms"] if a["tokens_estimated"]}
     best = max((r["decode_tok_s"] for r in report["ladder"] if r["decode_tok_s"] is not None), default=None)
     rows = []
@@ -169,7 +130,7 @@ def _ladder(report: dict, colors: dict[str, str]) -> str:
     return f'<section id="ladder"><h2>The ladder</h2>{table}{"".join(notes)}</section>'
 
 
-def _categories(report: dict, labels: dict[str, str]) -> str:
+def _categories(report: Report, labels: dict[str, str]) -> str:
     if not report["categories"]:
         return ""
     arm_ids = [row["arm"] for row in report["ladder"]]
@@ -190,7 +151,7 @@ def _categories(report: dict, labels: dict[str, str]) -> str:
     )
 
 
-def _charts(session: Session, report: dict) -> str:
+def _charts(session: Session, report: Report) -> str:
     """The charts of `tokenreel plot`, inline; the race is the first prompt's (the video's default)."""
     if not session.prompts:
         return ""
@@ -201,26 +162,19 @@ def _charts(session: Session, report: dict) -> str:
     return f'<section id="charts"><h2>Charts</h2><div class="charts">{figures}</div></section>'
 
 
-_XML_PROLOGUE = re.compile(r"\A\s*(<\?xml[^>]*\?>\s*)?(<!DOCTYPE[^>]*>\s*)?", re.S)
-
-
-def inline_svg(svg: str) -> str:
-    """An SVG document as an element of the page: its XML declaration and doctype dropped."""
-    return _XML_PROLOGUE.sub("", svg, count=1)
-
-
-def _distribution(d: dict, digits: int) -> str:
+def _distribution(d: dict[str, Any], digits: int) -> str:
     if not d["n"]:
         return MISSING
     spread = f'<span class="dim">{figure(d["min"], digits)}–{figure(d["max"], digits)}</span>'
     return f'{" / ".join(figure(d[p], digits) for p in ("p50", "p90", "p99"))}<br>{spread}'
 
 
-def _latency(report: dict, labels: dict[str, str], colors: dict[str, str]) -> str:
+def _latency(report: Report, labels: dict[str, str], colors: dict[str, str]) -> str:
     latency = report["latency"]
-    headers = ["Arm", "Runs", *(f"{label} ms<br><span class=dim>p50 / p90 / p99<br>min–max</span>" for _, label, _ in LATENCY_FIGURES), "ITL tokens"]
+    spread = "<br><span class=dim>p50 / p90 / p99<br>min–max</span>"
+    headers = ["Arm", "Runs", *(f"{label} ms{spread}" for _, label, _ in LATENCY_FIGURES), "ITL tokens"]
 
-    def rows(entries: list[dict], with_prompt: bool) -> list[list[str]]:
+    def rows(entries: list[dict[str, Any]], with_prompt: bool) -> list[list[str]]:
         return [
             [
                 arm_name(labels.get(r["arm"], r["arm"]), colors.get(r["arm"], "")) + (f" · {esc(r['prompt'])}" if with_prompt else ""),
@@ -240,7 +194,7 @@ def _latency(report: dict, labels: dict[str, str], colors: dict[str, str]) -> st
     )
 
 
-def _answer_row(row: dict) -> list[str]:
+def _answer_row(row: dict[str, Any]) -> list[str]:
     """Same answer, common prefix, similarity, divergence, both sides' context, note (the markdown's columns)."""
     note = esc(row["note"])
     if row["identical"] is None:
@@ -255,7 +209,7 @@ def _answer_row(row: dict) -> list[str]:
     ]
 
 
-def _answers(report: dict, labels: dict[str, str], colors: dict[str, str]) -> str:
+def _answers(report: Report, labels: dict[str, str], colors: dict[str, str]) -> str:
     """Each arm's answer against the reference arm's, then runs of one arm that differ among themselves."""
     answers = report["answers"]
     reference = answers["reference_arm"]
@@ -287,7 +241,7 @@ def _recorded(spans: list[dict[str, str]]) -> str:
     )
 
 
-def _arms(report: dict, session: Session, colors: dict[str, str]) -> str:
+def _arms(report: Report, session: Session, colors: dict[str, str]) -> str:
     rows = []
     for entry, arm in zip(report["arms"], session.arms, strict=False):
         counts = entry["token_counts"] + (" (estimated*)" if entry["tokens_estimated"] else "")
@@ -302,7 +256,7 @@ def _arms(report: dict, session: Session, colors: dict[str, str]) -> str:
     return f'<section id="arms"><h2>Arms</h2>{table}<p class=note>Recorded on {esc(host or "an unknown host")}.</p></section>'
 
 
-def _cells(report: dict) -> str:
+def _cells(report: Report) -> str:
     rows = []
     for c in report["cells"]:
         star = "*" if c["tokens_estimated"] else ""
@@ -320,7 +274,8 @@ def _cells(report: dict) -> str:
          "Accept. len", "Accept. rate", "Like-for-like", "Contended", "Host CPU pressure"],
         rows, numeric=tuple(range(3, 12)),
     )
-    notes = "".join(f"<p class=note>{esc(line)}</p>" for line in [report["selection"]["rule"], *host_notes(report), *gpu_notes(report)] if line)
+    lines = [report["selection"]["rule"], *host_notes(report), *gpu_notes(report)]
+    notes = "".join(f"<p class=note>{esc(line)}</p>" for line in lines if line)
     if any(c["ttft_left_out"] for c in report["cells"]):
         notes += "<p class=note>† the TTFT leaves out runs whose first token was read together with later ones.</p>"
     missing = ""
@@ -390,7 +345,8 @@ def _runs(session: Session, replayed: set[tuple[str, str, int]], selection: RunS
         rows.append([
             esc(run.arm), esc(run.prompt), str(run.index) + (" ▶" if run.key in replayed else ""), "yes" if run.warmup else "no", status,
             _counted(run, selection),
-            _run_contended(run), str(n), short, _yes(run.tokens_estimated, f"yes ({run.token_source})") if run.tokens_estimated else esc(run.token_source),
+            _run_contended(run), str(n), short,
+            _yes(True, f"yes ({run.token_source})") if run.tokens_estimated else esc(run.token_source),
             figure(m.ttft_s, 3), figure(m.decode_tok_s), _run_clock(run, selection), _run_host(run),
             f"<span class=nowrap>{esc(run.started_at or MISSING)}</span>",
         ])
@@ -409,162 +365,20 @@ def _runs(session: Session, replayed: set[tuple[str, str, int]], selection: RunS
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# The replay
-
-
-def _track(session: Session, run: Run) -> dict:
-    """One arm's median run for the replay: every event's time (ns from request send), tokens and text."""
-    chunks = run.chunks
-    first = first_token_index(chunks)
-    last = last_token_index(chunks)
-    m = run_metrics(run)
-    track: dict = {
-        "arm": run.arm,
-        "run": run.index,
-        "t": chunks.t_ns,
-        "tokens": chunks.tokens,
-        "first": first,
-        "last": last,
-        "total": max(session.settings.max_tokens, output_tokens(run)),
-        "estimated": run.tokens_estimated,
-        "ttft": figure(m.ttft_s, 2, " s"),
-        "decode": figure(m.decode_tok_s, 1),
-        "done": figure(chunks.t_ns[last] / NS_PER_S, 2, " s") if last is not None else MISSING,
-    }
-    for name in ("content", "reasoning", "tool"):
-        column = getattr(chunks, name)
-        if any(column):
-            track[name] = column
-    return track
-
-
-def _places(tracks: list[dict]) -> None:
-    """Finishing place among the arms of one prompt (ties share a place), as the video's."""
-    finishes = sorted({t["t"][t["last"]] for t in tracks if t.get("last") is not None})
-    for t in tracks:
-        if t.get("last") is not None:
-            t["place"] = 1 + sum(1 for f in finishes if f < t["t"][t["last"]])
-
-
-def replay_data(session: Session, report: dict) -> dict:
-    """What replay.js plays: per prompt, each arm's median run under the report's selection (or why it has none)."""
-    selection = report_selection(report)
-    missing = {(m["arm"], m["prompt"]): m["reason"] for m in report["missing_cells"]}
-    prompts = []
-    for prompt in session.prompts:
-        tracks = []
-        for arm in session.arms:
-            run = median_run(session, arm.id, prompt.id, selection)
-            if run is None or first_token_index(run.chunks) is None:
-                why = missing.get((arm.id, prompt.id), "no usable run with a decode speed (fewer than two token events)")
-                tracks.append({"arm": arm.id, "missing": why})
-            else:
-                tracks.append(_track(session, run))
-        _places(tracks)
-        end_ns = max((t["t"][-1] for t in tracks if t.get("t")), default=0)
-        prompts.append({
-            "id": prompt.id,
-            "category": prompt.category,
-            "messages": [[m.get("role", ""), m.get("content", "")] for m in prompt.messages],
-            "prompt": prompt.prompt,
-            "end_ms": math.ceil(end_ns / NS_PER_MS),
-            "tracks": tracks,
-        })
-    return {"arms": [a.id for a in session.arms], "prompts": prompts}
-
-
-def _script_json(data: dict) -> str:
-    """JSON that is safe inside <script>: every '<' escaped, so no text can end the element, and
-    every bidi control too, so the page's bytes hold none raw (the values are unchanged)."""
-    return _BIDI.sub(lambda m: f"\\u{ord(m.group()):04x}", orjson.dumps(data).decode().replace("<", "\\u003c"))
-
-
-def _replay(session: Session, data: dict, colors: dict[str, str]) -> tuple[str, set[tuple[str, str, int]]]:
-    if not data["prompts"] or not session.arms:
-        return '<section id="replay"><h2>Replay</h2><p class=note>Nothing to replay: the session has no prompts or no arms.</p></section>', set()
-    options = "".join(f'<option value="{i}">{esc(p["id"])} ({esc(p["category"])})</option>' for i, p in enumerate(data["prompts"]))
-    speeds = "".join(
-        f'<button type="button" data-speed="{s}" aria-pressed="{"true" if s == "1" else "false"}">{s}×</button>' for s in SPEEDS
-    )
-    panels = "".join(
-        f'<article class="arm-panel" data-arm="{esc(arm.id)}" data-tokens="0" style="--accent:{colors[arm.id]}">'
-        f'<header><span class="dot"></span><span class="label">{esc(arm.label)}</span><span class="run dim"></span></header>'
-        '<div class="big"><span class="rate">—</span><span class="unit"> tok/s decode</span></div>'
-        '<div class="stats"><span class="count"></span><span class="ttft"></span><span class="elapsed"></span></div>'
-        '<div class="progress"><div class="fill"></div></div>'
-        '<pre class="stream" tabindex="0"></pre></article>'
-        for arm in session.arms
-    )
-    replayed = {(t["arm"], p["id"], t["run"]) for p in data["prompts"] for t in p["tracks"] if "run" in t}
-    section = (
-        '<section id="replay"><h2>Replay</h2>'
-        "<p class=note>Each arm's median run of the prompt (the run the video plays by default), streamed at the "
-        "recorded pace: time is measured from request send, so TTFT shows; the arms were recorded one after another "
-        "and race here side by side.</p>"
-        '<div class="controls">'
-        f'<label>Prompt <select id="prompt">{options}</select></label>'
-        '<button type="button" id="play" class="play">▶ Play</button>'
-        f'<div class="speeds" role="group" aria-label="Playback speed">{speeds}</div>'
-        '<input type="range" id="scrub" min="0" max="0" step="1" value="0" aria-label="Time from request send (ms)">'
-        '<output id="clock" data-ms="0">0.000 s</output>'
-        "</div>"
-        '<details class="prompt-text"><summary id="prompt-summary">Prompt</summary><div id="prompt-messages"></div></details>'
-        f'<div class="panels" style="--arms:{min(len(session.arms), 4)}">{panels}</div>'
-        "</section>"
-    )
-    return section, replayed
-
-
-# ---------------------------------------------------------------------------------------------
-
-
-def _theme_css(theme: Theme) -> str:
-    fields = ("background", "panel", "panel_edge", "title", "text", "dim", "faint", "reasoning", "tool", "good")
-    plain = "".join(f"--{f.replace('_', '-')}:{_hex(getattr(theme, f))};" for f in fields)
-    syntax = "".join(f"--syntax-{name}:{_hex(rgb)};" for name, rgb in theme.syntax)  # the video's code colours
-    return ":root{" + plain + syntax + "}"
-
-
-def csp(*scripts: str) -> str:
-    """The policy allowing exactly these inline scripts, each by the SHA-256 of its text ('none':
-    a page without a script)."""
-    hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(s.encode()).digest()).decode()}'" for s in scripts)
-    return CSP.format(scripts=hashes or "'none'")
-
-
-def page(title: str, sections: list[str], theme: Theme, tail: str = "", script: str = "") -> str:
-    """The shell of every HTML view: the policy, the theme's colours and the stylesheet, the
-    sections, then `tail` (escaped data elements) and the page's one `script`, if any."""
-    css = assets.file("html", "report.css").read_text(encoding="utf-8")
-    scripts = (tail + "\n" if tail else "") + (f"<script>{script}</script>" if script else "")
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{csp(script) if script else csp()}">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{esc(title)}</title>"
-        f"<style>{_theme_css(theme)}\n{css}</style></head>\n"
-        f"<body><main>{''.join(sections)}</main>"
-        '<footer>Made with tokenreel. One self-contained file: it loads nothing from the network.</footer>\n'
-        f"{scripts}</body></html>\n"
-    )
-
-
-def to_html(report: dict, session: Session) -> str:
+def to_html(report: Report, session: Session) -> str:
     """The report (build_report's data) as one self-contained HTML page; its notes, tables and
     replay all follow the run selection the report was built with, so they cannot disagree."""
     selection = report_selection(report)
     theme = load_theme(THEME)
-    colors = {arm.id: _hex(theme.accent(i)) for i, arm in enumerate(session.arms)}
+    colors = {arm.id: hex_color(theme.accent(i)) for i, arm in enumerate(session.arms)}
     labels = {arm.id: arm.label for arm in session.arms}
     data = replay_data(session, report)
-    replay, replayed = _replay(session, data, colors)
+    replay, replayed = replay_section(session, data, colors)
     sections = [
         _header(report, session), _ladder(report, colors), replay, _categories(report, labels),
         _charts(session, report), _latency(report, labels, colors), _answers(report, labels, colors),
         _arms(report, session, colors), _cells(report), _runs(session, replayed, selection),
     ]
     script = assets.file("html", "replay.js").read_text(encoding="utf-8")
-    tail = f'<script type="application/json" id="replay-data">{_script_json(data)}</script>'
+    tail = f'<script type="application/json" id="replay-data">{script_json(data)}</script>'
     return page(f"{report['session']} · tokenreel report", sections, theme, tail, script)

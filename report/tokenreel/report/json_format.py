@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 
 
-def to_json(report: dict) -> str:
+def to_json(report: dict[str, Any]) -> str:
     return orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n"

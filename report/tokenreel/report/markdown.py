@@ -4,9 +4,11 @@ step, vs. original), so a write-up can paste it as is."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from tokenreel.analysis.claims import RATIO_METRICS
 from tokenreel.analysis.figures import figure
+from tokenreel.report.data import Report
 from tokenreel.report.wording import (
     ESTIMATED_NOTE,
     LATENCY_FIGURES,
@@ -33,7 +35,7 @@ from tokenreel.report.wording import (
 from tokenreel.session.model import Session
 
 
-def _latency_figures(row: dict) -> str:
+def _latency_figures(row: dict[str, Any]) -> str:
     """'p50 / p90 / p99 | min–max' of each latency figure, then the ITL token count."""
     parts = []
     for name, _, digits in LATENCY_FIGURES:
@@ -43,7 +45,7 @@ def _latency_figures(row: dict) -> str:
     return " | ".join([*parts, str(row["itl_ms"]["n"])])
 
 
-def _latency_tables(report: dict) -> list[str]:
+def _latency_tables(report: Report) -> list[str]:
     """Percentile tables per arm and per cell, with their populations; an empty one says why."""
     latency = report["latency"]
     labels = {a["arm"]: a["label"] for a in report["arms"]}
@@ -65,7 +67,7 @@ def _latency_tables(report: dict) -> list[str]:
     return [*lines, *(["Percentiles missing:", "", *missing, ""] if missing else [])]
 
 
-def _arms_table(report: dict) -> list[str]:
+def _arms_table(report: Report) -> list[str]:
     """Each arm: what its endpoint said (fingerprint) and what the config declared ([arms.settings])."""
     lines = ["| Arm | Endpoint says | Declared settings | Token counts |", "|---|---|---|---|"]
     for a in report["arms"]:
@@ -79,7 +81,7 @@ def _est(text: str, estimated: bool) -> str:
     return f"{text}\\*" if estimated and text != "—" else text
 
 
-def _clock_notes(report: dict, session: Session) -> list[str]:
+def _clock_notes(report: Report, session: Session) -> list[str]:
     """Which clock timed the runs (one line when all agree), the reason for every user-clock
     group, and every client_busy run with what became of it."""
     runs = report["clocks"]
@@ -118,7 +120,7 @@ def _clock_notes(report: dict, session: Session) -> list[str]:
     return [*lines, "", *host_notes(report), *gpu_notes(report)]
 
 
-def _ratios_table(report: dict, labels: dict[str, str]) -> list[str]:
+def _ratios_table(report: Report, labels: dict[str, str]) -> list[str]:
     """Every arm against the prior and the first over the suite, in decode, end to end and first
     token, each with its interval (or the reason it has none)."""
     suite = {(s["metric"], s["arm"], s["vs"]): s for s in report["speedups"] if s["scope"] == "suite"}
@@ -139,7 +141,7 @@ def _ratios_table(report: dict, labels: dict[str, str]) -> list[str]:
     return [legend, "", *lines, ""]
 
 
-def _headline(claim: dict | None) -> list[str]:
+def _headline(claim: dict[str, Any] | None) -> list[str]:
     """The story first, in the report's own words (the video's end card says the same)."""
     if claim is None:
         return ["One arm: no comparison to claim.", ""]
@@ -148,7 +150,7 @@ def _headline(claim: dict | None) -> list[str]:
             f" Speed-up in {claim['definition']}.", ""]
 
 
-def to_markdown(report: dict, session: Session) -> str:
+def to_markdown(report: Report, session: Session) -> str:
     labels = {arm.id: arm.label for arm in session.arms}
     lines: list[str] = [f"# {report['session']}", "", *_headline(report["headline"])]
     if report["simulated"]:
@@ -193,7 +195,8 @@ def to_markdown(report: dict, session: Session) -> str:
             lines.append(f"| {category.capitalize()} | {values} | {ratio_text(last['vs_first'], last['vs_first_ci95'])} |")
         lines += ["", category_interval_note(report), ""]
     lines += [
-        "| Arm | Prompt | Category | Runs | Tokens | TTFT s | TPOT ms | Decode tok/s | E2E tok/s | Spread | Accept. len | Accept. rate | Like-for-like | Contended | Host CPU pressure |",
+        "| Arm | Prompt | Category | Runs | Tokens | TTFT s | TPOT ms | Decode tok/s | E2E tok/s | Spread | Accept. len | Accept. rate"
+        " | Like-for-like | Contended | Host CPU pressure |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in report["cells"]:
@@ -218,7 +221,7 @@ def _md_code(text: str) -> str:
     return f"{fence} {escaped} {fence}"
 
 
-def _answer_cells(row: dict) -> str:
+def _answer_cells(row: dict[str, Any]) -> str:
     if row["identical"] is None:
         return f"not compared | — | — | — | — | — | {row['note']}"
     prefix = f"{row['common_prefix_tokens']} tokens, {row['common_prefix_chars']} chars"
@@ -228,7 +231,7 @@ def _answer_cells(row: dict) -> str:
             f"| {_md_code(row['reference_context'])} | {_md_code(row['arm_context'])} | {row['note']}")
 
 
-def _answers_section(report: dict, labels: dict[str, str]) -> list[str]:
+def _answers_section(report: Report, labels: dict[str, str]) -> list[str]:
     """Each arm's answer against the reference's, then runs of one arm that differ among themselves."""
     answers = report["answers"]
     if answers["reference_arm"] is None:
@@ -250,7 +253,7 @@ def _answers_section(report: dict, labels: dict[str, str]) -> list[str]:
     return [*lines, ""]
 
 
-def _replicas_section(report: dict, labels: dict[str, str]) -> list[str]:
+def _replicas_section(report: Report, labels: dict[str, str]) -> list[str]:
     """Each replica alone (`tokenreel.analysis.replica_ladders`): a slow, failed or contended one shows."""
     replicas = report.get("replicas") or []
     if not replicas:

@@ -1,4 +1,4 @@
-"""A sweep's arms compared level by level (issue 27, item 2): ratios with intervals, crossovers.
+"""A sweep's arms compared level by level: ratios with intervals, crossovers.
 
 Adjacent arms are compared in the session's order: arm i + 1 (`arm`, usually the drafter) against
 arm i (`vs`, its base), each level on its own.

@@ -1,4 +1,4 @@
-"""A sweep's report as data (issue 27, item 2, first part): one row per arm and level.
+"""A sweep's report as data: one row per arm and level.
 
 Each row: the level's record (`model.LevelRecord`: status, error, requests completed and failed),
 and from its measured requests that completed (warmup left out, every failed one too):
@@ -75,10 +75,10 @@ def _row(session: Session, record: LevelRecord) -> dict[str, Any]:
 
 def _window_s(runs: list[Run], record: LevelRecord) -> float | None:
     """First send to last event of the runs, in seconds; the recorded wall time otherwise."""
-    timed = [r for r in runs if r.send_monotonic_ns is not None and len(r.chunks)]
+    timed = [(r.send_monotonic_ns, r.chunks.t_ns[-1]) for r in runs if r.send_monotonic_ns is not None and len(r.chunks)]
     if runs and len(timed) == len(runs):
-        start = min(r.send_monotonic_ns for r in timed)  # type: ignore[type-var]
-        end = max(r.send_monotonic_ns + r.chunks.t_ns[-1] for r in timed)  # type: ignore[operator]
+        start = min(send for send, _ in timed)
+        end = max(send + last for send, last in timed)
         return (end - start) / NS_PER_S if end > start else None
     return record.wall_s
 

@@ -1,8 +1,8 @@
 """A sweep's report as one HTML page (`tokenreel report SWEEP --format html`): the crossover
 sentences first, then both charts inline as SVG, the pairs' ratios with their intervals and
-each arm's levels. The ladder page's shell (`html_page.page`: its Content-Security-Policy, here
+each arm's levels. The HTML views' shell (`html_shell.page`: its Content-Security-Policy, here
 with no script at all, its stylesheet, its escaping) and the markdown view's cells
-(`sweep_md`), so the three views of a sweep print the same figures. Deterministic: the same
+(`sweep_markdown`), so the three views of a sweep print the same figures. Deterministic: the same
 session gives the same bytes.
 """
 
@@ -14,7 +14,7 @@ from tokenreel.base.safe_text import esc
 from tokenreel.base.theme import load_theme
 from tokenreel.report.charts import sweep_svgs
 from tokenreel.report.charts.style import hex_color
-from tokenreel.report.html_page import THEME, arm_name, html_table, inline_svg, page
+from tokenreel.report.html_shell import THEME, arm_name, html_table, inline_svg, page
 from tokenreel.report.sweep_data import sweep_report
 from tokenreel.report.sweep_markdown import CROSSOVER_MEANING, LEVEL_HEADERS, level_cells, missing_note, ratio_cell
 from tokenreel.session.model import Session

@@ -55,7 +55,8 @@ class FitTable(Table):
         def width(renderables: Iterable[Any]) -> int:
             return max((Measurement.get(console, options, r).maximum for r in renderables), default=0)
 
-        natural, stages = [], ([], [], [])
+        natural: list[int] = []
+        stages: tuple[list[int], list[int], list[int]] = ([], [], [])
         for index, column in enumerate(self.columns):
             column.max_width = None
             values = width(column.cells)

@@ -6,6 +6,8 @@ cannot give is never a bare dash, the wording says why.
 
 from __future__ import annotations
 
+from typing import Any
+
 from tokenreel.analysis.figures import figure, multiplier
 from tokenreel.analysis.ladder import ITSELF
 from tokenreel.analysis.latency import MISSING_REASONS, PERCENTILE_METHOD
@@ -28,7 +30,7 @@ def fingerprint_text(items: dict[str, str], sep: str = " · ") -> str:
 LATENCY_FIGURES = (("ttft_ms", "TTFT", 1), ("tpot_ms", "TPOT", 2), ("itl_ms", "ITL", 2))
 
 
-def latency_legend(latency: dict) -> str:
+def latency_legend(latency: dict[str, Any]) -> str:
     """Which runs the percentiles cover and how they are computed, for every format that shows them."""
     shared = latency["arm_prompts"]
     return (
@@ -40,7 +42,7 @@ def latency_legend(latency: dict) -> str:
     )
 
 
-def latency_gaps(latency: dict) -> list[str]:
+def latency_gaps(latency: dict[str, Any]) -> list[str]:
     """One line per missing percentile figure (arm, or arm / prompt) with the reason."""
     missing = []
     for r in [*latency["arms"], *latency["cells"]]:
@@ -62,7 +64,7 @@ def rate_text(value: float | None) -> str:
     return figure(None if value is None else value * 100, 0, " %")
 
 
-def host_text(cell: dict) -> str:
+def host_text(cell: dict[str, Any]) -> str:
     """The engine host's highest CPU pressure over the cell's runs and how many were flagged."""
     if cell["host_pressure_pct"] is None:
         return f"not watched ({cell['host_note'] or 'recorded before tokenreel watched the host'})"
@@ -70,13 +72,13 @@ def host_text(cell: dict) -> str:
     return f"max {figure(cell['host_pressure_pct'], 0, ' %')}{flagged}"
 
 
-def contended_text(cell: dict) -> str:
+def contended_text(cell: dict[str, Any]) -> str:
     if cell["contended"] is None:
         return f"unknown ({cell['contention_note'] or 'not checked'})"
     return "yes" if cell["contended"] else "no"
 
 
-def acceptance_notes(report: dict) -> list[str]:
+def acceptance_notes(report: dict[str, Any]) -> list[str]:
     """One line per arm whose acceptance length is missing (why) or approximate (how far off)."""
     lines = []
     for row in report["ladder"]:
@@ -93,7 +95,7 @@ def acceptance_notes(report: dict) -> list[str]:
     return ["Acceptance length and rate, where not measured exactly:", "", *lines, ""]
 
 
-def engine_notes(report: dict) -> list[str]:
+def engine_notes(report: dict[str, Any]) -> list[str]:
     """The engine's own figures beside ours: decode agreement and prompt-cache hits, per arm,
     each missing one said with its reason (a report built before issue 29 has neither)."""
     labels = {a["arm"]: a["label"] for a in report["arms"]}
@@ -120,7 +122,7 @@ def engine_notes(report: dict) -> list[str]:
     return [head + ":", "", *lines, ""]
 
 
-def host_notes(report: dict) -> list[str]:
+def host_notes(report: dict[str, Any]) -> list[str]:
     """The engine's host: how loaded it was during the runs, or why it was not watched."""
     host = report["host"]
     threshold = figure(host["threshold_pct"], 0, " %")
@@ -141,7 +143,7 @@ def host_notes(report: dict) -> list[str]:
     return [*lines, ""] if lines else []
 
 
-def gpu_notes(report: dict) -> list[str]:
+def gpu_notes(report: dict[str, Any]) -> list[str]:
     """Each arm's GPU as the GPU gate read it (name, memory, driver, clocks, power limit) and its
     verdict; one line for arms never checked (remote endpoints, or sessions from before)."""
     lines, unchecked = [], []
@@ -166,7 +168,7 @@ def gpu_notes(report: dict) -> list[str]:
     return [*lines, ""] if lines else []
 
 
-def gpu_device_text(device: dict) -> str:
+def gpu_device_text(device: dict[str, Any]) -> str:
     """"GPU 0 NVIDIA H200, 140.4 GiB, SM 1980 of 1980 MHz, memory 3201 of 3201 MHz, power limit 700 W"."""
     def clock(now: int | None, top: int | None) -> str:
         return f"{now if now is not None else '—'} of {top if top is not None else '—'} MHz"
@@ -177,7 +179,7 @@ def gpu_device_text(device: dict) -> str:
             f" memory {clock(device['mem_clock_mhz'], device['mem_clock_max_mhz'])}, power limit {power}")
 
 
-def run_names(runs: list[dict]) -> str:
+def run_names(runs: list[dict[str, Any]]) -> str:
     """"bf16 / prose-1 / run 2" for up to 3 runs, else the count per arm."""
     if len(runs) <= 3:
         return ", ".join(f"{r['arm']} / {r['prompt']} / run {r['index']}" for r in runs)
@@ -185,7 +187,7 @@ def run_names(runs: list[dict]) -> str:
     return f"{len(runs)} runs (" + ", ".join(f"{arm} {arms.count(arm)}" for arm in dict.fromkeys(arms)) + ")"
 
 
-def ladder_note(report: dict) -> str:
+def ladder_note(report: dict[str, Any]) -> str:
     """What the ladder's figures are (medians of how many runs, over which prompts), for every format."""
     runs = sorted({c["runs"] for c in report["cells"]})
     return (
@@ -206,7 +208,7 @@ def answers_legend(reference: str) -> str:
     )
 
 
-def repeats_summary(answers: dict) -> tuple[str, list[str]]:
+def repeats_summary(answers: dict[str, Any]) -> tuple[str, list[str]]:
     """What repeated runs of one arm say (nondeterminism): a sentence, and one line per flagged cell."""
     checked = answers["repeat_checked_cells"]
     gpu = answers.get("gpu_notes", [])
@@ -214,7 +216,8 @@ def repeats_summary(answers: dict) -> tuple[str, list[str]]:
         return (
             f"Nondeterministic at temperature 0: runs of one arm on one prompt whose texts differ, warmups included "
             f"({len(answers['nondeterministic'])} of {checked} cells with repeated runs):",
-            [*gpu, *(f"{n['arm']} / {n['prompt']} (runs {', '.join(map(str, n['runs']))}): {n['detail']}" for n in answers["nondeterministic"])],
+            [*gpu, *(f"{n['arm']} / {n['prompt']} (runs {', '.join(map(str, n['runs']))}): {n['detail']}"
+                     for n in answers["nondeterministic"])],
         )
     if answers["temperature"] == 0:
         if checked:
@@ -240,7 +243,7 @@ INTERVAL_MEANING = (
 )
 
 
-def stopping_text(stopping: dict | None) -> str:
+def stopping_text(stopping: dict[str, Any] | None) -> str:
     """How a `record --target-ci` session stopped, and what that does to its intervals; "" otherwise."""
     if stopping is None:
         return ""
@@ -254,7 +257,7 @@ def stopping_text(stopping: dict | None) -> str:
     )
 
 
-def interval_gaps(rows: list[dict], ratios: tuple[str, ...] = ("vs_prior", "vs_first")) -> list[str]:
+def interval_gaps(rows: list[dict[str, Any]], ratios: tuple[str, ...] = ("vs_prior", "vs_first")) -> list[str]:
     """Why the ladder rows' ratios have no interval, once per reason (an arm against itself is no gap)."""
     return list(dict.fromkeys(
         row[f"{ratio}_ci95_note"] for row in rows for ratio in ratios
@@ -262,13 +265,13 @@ def interval_gaps(rows: list[dict], ratios: tuple[str, ...] = ("vs_prior", "vs_f
     ))
 
 
-def interval_legend(report: dict) -> str:
+def interval_legend(report: dict[str, Any]) -> str:
     """What the brackets mean, and why a ladder ratio has none where it has none (once per reason)."""
     missing = "; ".join(interval_gaps(report["ladder"]))
     return INTERVAL_MEANING + stopping_text(report["stopping"]) + (f" No interval: {missing}." if missing else "")
 
 
-def category_interval_note(report: dict) -> str:
+def category_interval_note(report: dict[str, Any]) -> str:
     """Why a category's last arm vs the first has no interval ("No interval per category for
     code: n = 3 prompts: ..."), or "" when every category has one."""
     gaps = [f"{category}: {gap}" for category, rows in report["category_ladders"].items()

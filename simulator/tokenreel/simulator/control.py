@@ -3,7 +3,7 @@
 Not part of any engine: tests use these to make an endpoint look busy, make "someone else"
 generate tokens, or arm a fault for the next N requests.
 
-Who may use them (issue 11, item 11): any web page open on the machine can send a POST to a
+Who may use them: any web page open on the machine can send a POST to a
 loopback port (text/plain and form bodies need no CORS preflight), so every /sim route
 answers only a request that carries this process's token in the `X-Sim-Token` header
 (403 otherwise), and POST /sim/state takes only `Content-Type: application/json` (415
@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tokenreel.simulator.profiles import FAULTS
+from tokenreel.simulator.profiles import FAULTS, FaultMode, fault_mode
 from tokenreel.simulator.wire import BadRequest
 
-ARMABLE_FAULTS = tuple(f for f in FAULTS if f not in ("refuse", "busy"))
+ARMABLE_FAULTS: tuple[FaultMode, ...] = tuple(f for f in FAULTS if f not in ("refuse", "busy"))
 # Every number a control takes is bounded, so no body can overflow a gauge or the JSON answer.
 MAX_CONTROL_VALUE = 1_000_000_000
 
@@ -54,7 +54,7 @@ class SimState:
     contention_until: float = math.inf
     contention_mark: float = 0.0
     contention_carry: float = 0.0
-    fault: str | None = None
+    fault: FaultMode | None = None
     fault_count: int = 0
 
     def describe(self, now: float) -> dict[str, Any]:
@@ -91,7 +91,7 @@ class SimState:
         self.contention_mark = max(self.contention_mark, end)
         return whole
 
-    def take_fault(self) -> str | None:
+    def take_fault(self) -> FaultMode | None:
         """The armed fault, used up by one request; None when none is armed."""
         if self.fault_count <= 0:
             return None
@@ -116,8 +116,9 @@ class SimState:
             self.contention_until = _seconds(contention, now)
             self.contention_mark = now
         if (fault := body.get("fault")) is not None:
-            mode = fault.get("mode")
-            if mode is not None and (not isinstance(mode, str) or mode not in ARMABLE_FAULTS):
+            asked = fault.get("mode")
+            mode = fault_mode(asked)
+            if asked is not None and (mode is None or mode not in ARMABLE_FAULTS):
                 raise BadRequest(
                     f"fault mode must be one of {', '.join(ARMABLE_FAULTS)} ('refuse' and "
                     "'busy' are per-profile; use the 'busy' key for busy gauges)",

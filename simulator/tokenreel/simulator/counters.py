@@ -13,14 +13,14 @@ Each registry is private to its server (never prometheus_client's global one).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
-from tokenreel.simulator.profiles import Profile
+from tokenreel.simulator.profiles import EngineName, Profile
 from tokenreel.simulator.wire import format_g6, json_response
 
 LLAMACPP_METRICS_OFF = {
@@ -59,13 +59,14 @@ class SimCounters(ABC):
         self.model = model
         self.spec = profile.spec_k > 0
 
-    def prefill(self, prompt_tokens: int) -> None:
+    # Hooks with nothing to do by default: each engine overrides those its counters move at.
+    def prefill(self, prompt_tokens: int) -> None:  # noqa: B027
         """The prompt was processed (the first token is out)."""
 
-    def step(self, tokens: int, draft_tokens: int, accepted: int, verified: bool) -> None:
+    def step(self, tokens: int, draft_tokens: int, accepted: int, verified: bool) -> None:  # noqa: B027
         """One engine step produced `tokens`; `verified` when it verified a draft."""
 
-    def finish(self, tally: Tally) -> None:
+    def finish(self, tally: Tally) -> None:  # noqa: B027
         """A request ended (completed, failed or aborted)."""
 
     @abstractmethod
@@ -82,15 +83,17 @@ class _Prometheus(SimCounters):
 
     labels: tuple[str, ...] = ()
     values: tuple[str, ...] = ()
+    running: Gauge  # the gauges every engine's /metrics shows, set as it is rendered
+    waiting: Gauge
 
     def __init__(self, profile: Profile, model: str) -> None:
         super().__init__(profile, model)
         self.registry = CollectorRegistry()
 
-    def gauge(self, name: str, doc: str) -> Any:
+    def gauge(self, name: str, doc: str) -> Gauge:
         return Gauge(name, doc, self.labels, registry=self.registry).labels(*self.values)
 
-    def counter(self, name: str, doc: str, start: float = 0) -> Any:
+    def counter(self, name: str, doc: str, start: float = 0) -> Counter:
         child = Counter(name, doc, self.labels, registry=self.registry).labels(*self.values)
         if start:
             child.inc(start)
@@ -275,8 +278,10 @@ class LlamacppCounters(SimCounters):
 
 def make_counters(profile: Profile, model: str) -> SimCounters:
     """The counters of the profile's engine."""
-    kind = {"vllm": VllmCounters, "sglang": SglangCounters, "llamacpp": LlamacppCounters}[profile.engine]
-    return kind(profile, model)
+    kinds: dict[EngineName, Callable[[Profile, str], SimCounters]] = {
+        "vllm": VllmCounters, "sglang": SglangCounters, "llamacpp": LlamacppCounters,
+    }
+    return kinds[profile.engine](profile, model)
 
 
 def metrics_off(profile: Profile) -> web.Response:

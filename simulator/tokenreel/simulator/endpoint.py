@@ -25,17 +25,18 @@ import contextlib
 import logging
 import socket
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from time import perf_counter_ns
 from typing import Any
 
 import orjson
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from tokenreel.simulator.control import SimState, control_refusal
 from tokenreel.simulator.counters import Tally, make_counters, metrics_off
 from tokenreel.simulator.generation import Step, Stepper, make_plan
-from tokenreel.simulator.profiles import Profile
+from tokenreel.simulator.profiles import EngineName, FaultMode, Profile
 from tokenreel.simulator.sent import SENT_LOG_LEN, SentStream
 from tokenreel.simulator.shape import Context, Emitter, Engine
 from tokenreel.simulator.shape_llamacpp import LlamacppEngine
@@ -47,7 +48,7 @@ STALL_S = 3600.0  # unscaled: long enough for any client read timeout to fire fi
 FAULT_AFTER_CHUNKS = 3  # token steps sent before a mid-stream fault strikes
 BUSY_PROFILE_GAUGES = (1, 2)  # extra (running, waiting) that a "busy" profile always shows
 MISNAMED_MODEL = "simulated/other-model"  # what a profile with fault "404" serves instead
-MID_STREAM_FAULTS = frozenset({"error_event", "drop", "stall", "malformed"})
+MID_STREAM_FAULTS: frozenset[FaultMode] = frozenset({"error_event", "drop", "stall", "malformed"})
 SHUTDOWN_TIMEOUT_S = 0.25
 REQUEST_LOG_LEN = 100
 SEND_BUFFER_BYTES = 64 * 1024
@@ -66,7 +67,7 @@ class _OneLine(logging.Filter):
 HTTP_LOG = logging.getLogger("tokenreel.simulator.http")
 HTTP_LOG.addFilter(_OneLine())
 STREAM_STARTED = web.RequestKey("tokenreel_stream_started", bool)  # response headers already sent
-ENGINES: dict[str, type[Engine]] = {"vllm": VllmEngine, "sglang": SglangEngine, "llamacpp": LlamacppEngine}
+ENGINES: dict[EngineName, type[Engine]] = {"vllm": VllmEngine, "sglang": SglangEngine, "llamacpp": LlamacppEngine}
 
 
 class SimServer:
@@ -129,7 +130,7 @@ class SimServer:
             self._runner = None
 
     @web.middleware
-    async def _guard(self, request: web.Request, handler: Any) -> web.StreamResponse:
+    async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """/sim needs the token (control.py); a malformed request is a 400 with one line, never
         a 500 with a traceback: whatever a handler could not make sense of before it started
         answering is the request's fault, named in the error's message."""
@@ -208,7 +209,7 @@ class SimServer:
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, chat=False)
 
-    def _gateway_fault(self, fault: str | None) -> web.Response | None:
+    def _gateway_fault(self, fault: FaultMode | None) -> web.Response | None:
         """Failures before the engine sees the request: API key, rate limit, overload, crash."""
         if fault == "401":
             return self.engine.unauthorized()
@@ -251,7 +252,7 @@ class SimServer:
             return await self._stream(request, ctx, emitter, fault)
         return await self._respond(request, ctx, emitter, fault)
 
-    async def _engine(self, ctx: Context, fault: str | None, tally: Tally) -> AsyncIterator[Step]:
+    async def _engine(self, ctx: Context, fault: FaultMode | None, tally: Tally) -> AsyncIterator[Step]:
         """Yield each step at its scheduled time, counting it in /metrics; finish the tally.
 
         Each decode step's length and drafting follow the batch when it begins (the requests
@@ -281,7 +282,7 @@ class SimServer:
         finally:
             self._slots.release()
 
-    async def _steps(self, ctx: Context, fault: str | None, tally: Tally, begun: float) -> AsyncIterator[Step]:
+    async def _steps(self, ctx: Context, fault: FaultMode | None, tally: Tally, begun: float) -> AsyncGenerator[Step, None]:
         """The request's steps once it runs (`begun`: arrival, or when its slot came free)."""
         plan, start, profile, scale = ctx.plan, ctx.t_start, self.profile, self.time_scale
         target = begun + scale * profile.ttft_s
@@ -318,7 +319,7 @@ class SimServer:
             self.running -= 1
             counters.finish(tally)
 
-    async def _stream(self, request: web.Request, ctx: Context, emitter: Emitter, fault: str | None) -> web.StreamResponse:
+    async def _stream(self, request: web.Request, ctx: Context, emitter: Emitter, fault: FaultMode | None) -> web.StreamResponse:
         sock = request.transport.get_extra_info("socket") if request.transport is not None else None
         sent = SentStream(ctx.request_id, emitter.response_id, ctx.plan.prompt_tokens, perf_counter_ns(), sock=sock)
         self.sent.append(sent)
@@ -389,7 +390,7 @@ class SimServer:
             ctx.t_last = now
         await sent.write(response, emitter.steps(batch, last), sum(len(step.tokens) for step in batch))
 
-    async def _respond(self, request: web.Request, ctx: Context, emitter: Emitter, fault: str | None) -> web.StreamResponse:
+    async def _respond(self, request: web.Request, ctx: Context, emitter: Emitter, fault: FaultMode | None) -> web.StreamResponse:
         """A plain JSON completion after the whole generation time (stream: false)."""
         if fault == "drop":
             hang_up(request)
@@ -397,7 +398,7 @@ class SimServer:
         if fault == "stall":
             await asyncio.sleep(STALL_S)
         loop = asyncio.get_running_loop()
-        async for step in self._engine(ctx, None, Tally()):
+        async for _ in self._engine(ctx, None, Tally()):
             now = loop.time()
             ctx.t_first = ctx.t_first if ctx.t_first is not None else now
             ctx.t_last = now

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from tokenreel.simulator.answer_text import prompt_digest, reply_for, token_id, tokenize
-from tokenreel.simulator.profiles import Profile
+from tokenreel.simulator.profiles import FaultMode, Profile
 from tokenreel.simulator.wire import BadRequest
 
 TEMPLATE_TOKEN_ID = 0  # the chat template's own tokens, as far as the simulated vocabulary goes
@@ -161,7 +161,7 @@ def int_param(body: dict[str, Any], name: str) -> int | None:
     return value
 
 
-def make_plan(profile: Profile, body: dict[str, Any], chat: bool, fault: str | None) -> Plan:
+def make_plan(profile: Profile, body: dict[str, Any], chat: bool, fault: FaultMode | None) -> Plan:
     """Length limits, ignore_eos and early_stop applied; BadRequest names the bad field."""
     prompt, ids = prompt_token_ids(body, chat)
     prompt_tokens = len(ids)

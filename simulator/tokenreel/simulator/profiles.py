@@ -9,23 +9,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
-FAULTS: tuple[str, ...] = (
-    "refuse",
-    "401",
-    "404",
-    "429",
-    "500",
-    "503",
-    "error_event",
-    "drop",
-    "stall",
-    "malformed",
-    "no_done",
-    "early_stop",
-    "busy",
-)
-ENGINES: tuple[str, ...] = ("vllm", "sglang", "llamacpp")
+FaultMode = Literal[
+    "refuse", "401", "404", "429", "500", "503", "error_event", "drop", "stall", "malformed", "no_done", "early_stop", "busy",
+]
+FAULTS: tuple[FaultMode, ...] = get_args(FaultMode)
+EngineName = Literal["vllm", "sglang", "llamacpp"]  # the wire shapes the simulator serves
+ENGINES: tuple[EngineName, ...] = get_args(EngineName)
+
+
+def fault_mode(text: object) -> FaultMode | None:
+    """`text` as one of FAULTS (exactly as spelled), None when it is not one."""
+    return next((mode for mode in FAULTS if text == mode), None)
+
+
+def engine_name(text: object) -> EngineName | None:
+    """`text` as one of ENGINES (exactly as spelled), None when it is not one."""
+    return next((name for name in ENGINES if text == name), None)
+
+
 LLAMACPP_DEFAULT_SLOTS = 4  # what the simulated llama-server reports in /props and serves at once
 
 
@@ -76,10 +79,10 @@ class Profile:
     ttft_s: float
     spec_k: int = 0
     acceptance: dict[str, float] = field(default_factory=dict, hash=False)
-    fault: str | None = None
+    fault: FaultMode | None = None
     max_model_len: int = 32768
     verify_cost: float = 1.1
-    engine: str = "vllm"
+    engine: EngineName = "vllm"
     metrics: bool = True
     counter_offset: int = 0
     reasoning_tokens: int = 0

@@ -1,6 +1,6 @@
 """What a simulated endpoint really sent, per streamed generation request (GET /sim/sent).
 
-The ground truth the recorder's times are held against (simulator/tokenreel/simulator/truth.py, issue 21): every
+The ground truth the recorder's times are held against (simulator/tokenreel/simulator/truth.py): every
 write of a streamed response body gets `time.perf_counter_ns()` (CLOCK_MONOTONIC, the clock of
 a run's `send_monotonic_ns`) just before and just after the write call, and the tokens its
 events carry. A write is the unit because its events leave together: the role chunk rides with
@@ -25,7 +25,7 @@ import socket
 from array import array
 from dataclasses import dataclass, field
 from time import perf_counter_ns
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -95,7 +95,8 @@ class SentStream:
             raise ValueError(f"{where}.writes: {', '.join(COLUMNS)} must be lists of integers")
         if len({len(c) for c in columns}) != 1:
             raise ValueError(f"{where}.writes: {', '.join(COLUMNS)} differ in length")
-        stream = cls(request_id, response_id, prompt_tokens, start_ns, *(array("q", c) for c in columns))
+        before_ns, after_ns, tokens, unsent = (array("q", c) for c in columns)
+        stream = cls(request_id, response_id, prompt_tokens, start_ns, before_ns, after_ns, tokens, unsent)
         if any(b > a for b, a in zip(stream.before_ns, stream.after_ns, strict=False)) or any(t < 0 for t in stream.tokens):
             raise ValueError(f"{where}.writes: a write ends before it begins, or carries fewer than 0 tokens")
         return stream
@@ -113,5 +114,5 @@ def unsent_bytes(sock: socket.socket | None) -> int:
     return count[0]
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)

@@ -134,7 +134,7 @@ class SimCluster:
             p.id: SimServer(p, time_scale) for p in profiles if p.fault != "refuse"
         }
         self._sockets = {p.id: _bound_socket(host, 0) for p in profiles}
-        self._ports = {pid: s.getsockname()[1] for pid, s in self._sockets.items()}
+        self._ports: dict[str, int] = {pid: s.getsockname()[1] for pid, s in self._sockets.items()}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="sim", daemon=True)
 

@@ -188,7 +188,7 @@ class ChoiceShape:
             choice["message"] = {"role": "assistant", "content": text, "tool_calls": []}
         else:
             choice["delta"] = {"content": text}
-        logprobs = None
+        logprobs: dict[str, Any] | None = None
         if self.logprobs and self.chat:
             logprobs = {"content": [chat_logprob_entry(t, self.top_logprobs) for t in tokens]}
         elif self.logprobs:

@@ -1,4 +1,4 @@
-"""How far a recording's times lie from what the simulator really sent (issue 21).
+"""How far a recording's times lie from what the simulator really sent.
 
 Pairs each streamed run of an arm with its simulated endpoint's log of what it sent (GET
 /sim/sent, sent.py) and gives, per completed run, the error of its TTFT and decode tok/s.

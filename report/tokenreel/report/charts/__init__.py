@@ -8,7 +8,7 @@ A ladder session's four charts, each in its own module:
   TTFT marked (race.py);
 - itl: the inter-token latency distribution per arm, per token (itl.py).
 
-A sweep session (`tokenreel sweep`) has its own two (sweep.py): sweep-speedup, each arm's
+A sweep session (`tokenreel sweep`) has its own two (sweep_charts.py): sweep-speedup, each arm's
 speed-up over the prior arm per request against concurrency, with its interval band and the
 crossover marked; sweep-throughput, aggregate tok/s against per-request tok/s per arm, a point
 per level; levels that failed or were skipped are left out with a note. Their numbers come
@@ -22,6 +22,7 @@ theme (`tokenreel.base.theme`), arm i in accents[i]. Output is deterministic (st
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal, get_args
 
 from tokenreel.analysis.selection import DEFAULT_SELECTION, RunSelection
 from tokenreel.base.files import output_target, write_atomic
@@ -32,11 +33,22 @@ from tokenreel.report.charts.itl import itl_chart
 from tokenreel.report.charts.race import race_chart
 from tokenreel.report.charts.style import Chart, Style, drawing, finish, png_bytes, svg_text
 from tokenreel.report.charts.sweep_charts import SWEEP_STEMS, sweep_charts
-from tokenreel.report.data import build_report
+from tokenreel.report.data import Report, build_report
 from tokenreel.report.sweep_data import sweep_report
 from tokenreel.session.model import Session
 
-FORMATS = ("png", "svg")
+ChartFormat = Literal["png", "svg"]
+FORMATS: tuple[ChartFormat, ...] = get_args(ChartFormat)
+
+
+def parse_chart_formats(spec: str) -> list[ChartFormat]:
+    """--format's comma-separated list (any case, each once, in order) as chart formats;
+    ValueError names what is not one."""
+    asked = list(dict.fromkeys(part.strip().lower() for part in spec.split(",") if part.strip()))
+    unknown = [f for f in asked if f not in FORMATS]
+    if unknown or not asked:
+        raise ValueError(f"--format: {', '.join(unknown) or 'nothing'} is not a chart format; use png, svg or png,svg")
+    return [fmt for name in asked for fmt in FORMATS if fmt == name]
 
 
 def _check_prompt(session: Session, prompt_id: str) -> None:
@@ -63,7 +75,7 @@ def _stems(session: Session, prompt_ids: list[str]) -> list[str]:
     return ["ladder", "categories", *_race_stems(prompt_ids), "itl"]
 
 
-def _charts(session: Session, report: dict, prompt_ids: list[str], theme: str) -> dict[str, Chart]:
+def _charts(session: Session, report: Report, prompt_ids: list[str], theme: str) -> dict[str, Chart]:
     """File stem -> finished chart, in `_stems` order."""
     style = Style.of(load_theme(theme))
     with drawing():
@@ -79,7 +91,7 @@ def _charts(session: Session, report: dict, prompt_ids: list[str], theme: str) -
     return charts
 
 
-def chart_svgs(session: Session, report: dict, prompt_id: str | None = None, theme: str = "dark") -> dict[str, str]:
+def chart_svgs(session: Session, report: Report, prompt_id: str | None = None, theme: str = "dark") -> dict[str, str]:
     """Chart name ("ladder", "categories", "race", "itl") -> SVG text, for inlining in HTML.
 
     `report` is `build_report(session, ...)`'s dict; the race is for `prompt_id` (default: the
@@ -90,29 +102,26 @@ def chart_svgs(session: Session, report: dict, prompt_id: str | None = None, the
     return {("race" if stem.startswith("race-") else stem): svg_text(chart) for stem, chart in charts.items()}
 
 
-def sweep_svgs(session: Session, report: dict, theme: str = "dark") -> dict[str, str]:
+def sweep_svgs(session: Session, report: Report, theme: str = "dark") -> dict[str, str]:
     """A sweep's charts ("sweep-speedup", "sweep-throughput") -> SVG text, for inlining in HTML;
     `report` is `sweep_report(session)`'s dict."""
     return {stem: svg_text(chart) for stem, chart in _charts(session, report, [], theme).items()}
 
 
-def chart_paths(session: Session, out_dir: Path, formats: list[str], prompt_ids: list[str] | None = None) -> list[Path]:
+def chart_paths(session: Session, out_dir: Path, formats: list[ChartFormat], prompt_ids: list[str] | None = None) -> list[Path]:
     """The files `write_charts` writes, in its order."""
     ids = [p.id for p in session.prompts] if prompt_ids is None else prompt_ids
     return [out_dir / f"{stem}.{fmt}" for stem in _stems(session, ids) for fmt in formats]
 
 
 def write_charts(
-    session: Session, out_dir: Path, formats: list[str], prompt_ids: list[str] | None = None,
+    session: Session, out_dir: Path, formats: list[ChartFormat], prompt_ids: list[str] | None = None,
     theme: str = "dark", force: bool = False, selection: RunSelection = DEFAULT_SELECTION,
 ) -> list[Path]:
     """Write every chart in each format into out_dir; returns the paths written.
 
     The race is drawn for each of `prompt_ids` (default: every prompt of the session, one file
     each). Nothing is written when a file exists and not `force` (ValueError names it)."""
-    unknown = [f for f in formats if f not in FORMATS]
-    if unknown or not formats:
-        raise ValueError(f"--format: {', '.join(unknown) or 'nothing'} is not a chart format; use png, svg or png,svg")
     for prompt_id in prompt_ids or []:
         _check_prompt(session, prompt_id)
     paths = chart_paths(session, out_dir, formats, prompt_ids)

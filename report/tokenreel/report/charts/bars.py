@@ -19,6 +19,7 @@ from matplotlib.text import Text
 from tokenreel.analysis.figures import figure, multiplier
 from tokenreel.base.safe_text import strip_controls
 from tokenreel.report.charts.style import SIZE, Chart, Style, legend_columns, new_figure, no_data, set_title, style_axes, wrap_note
+from tokenreel.report.data import Report
 from tokenreel.report.wording import interval_gaps, ratio_text
 
 LABEL_CHARS = 28  # an arm label longer than this is cut with "…" on the axis
@@ -33,11 +34,11 @@ def short_label(label: str) -> str:
     return label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…"
 
 
-def _estimated(report: dict) -> set[str]:
+def _estimated(report: Report) -> set[str]:
     return {a["arm"] for a in report["arms"] if a["tokens_estimated"]}
 
 
-def ladder_gap_reason(report: dict, arm: str) -> str:
+def ladder_gap_reason(report: Report, arm: str) -> str:
     """Why an arm has no ladder decode speed, in the words of the report's missing cells."""
     missing = [m for m in report["missing_cells"] if m["arm"] == arm]
     if report["prompts_compared"] == 0:
@@ -59,7 +60,7 @@ def _whisker(ax: Axes, x: float, y: float, low: float, high: float, style: Style
                 ecolor=style.title, elinewidth=1.4, capsize=5, capthick=1.4, zorder=3)
 
 
-def ladder_chart(report: dict, style: Style) -> Chart:
+def ladder_chart(report: Report, style: Style) -> Chart:
     """Decode tok/s per arm, first arm on top; each bar says its figure and both speed-ups with
     their intervals. The whisker is the vs-first interval on the tok/s axis: the first arm's
     speed times its bounds, so it brackets the bar's end (the first arm's speed times the ratio)."""
@@ -134,7 +135,7 @@ def _fit_right(figure: Figure, ax: Axes, labels: list[Text]) -> None:
         ax.set_xlim(low, high * (1 + overflow / box.width * 1.1))
 
 
-def categories_chart(report: dict, style: Style) -> Chart:
+def categories_chart(report: Report, style: Style) -> Chart:
     """Per prompt category, each arm's speed-up over the first arm (dashed line: 1.00x)."""
     arms = [(i, r) for i, r in enumerate(report["ladder"])]
     base = report["baseline"]
@@ -167,7 +168,8 @@ def categories_chart(report: dict, style: Style) -> Chart:
                 continue
             ax.bar(x, ratio, width * 0.88, color=style.arm(index))
             if interval is not None:
-                _whisker(ax, x, ratio, *interval, style, horizontal=False)
+                low, high = interval
+                _whisker(ax, x, ratio, low, high, style, horizontal=False)
             ax.text(x, (interval[1] if interval else ratio) + top * 0.015, multiplier(ratio), ha="center", va="bottom",
                     color=style.title, fontsize=SIZE["small"] if len(others) * len(categories) > 8 else SIZE["label"],
                     rotation=90 if len(others) * len(categories) > 16 else 0)
@@ -179,13 +181,13 @@ def categories_chart(report: dict, style: Style) -> Chart:
     ax.set_ylabel("speed-up (x)", color=style.dim, fontsize=SIZE["small"])
     reference = Line2D([], [], color=style.dim, linewidth=1.0, linestyle=(0, (4, 3)), label=f"{short_label(base_label)} = 1.00x")
     handles = [reference, *(Patch(color=style.arm(i), label=short_label(r["label"])) for i, r in others)]
-    columns = legend_columns([h.get_label() for h in handles])
+    columns = legend_columns([str(h.get_label()) for h in handles])
     chart.figure.legend(handles=handles, loc="outside lower center", ncols=columns, fontsize=SIZE["small"], frameon=False,
                         labelcolor=style.text)
     return chart
 
 
-def _category_notes(report: dict, categories: list[str]) -> list[str]:
+def _category_notes(report: Report, categories: list[str]) -> list[str]:
     """What a whisker is, if any is drawn, and why the speed-ups without one have none (each
     reason once, with its categories)."""
     missing: dict[str, list[str]] = {}

@@ -19,7 +19,7 @@ from tokenreel.analysis.latency import MISSING_REASONS, Tally, inter_token_laten
 from tokenreel.analysis.selection import DEFAULT_SELECTION, RunSelection
 from tokenreel.report.charts.bars import short_label
 from tokenreel.report.charts.style import SIZE, Chart, Style, new_figure, set_title, style_axes
-from tokenreel.report.data import report_selection
+from tokenreel.report.data import Report, report_selection
 from tokenreel.report.wording import LATENCY_FIGURES
 from tokenreel.session.model import Session
 
@@ -40,7 +40,7 @@ def heavy_tail(tails: list[tuple[float | None, float]]) -> bool:
     return any(longest > 4 * usual for _, longest in tails)
 
 
-def itl_chart(session: Session, report: dict, style: Style) -> Chart:
+def itl_chart(session: Session, report: Report, style: Style) -> Chart:
     chart = Chart("itl", new_figure(style))
     ax = chart.figure.add_subplot()
     style_axes(ax, style)

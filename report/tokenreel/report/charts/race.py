@@ -20,7 +20,7 @@ from tokenreel.analysis.metrics import NS_PER_S, first_token_index, last_token_i
 from tokenreel.analysis.selection import DEFAULT_SELECTION, RunSelection
 from tokenreel.report.charts.bars import short_label
 from tokenreel.report.charts.style import SIZE, Chart, Style, new_figure, set_title, style_axes
-from tokenreel.report.data import report_selection
+from tokenreel.report.data import Report, report_selection
 from tokenreel.session.model import Session
 
 
@@ -49,14 +49,15 @@ def race_curve(session: Session, arm_id: str, prompt_id: str, selection: RunSele
     return Curve(seconds, [0, *counts], first + 1, chunks.t_ns[first], chunks.t_ns[last])
 
 
-def race_gap_reason(report: dict, arm: str, prompt: str) -> str:
+def race_gap_reason(report: Report, arm: str, prompt: str) -> str:
     for missing in report["missing_cells"]:
         if missing["arm"] == arm and missing["prompt"] == prompt:
-            return missing["reason"]
+            reason: str = missing["reason"]
+            return reason
     return "no run with a decode speed (no token after the first chunk)"
 
 
-def race_chart(session: Session, report: dict, prompt_id: str, style: Style, name: str = "race") -> Chart:
+def race_chart(session: Session, report: Report, prompt_id: str, style: Style, name: str = "race") -> Chart:
     """`name`: the chart's file stem (race-<prompt>), which scopes its SVG ids."""
     chart = Chart(name, new_figure(style))
     ax = chart.figure.add_subplot()

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 from xml.sax.saxutils import escape
 
 import matplotlib
@@ -27,7 +28,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.ft2font import FT2Font
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.text import Text
+from matplotlib.typing import RcKeyType
 
 from tokenreel import assets
 from tokenreel.base.safe_text import strip_controls
@@ -46,7 +49,7 @@ PNG_METADATA = {"Software": None}
 SVG_METADATA = {"Date": None, "Creator": None}
 # Read by matplotlib at draw and save time, so applied around both (`drawing`); text.parse_math off:
 # a label with two '$' is a label, not TeX.
-RC = {"svg.fonttype": "path", "text.parse_math": False, "axes.unicode_minus": True, "path.simplify": True}
+RC: dict[RcKeyType, Any] = {"svg.fonttype": "path", "text.parse_math": False, "axes.unicode_minus": True, "path.simplify": True}
 
 
 def hex_color(rgb: RGB) -> str:
@@ -106,7 +109,7 @@ def _families() -> dict[str, str]:
             manager.addfont(path)
     ours = set(files.values())
     manager.ttflist.sort(key=lambda entry: entry.fname not in ours)  # stable: ours first
-    manager._findfont_cached.cache_clear()  # as addfont does after changing the list
+    manager._findfont_cached.cache_clear()  # type: ignore[attr-defined]  # private, not in the stubs: as addfont does
     families = {}
     for name, path in files.items():
         family = FT2Font(path).family_name
@@ -145,7 +148,9 @@ def new_figure(style: Style) -> Figure:
     """A figure of the charts' one size on its own Agg canvas, laid out by constrained layout."""
     figure = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI, facecolor=style.background, layout="constrained")
     FigureCanvasAgg(figure)
-    figure.get_layout_engine().set(w_pad=0.12, h_pad=0.1)
+    layout = figure.get_layout_engine()
+    assert isinstance(layout, ConstrainedLayoutEngine)  # layout="constrained" above
+    layout.set(w_pad=0.12, h_pad=0.1)
     return figure
 
 
@@ -197,7 +202,7 @@ def _fix_fonts(figure: Figure) -> None:
                 continue
             fixed.add(id(text))
             bold = text.get_fontweight() in ("bold", 700, "heavy", "extra bold", "black")
-            text.set_fontproperties(font_for(text.get_text(), text.get_fontsize(), bold))
+            text.set_fontproperties(font_for(text.get_text(), float(text.get_fontsize()), bold))  # in points: a number
         figure.draw_without_rendering()
 
 

@@ -1,4 +1,4 @@
-"""A sweep's two charts (issue 27, item 3), drawn from its report (`report.sweep.sweep_report`)
+"""A sweep's two charts, drawn from its report (`report.sweep_data.sweep_report`)
 so they cannot disagree with it:
 
 - speedup: per pair of adjacent arms, the per-request speed-up against concurrency with its
@@ -15,7 +15,7 @@ says which and why; an arm or pair with nothing to draw is a "no data: <why>" en
 from __future__ import annotations
 
 import textwrap
-from typing import Any
+from typing import Any, Literal
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -32,15 +32,17 @@ from tokenreel.report.wording import ratio_text
 from tokenreel.session.model import Session
 
 SWEEP_STEMS = ("sweep-speedup", "sweep-throughput")  # the charts' names and file stems, as `plot` writes them
-# Where a level's label may sit around its point, in order: (dx, dy) points, alignment.
-SPOTS = ((7, -4, "left", "top"), (7, 4, "left", "bottom"), (-7, 4, "right", "bottom"), (-7, -4, "right", "top"))
+Spot = tuple[int, int, Literal["left", "right"], Literal["top", "bottom"]]  # (dx, dy) points, alignment
+# Where a level's label may sit around its point, in order.
+SPOTS: tuple[Spot, ...] = ((7, -4, "left", "top"), (7, 4, "left", "bottom"), (-7, 4, "right", "bottom"), (-7, -4, "right", "top"))
 TITLE_CHARS = 60  # a longer title wraps (monospace bold at the title's size across the figure)
 
 
 def _left_out(row: dict[str, Any], key: str) -> str | None:
     """Why a level's row has no point on a chart (None: it has one)."""
-    if row["status"] != "ok":
-        return row["status"] + (f": {row['error']}" if row["error"] else "")
+    status: str = row["status"]
+    if status != "ok":
+        return status + (f": {row['error']}" if row["error"] else "")
     return None if row[key] is not None else "no completed request with a decode speed"
 
 
@@ -75,7 +77,8 @@ def _draw_pair(ax: Axes, shown: list[dict[str, Any]], color: str, style: Style, 
     for level, f in zip(x, per, strict=False) if values else ():
         ax.annotate(multiplier(f["ratio"]), (level, f["ratio"]), xytext=(7, 5), textcoords="offset points",
                     color=style.title, fontsize=SIZE["small"], zorder=5)
-    return max([f["ratio"] for f in per] + [r for _, r in aggregate] + [b[2] for b in bands])
+    top: float = max([f["ratio"] for f in per] + [r for _, r in aggregate] + [b[2] for b in bands])
+    return top
 
 
 def _legend(pairs: list[tuple[str, str]], style: Style) -> list[Any]:
@@ -132,7 +135,7 @@ def speedup_chart(session: Session, report: dict[str, Any], style: Style) -> Cha
     ax.set_xlabel(wrap_note(["concurrent requests (log scale)", *notes], NOTE_CHARS), loc="left", color=style.dim,
                   fontsize=SIZE["small"])
     handles = _legend(named, style)
-    chart.figure.legend(handles=handles, loc="outside lower center", ncols=legend_columns([h.get_label() for h in handles]),
+    chart.figure.legend(handles=handles, loc="outside lower center", ncols=legend_columns([str(h.get_label()) for h in handles]),
                         fontsize=SIZE["small"], frameon=False, labelcolor=style.text)
     return chart
 
@@ -184,7 +187,7 @@ def throughput_chart(session: Session, report: dict[str, Any], style: Style) -> 
     ax.set_ylabel("aggregate output tok/s", color=style.dim, fontsize=SIZE["small"])
     ax.set_xlabel(wrap_note(["decode tok/s per request (mean) · numbers: concurrent requests", *notes], NOTE_CHARS),
                   loc="left", color=style.dim, fontsize=SIZE["small"])
-    chart.figure.legend(handles=handles, loc="outside lower center", ncols=legend_columns([h.get_label() for h in handles]),
+    chart.figure.legend(handles=handles, loc="outside lower center", ncols=legend_columns([str(h.get_label()) for h in handles]),
                         fontsize=SIZE["small"], frameon=False, labelcolor=style.text)
     return chart
 
@@ -199,7 +202,7 @@ def _spread(fig: Figure, labels: list[Annotation]) -> None:
         placed.append(_put(label, spot))
 
 
-def _put(label: Annotation, spot: tuple[int, int, str, str]) -> Bbox:
+def _put(label: Annotation, spot: Spot) -> Bbox:
     """Place a label at a spot around its point; its box on the canvas."""
     dx, dy, ha, va = spot
     label.xyann = (dx, dy)
