@@ -167,7 +167,8 @@ def _row(arm: str, prompt: str | None, runs: list[Run], selection: RunSelection)
         arm=arm,
         prompt=prompt,
         runs=len(runs),
-        ttft_ms=distribution(once(f.ttft_s * 1000 for f, r in zip(figures, runs, strict=False) if f.ttft_s is not None and selection.counts_ttft(r))),
+        ttft_ms=distribution(once(f.ttft_s * 1000 for f, r in zip(figures, runs, strict=False)
+                                  if f.ttft_s is not None and selection.counts_ttft(r))),
         tpot_ms=distribution(once(f.tpot_ms for f in figures if f.tpot_ms is not None)),
         itl_ms=distribution(pair for run in runs for pair in inter_token_latencies_ms(run)),
     )

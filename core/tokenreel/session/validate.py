@@ -135,7 +135,7 @@ def _chunks(r: FieldReader, data: Any, where: str) -> Chunks:
     if n > MAX_CHUNKS_PER_RUN:
         raise r.fail(f"{where}.t_ns", f"{n} chunks is more than the limit of {MAX_CHUNKS_PER_RUN}")
     tokens = r.get(d, "tokens", where, r.list_)
-    columns = {"tokens": tokens}
+    columns: dict[str, list[Any] | None] = {"tokens": tokens}
     for name in ("content", "reasoning", "tool"):
         columns[name] = r.get(d, name, where, r.list_, None)
     for name, column in columns.items():
@@ -365,7 +365,10 @@ def _level(r: FieldReader, data: Any, where: str) -> LevelRecord:
 
 def _stopping(r: FieldReader, data: Any, where: str) -> Stopping:
     d = r.obj(data, where)
-    items = lambda key, kind: [kind(v, f"{where}.{key}[{i}]") for i, v in enumerate(r.get(d, key, where, r.list_, []))]  # noqa: E731
+
+    def items(key: str, kind: Callable[[Any, str], T]) -> list[T]:
+        return [kind(v, f"{where}.{key}[{i}]") for i, v in enumerate(r.get(d, key, where, r.list_, []))]
+
     rule = Stopping(
         r.get(d, "target", where, r.nonneg_num), r.get(d, "level", where, r.nonneg_num), items("looks", r.nonneg_int),
         items("order", r.str_), r.get(d, "seed", where, r.int_), r.get(d, "max_time_s", where, r.opt_num, None),
@@ -380,12 +383,13 @@ def _stopping(r: FieldReader, data: Any, where: str) -> Stopping:
 
 def _check_references(r: FieldReader, session: Session) -> None:
     """Ids must be unique and every run must name a known arm and prompt."""
-    for name, items in (("arms", session.arms), ("prompts", session.prompts)):
+    ids: tuple[tuple[str, list[str]], ...] = (("arms", [a.id for a in session.arms]), ("prompts", [p.id for p in session.prompts]))
+    for name, listed in ids:
         seen: set[str] = set()
-        for i, item in enumerate(items):
-            if item.id in seen:
-                raise r.fail(f"{name}[{i}].id", f"duplicate id {item.id!r}")
-            seen.add(item.id)
+        for i, item_id in enumerate(listed):
+            if item_id in seen:
+                raise r.fail(f"{name}[{i}].id", f"duplicate id {item_id!r}")
+            seen.add(item_id)
     arm_ids = {a.id for a in session.arms}
     prompt_ids = {p.id for p in session.prompts}
     for i, run in enumerate(session.runs):
