@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,8 +102,8 @@ def output_target(path: str | os.PathLike[str], option: str = "--out") -> Path:
     return target
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes, option: str = "--out") -> Path:
-    """Write `data` so that the output's name holds the old file or all of the new one, never a
+def write_atomic(path: str | os.PathLike[str], data: bytes | Iterable[bytes], option: str = "--out") -> Path:
+    """Write `data` (bytes, or pieces written in order) so that the output's name holds the old file or all of the new one, never a
     part (a temporary `.<name>.XXXXXXXX.tmp` beside it, fsynced, renamed over it; removed if
     anything fails). A new file gets the umask's mode, a replaced one keeps its own. Returns the
     file written (the symlink's target for a symlink)."""
@@ -111,7 +112,10 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, option: str = "--out
     try:
         os.fchmod(fd, _mode_for(target))
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            if isinstance(data, bytes):
+                handle.write(data)
+            else:
+                handle.writelines(data)
         commit(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

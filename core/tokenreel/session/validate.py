@@ -6,10 +6,11 @@ a count or offset past the model's MAX_* limits, time going backwards, an unknow
 
 Rules that keep one bad server value from poisoning a session (issue 11):
 
-1. The recorder never saves what the loader rejects. `validated_dict` (what
-   `tokenreel.session.archive.save` writes) runs `from_dict` on exactly what is written; a run that
-   fails it is kept with status `invalid` and the reason (`quarantine`: the offending part,
-   such as its chunks, is dropped), so the file always loads and `--resume` re-records that run.
+1. The recorder never saves what the loader rejects. `validated_bytes` (what
+   `tokenreel.session.archive.save` writes, `tokenreel.session.save_form`) runs `from_dict` on exactly
+   what is written, each run checked when new or changed; a run that fails it is kept with status
+   `invalid` and the reason (`quarantine`: the offending part, such as its chunks, is dropped), so
+   the file always loads and `--resume` re-records that run.
 2. Every float that reaches a metric is finite and bounded: an acceptance length outside
    [1, MAX_ACCEPTANCE_LENGTH], a rate outside [0, 1] or a count above MAX_COUNT is dropped to
    None with a note (`bound_acceptance`, applied at save and at load alike).
@@ -280,8 +281,14 @@ def _list_of(r: FieldReader, data: dict[str, Any], key: str, build: Callable[[Fi
     return [build(r, item, f"{key}[{i}]") for i, item in enumerate(items)]
 
 
-def from_dict(data: Any, path: str = "<session>") -> Session:
-    """Validate and build a Session; raises ArchiveError naming the first bad field."""
+RunReader = Callable[[FieldReader, Any, str], Run]
+
+
+def from_dict(data: Any, path: str = "<session>", run_reader: RunReader = read_run) -> Session:
+    """Validate and build a Session; raises ArchiveError naming the first bad field.
+
+    `run_reader` reads each `runs[]` item (`read_run` for parsed JSON); a save passes its own,
+    which validates only the runs that changed since the last save (`tokenreel.session.save_form`)."""
     r = FieldReader(path)
     d = r.obj(data, "")
     fmt = d.get("format")
@@ -297,7 +304,7 @@ def from_dict(data: Any, path: str = "<session>") -> Session:
         settings=_settings(r, d.get("settings"), "settings"),
         prompts=_list_of(r, d, "prompts", _prompt),
         arms=_list_of(r, d, "arms", _arm),
-        runs=_list_of(r, d, "runs", read_run),
+        runs=_list_of(r, d, "runs", run_reader),
         tool_version=r.get(d, "tool_version", "", r.str_, ""),
         host=r.get(d, "host", "", r.str_map, {}),
         created_at=r.get(d, "created_at", "", r.str_, ""),
