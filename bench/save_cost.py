@@ -4,7 +4,8 @@ Builds sessions of 100, 1,000 and 10,000 runs through the public model API, each
 recorded on a real engine (about 1,000 streamed events on the kernel clock, with acceptance,
 host pressure and the engine's figures), saves each once, then appends a run and saves again,
 several times, and prints the median of those saves beside the floor no save can go under: the
-atomic write of the same bytes (`tokenreel.base.files.write_atomic`: temp file, fsync, rename).
+atomic write of the same bytes (`tokenreel.base.files.write_atomic`: temp file, fsync, rename),
+and what the save costs beyond that write per run the session holds.
 
     python bench/save_cost.py                 # 100, 1,000, 10,000 runs, 5 saves each
     python bench/save_cost.py --runs 100 1000 --saves 9 --events 500
@@ -88,11 +89,12 @@ def main() -> None:
     parser.add_argument("--saves", type=int, default=5, help="saves timed at each size (the median is printed)")
     parser.add_argument("--events", type=int, default=1_000, help="streamed events per run")
     args = parser.parse_args()
-    print(f"{'runs':>7} {'file MB':>8} {'save s':>8} {'write s':>8} {'save/write':>10}  (medians of {args.saves})")
+    print(f"{'runs':>7} {'file MB':>8} {'save s':>8} {'write s':>8} {'save/write':>10} {'rest per run µs':>16}  (medians of {args.saves})")
     with tempfile.TemporaryDirectory() as folder:
         for size in args.runs:
             size_bytes, saving, writing = measure(size, args.saves, args.events, Path(folder) / "session.json")
-            print(f"{size:>7,} {size_bytes / 1e6:>8.1f} {saving:>8.3f} {writing:>8.3f} {saving / writing:>10.1f}", flush=True)
+            rest = (saving - writing) / size * 1e6  # what the save adds to the write, per run the session holds
+            print(f"{size:>7,} {size_bytes / 1e6:>8.1f} {saving:>8.3f} {writing:>8.3f} {saving / writing:>10.1f} {rest:>16.0f}", flush=True)
 
 
 if __name__ == "__main__":
