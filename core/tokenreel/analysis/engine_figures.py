@@ -1,4 +1,4 @@
-"""The engine's own word beside tokenreel's measurement (issue 29): decode agreement, prompt-cache
+"""The engine's own word beside tokenreel's measurement: decode agreement, prompt-cache
 hits, a drafter seen in the stream, and builds that do not know their version.
 
 Every figure here comes from `Run.engine` (what the engine said of each request) and

@@ -21,7 +21,7 @@ Samples, definitions from `tokenreel.analysis.metrics`:
 Percentiles are numpy's default method: linear interpolation between the closest ranks
 (Hyndman & Fan type 7; p of values sorted v[0..n-1] is at rank p/100 * (n - 1)). Samples are
 (latency, count) pairs and never expanded: a run of one 1 M-token event is two pairs, not a
-million floats, so memory and time follow events, not tokens (issue 25). `Tally` finds the
+million floats, so memory and time follow events, not tokens. `Tally` finds the
 value at a rank by the cumulative counts and interpolates with numpy's own arithmetic, so the
 figures are the ones numpy.percentile gives on the expanded list, to the last bit.
 """

@@ -2,7 +2,7 @@
 
 Why: a theme, logo, config, prompt file or session that is `/dev/zero` would be read until the
 kernel kills the process, a FIFO would block forever, and an output written in place is left
-truncated under its final name by a full disk or a kill (issue 25). So an input is read only
+truncated under its final name by a full disk or a kill. So an input is read only
 from a regular file (symlinks resolved) of at most its kind's cap (`INPUTS`, the one place the
 caps are stated), and anything else is refused before a byte is read, without blocking. An
 output is written to a temporary file beside it, fsynced and renamed over it, so its final name

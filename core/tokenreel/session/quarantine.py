@@ -1,5 +1,5 @@
 """Impossible values from a server: bounded or quarantined, never saved as a file the loader
-rejects (issue 11). A run whose values the loader would refuse is marked `invalid` with the
+rejects. A run whose values the loader would refuse is marked `invalid` with the
 reason, its offending figures dropped, so the rest of the session stays loadable."""
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ _DROPPABLE: dict[str, Callable[[Run], None]] = {
 
 
 def quarantine(run: Run, path: str = "<session>") -> str:
-    """Validate one run as the loader does; if it fails, mark it `invalid` (`tokenreel.session.validate`'s rule 1).
+    """Validate one run as the loader does; if it fails, mark it `invalid` (`tokenreel.session.validate`'s
+    rule 1, docs/session-format.md §12.1).
 
     Server values it catches: a usage jump of more than MAX_TOKENS_PER_EVENT in one event, a
     negative /metrics gauge, more than MAX_CHUNKS_PER_RUN events. Each offending part is
