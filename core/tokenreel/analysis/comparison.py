@@ -278,15 +278,15 @@ def compare_sessions(
     cells_b = {(c.arm, c.prompt): c for c in all_b}
     both = [arm.id for arm in a.arms if arm.id in arms_b]
     diffs = []
-    for arm in both:
-        for prompt in shared_prompts:
-            ca, cb = cells_a.get((arm, prompt)), cells_b.get((arm, prompt))
+    for arm_id in both:
+        for prompt_id in shared_prompts:
+            ca, cb = cells_a.get((arm_id, prompt_id)), cells_b.get((arm_id, prompt_id))
             if ca is not None and cb is not None:
                 diffs.append(_cell_diff(a, b, ca, cb, tolerance_pct))
                 continue
-            why = [f"no usable run in {side}: {_missing_reason(s, arm, prompt)}"
+            why = [f"no usable run in {side}: {_missing_reason(s, arm_id, prompt_id)}"
                    for side, s, c in (("A", a, ca), ("B", b, cb)) if c is None]
-            unmatched.append(Unmatched("cell", arm, prompt, "; ".join(why)))
+            unmatched.append(Unmatched("cell", arm_id, prompt_id, "; ".join(why)))
     notes = _notes(a, b)
     if drawn is not None and left_out:
         notes.append(f"{len(left_out)} prompts drawn by only one session's --target-ci (or by neither): not compared")
@@ -363,4 +363,5 @@ def _ratio_diffs(arms: list[str], cells: list[CellDiff], tolerance: float, level
 def _mean_ratio(samples: list[Sample], numerator: int, denominator: int) -> float | None:
     """mean of values[numerator] / mean of values[denominator], as the ladder divides its means."""
     below = mean_of([s.values[denominator] for s in samples])
-    return mean_of([s.values[numerator] for s in samples]) / below if below else None
+    above = mean_of([s.values[numerator] for s in samples])
+    return above / below if above is not None and below else None

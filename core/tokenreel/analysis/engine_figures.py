@@ -1,4 +1,4 @@
-"""The engine's own word beside tokenreel's measurement (issue 29): decode agreement, prompt-cache
+"""The engine's own word beside tokenreel's measurement: decode agreement, prompt-cache
 hits, a drafter seen in the stream, and builds that do not know their version.
 
 Every figure here comes from `Run.engine` (what the engine said of each request) and
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from statistics import median
+from typing import NotRequired, TypedDict
 
 from tokenreel.analysis.metrics import run_metrics
 from tokenreel.analysis.selection import RunSelection
@@ -24,18 +25,47 @@ PROMPT_CACHE_TEXT = {
 _LLAMACPP_BUILD = re.compile(r"b(\d+)-(.+)")
 
 
+class EngineAgreement(TypedDict):
+    """One arm's row of `engine_agreement` (a JSON object of the report)."""
+
+    arm: str
+    runs: int
+    median_pct: float | None
+    worst_pct: float | None
+    note: NotRequired[str]
+
+
+class ArmCache(TypedDict):
+    """One arm's row of `prompt_cache`."""
+
+    arm: str
+    runs: int
+    known: int
+    cache_hits: int
+    max_cached_tokens: int | None
+    note: NotRequired[str]
+
+
+class PromptCache(TypedDict):
+    """The session's prompt-cache policy, said in words, and each arm's cache hits."""
+
+    policy: str
+    policy_text: str
+    arms: list[ArmCache]
+
+
 def _measured(session: Session, arm: str) -> list[Run]:
     return [r for r in session.runs if r.arm == arm and not r.warmup and r.status == "ok"]
 
 
-def engine_agreement(session: Session, selection: RunSelection) -> list[dict]:
+def engine_agreement(session: Session, selection: RunSelection) -> list[EngineAgreement]:
     """Per arm: tokenreel's decode tok/s against the engine's own for the same request, in percent.
 
     Over the measured runs in the figures that both gave a decode rate: `median_pct` and
     `worst_pct` of |tokenreel / engine - 1| x 100. Both sides count the tokens after the first
     over the first token to the last (`EngineFigures`). `note` says why an arm has no runs.
     """
-    out = []
+    out: list[EngineAgreement] = []
     for arm in session.arms:
         runs = [r for r in _measured(session, arm.id) if selection.counts(r)]
         differences = []
@@ -44,7 +74,7 @@ def engine_agreement(session: Session, selection: RunSelection) -> list[dict]:
             ours = run_metrics(run).decode_tok_s
             if theirs and ours is not None:
                 differences.append(abs(ours / theirs - 1) * 100)
-        entry: dict = {
+        entry: EngineAgreement = {
             "arm": arm.id,
             "runs": len(differences),
             "median_pct": median(differences) if differences else None,
@@ -67,14 +97,14 @@ def _no_engine_decode(runs: list[Run]) -> str:
     return "the engine sent no per-request figures (no llama.cpp timings, no usage prompt details)"
 
 
-def prompt_cache(session: Session) -> dict:
+def prompt_cache(session: Session) -> PromptCache:
     """The session's prompt-cache policy and, per arm, how many measured runs' TTFT included a cache hit."""
-    arms = []
+    arms: list[ArmCache] = []
     for arm in session.arms:
         runs = _measured(session, arm.id)
         known = [r for r in runs if r.engine is not None and r.engine.cached_prompt_tokens is not None]
         hits = [r for r in known if r.engine and r.engine.cache_hit]
-        entry: dict = {"arm": arm.id, "runs": len(runs), "known": len(known), "cache_hits": len(hits),
+        entry: ArmCache = {"arm": arm.id, "runs": len(runs), "known": len(known), "cache_hits": len(hits),
                        "max_cached_tokens": max((r.engine.cached_prompt_tokens or 0 for r in hits if r.engine), default=None)}
         if runs and not known:
             entry["note"] = ("recorded before tokenreel archived the engine's figures" if all(r.engine is None for r in runs)

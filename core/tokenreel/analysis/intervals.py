@@ -33,6 +33,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
+import numpy as np
+from scipy.special import stdtrit
+
 LEVEL = 0.95
 # The fewest prompts an interval is given for: with fewer, the spread between prompts is itself
 # too uncertain for a t interval to mean much (a paired comparison needs about 6 at 5 %); and every
@@ -97,7 +100,8 @@ def contrast_interval(samples: Sequence[Sample], powers: tuple[int, ...], level:
     if not n or any(m <= 0 for m in means):
         return Interval(None, None, None, n, level, "no ratio: a mean figure is 0 or missing")
     # Numerator over denominator, so a ratio of means is the ladder's own float (mean / mean).
-    value = math.prod(m**p for m, p in zip(means, powers, strict=False) if p > 0) / math.prod(m**-p for m, p in zip(means, powers, strict=False) if p < 0)
+    numerator = math.prod(m**p for m, p in zip(means, powers, strict=False) if p > 0)
+    value = numerator / math.prod(m**-p for m, p in zip(means, powers, strict=False) if p < 0)
     reason = _too_few(samples)
     if reason:
         return Interval(value, None, None, n, level, reason)
@@ -140,9 +144,7 @@ def _too_few(samples: Sequence[Sample]) -> str:
 
 
 def t_quantile(probability: float, dof: float) -> float:
-    """Student's t quantile (scipy's `stdtrit`, imported here: only intervals need scipy)."""
-    from scipy.special import stdtrit
-
+    """Student's t quantile (scipy's `stdtrit`)."""
     return float(stdtrit(dof, probability))
 
 
@@ -178,8 +180,6 @@ def repeated_level(looks: tuple[int, ...], alpha: float = 1 - LEVEL, paths: int 
     a seeded simulation of that walk (deterministic: the same looks give the same level)."""
     if len(looks) == 1:
         return 1 - alpha
-    import numpy as np
-
     sizes = np.asarray(looks, dtype=float)
     steps = np.random.default_rng(26).standard_normal((paths, len(sizes))) * np.sqrt(np.diff(sizes, prepend=0.0))
     largest = np.abs(np.cumsum(steps, axis=1) / np.sqrt(sizes)).max(axis=1)

@@ -335,7 +335,7 @@ def build_ladder(session: Session, cells: list[Cell], baseline: str | None = Non
 def paired(cells: list[Cell], prompts: set[str], figure: Callable[[Cell], float | None], arm: str, base: str) -> list[Pair]:
     """Per prompt of `prompts` where both have the figure: `base`'s cell figure and `arm`'s,
     in suite order (the sample an interval on arm / base is taken over). Its strata are the
-    categories; in a session recorded on replicas, category x replica (issue 28: a prompt's
+    categories; in a session recorded on replicas, category x replica (a prompt's
     two cells share its replica, so the ratio is formed within one) wherever every such stratum
     holds MIN_PER_CATEGORY prompts, else the categories alone (a wider, still valid interval)."""
     mine = {c.prompt: c for c in cells if c.arm == arm and c.prompt in prompts}

@@ -21,7 +21,7 @@ Samples, definitions from `tokenreel.analysis.metrics`:
 Percentiles are numpy's default method: linear interpolation between the closest ranks
 (Hyndman & Fan type 7; p of values sorted v[0..n-1] is at rank p/100 * (n - 1)). Samples are
 (latency, count) pairs and never expanded: a run of one 1 M-token event is two pairs, not a
-million floats, so memory and time follow events, not tokens (issue 25). `Tally` finds the
+million floats, so memory and time follow events, not tokens. `Tally` finds the
 value at a rank by the cumulative counts and interpolates with numpy's own arithmetic, so the
 figures are the ones numpy.percentile gives on the expanded list, to the last bit.
 """
@@ -167,7 +167,8 @@ def _row(arm: str, prompt: str | None, runs: list[Run], selection: RunSelection)
         arm=arm,
         prompt=prompt,
         runs=len(runs),
-        ttft_ms=distribution(once(f.ttft_s * 1000 for f, r in zip(figures, runs, strict=False) if f.ttft_s is not None and selection.counts_ttft(r))),
+        ttft_ms=distribution(once(f.ttft_s * 1000 for f, r in zip(figures, runs, strict=False)
+                                  if f.ttft_s is not None and selection.counts_ttft(r))),
         tpot_ms=distribution(once(f.tpot_ms for f in figures if f.tpot_ms is not None)),
         itl_ms=distribution(pair for run in runs for pair in inter_token_latencies_ms(run)),
     )

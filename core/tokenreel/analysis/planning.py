@@ -19,7 +19,7 @@ import statistics
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from tokenreel.analysis.intervals import LEVEL, MIN_PER_CATEGORY, first_look, look_sizes, ratio_interval, repeated_level
+from tokenreel.analysis.intervals import LEVEL, MIN_PER_CATEGORY, Pair, first_look, look_sizes, ratio_interval, repeated_level
 from tokenreel.analysis.ladder import build_cells, common_prompts, paired
 from tokenreel.analysis.metrics import run_metrics
 from tokenreel.analysis.selection import DEFAULT_SELECTION
@@ -79,9 +79,9 @@ def _seconds_per_prompt(session: Session) -> float | None:
     return runs * math.fsum(per_run)
 
 
-def _ratio_plan(name: str, pairs: list, shares: dict[str, float], target: float, z_fixed: float, z_repeated: float,
+def _ratio_plan(name: str, pairs: list[Pair], shares: dict[str, float], target: float, z_fixed: float, z_repeated: float,
                 looks: list[int], seconds: float | None) -> RatioPlan:
-    by_category: dict[str, list] = {}
+    by_category: dict[str, list[Pair]] = {}
     for p in pairs:
         by_category.setdefault(p.category, []).append(p)
     thin = [c for c in shares if len(by_category.get(c, [])) < MIN_PER_CATEGORY]

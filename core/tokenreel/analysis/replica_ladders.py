@@ -1,4 +1,4 @@
-"""Each replica's own ladder (issue 28): a session recorded on several replicas, figure by figure.
+"""Each replica's own ladder: a session recorded on several replicas, figure by figure.
 
 The pooled ladder forms every ratio within a replica (a prompt's cells share it) and treats
 replicas as strata (`ladder.paired`); this view shows each replica alone, so one whose GPU ran

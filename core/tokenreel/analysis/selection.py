@@ -1,4 +1,4 @@
-"""Which runs count, decided once (issue 21): the one run-selection policy every figure uses.
+"""Which runs count, decided once: the one run-selection policy every figure uses.
 
 Two questions, kept apart:
 

@@ -2,7 +2,7 @@
 
 Why: a theme, logo, config, prompt file or session that is `/dev/zero` would be read until the
 kernel kills the process, a FIFO would block forever, and an output written in place is left
-truncated under its final name by a full disk or a kill (issue 25). So an input is read only
+truncated under its final name by a full disk or a kill. So an input is read only
 from a regular file (symlinks resolved) of at most its kind's cap (`INPUTS`, the one place the
 caps are stated), and anything else is refused before a byte is read, without blocking. An
 output is written to a temporary file beside it, fsynced and renamed over it, so its final name
@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,8 +102,8 @@ def output_target(path: str | os.PathLike[str], option: str = "--out") -> Path:
     return target
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes, option: str = "--out") -> Path:
-    """Write `data` so that the output's name holds the old file or all of the new one, never a
+def write_atomic(path: str | os.PathLike[str], data: bytes | Iterable[bytes], option: str = "--out") -> Path:
+    """Write `data` (bytes, or pieces written in order) so that the output's name holds the old file or all of the new one, never a
     part (a temporary `.<name>.XXXXXXXX.tmp` beside it, fsynced, renamed over it; removed if
     anything fails). A new file gets the umask's mode, a replaced one keeps its own. Returns the
     file written (the symlink's target for a symlink)."""
@@ -111,7 +112,10 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, option: str = "--out
     try:
         os.fchmod(fd, _mode_for(target))
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            if isinstance(data, bytes):
+                handle.write(data)
+            else:
+                handle.writelines(data)
         commit(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -49,7 +49,7 @@ def _ignore_signals_while_finalizing() -> None:
 def exit_while_starting() -> None:
     """Until a command takes Ctrl-C over, it exits at once with 130 and one line: while the
     command line loads (a second or more on a busy machine) nothing has been done yet, and a
-    KeyboardInterrupt raised inside an import gave a traceback and exit 1 or -2 (issue 25)."""
+    KeyboardInterrupt raised inside an import gave a traceback and exit 1 or -2."""
 
     def starting(signum: int, frame: object) -> None:
         os.write(2, (interrupted_line(signum, "starting", "nothing was done") + "\n").encode())

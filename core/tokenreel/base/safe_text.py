@@ -10,12 +10,12 @@ import html
 import os
 import re
 
-# THE TERMINAL RULE (issue 11): text from outside (server errors, session names, labels, prompt
+# THE TERMINAL RULE: text from outside (server errors, session names, labels, prompt
 # ids) may hold escape sequences that clear the screen, retitle the window or recolour what
 # follows. Every CliConsole strips them from all it prints: whole sequences from each string it
 # is given, and every control character left from each segment where rich turns segments into
 # characters (tables, progress bars, Text); only rich's own styling and cursor controls get through.
-# Bidi controls count as control characters (issue 25): "click \u202egnp.exe" would show as
+# Bidi controls count as control characters: "click \u202egnp.exe" would show as
 # "click exe.png". The markdown, CSV and HTML reports strip the same set from what they write.
 BIDI_CONTROLS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # marks, embeddings, overrides, isolates (a class body)
 _ESCAPES = re.compile(

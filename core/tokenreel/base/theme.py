@@ -59,7 +59,8 @@ class Theme:
         for name, rgb in self.syntax:
             if name == style:
                 return rgb
-        return getattr(self, style)
+        plain: RGB = getattr(self, style)  # a colour field named by the style (AttributeError for none)
+        return plain
 
     def accent(self, index: int) -> RGB:
         return self.accents[index % len(self.accents)]

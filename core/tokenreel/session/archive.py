@@ -3,7 +3,8 @@
 Loading reads only a regular file of bounded size and validates every field
 (`tokenreel.session.validate`): every problem is an `ArchiveError` naming the file and the field.
 Saving is atomic (temp file, fsync, rename), so the file on disk is never half-written, and it
-writes only what the loader accepts (`tokenreel.session.quarantine.validated_dict`).
+writes only what the loader accepts (`tokenreel.session.save_form.validated_bytes`), validating only
+the runs new or changed since the last save.
 
 One writer per session: `SessionLock` (fcntl.flock on `.<file name>.lock` next to the file) is
 held for a whole `record`; a second writer is refused at once, naming the holder's pid.
@@ -20,7 +21,7 @@ import orjson
 from tokenreel.base import files
 from tokenreel.session.json_form import session_to_dict
 from tokenreel.session.model import ArchiveError, Session
-from tokenreel.session.quarantine import validated_dict
+from tokenreel.session.save_form import validated_bytes
 from tokenreel.session.validate import from_dict
 
 # ---------------------------------------------------------------------------------------------
@@ -35,15 +36,15 @@ def dumps(session: Session) -> bytes:
 def save(session: Session, path: str | os.PathLike[str]) -> None:
     """Write atomically: a crash leaves either the previous file or the new one, never half.
 
-    What is written is first checked by the loader's own validation (`validated_dict`), so a
+    What is written is first checked by the loader's own validation (`validated_bytes`), so a
     saved file always loads: a run that fails it is quarantined in place (status `invalid`, see
     `tokenreel.session.quarantine`); anything else that would not load raises ArchiveError and
     nothing is written.
     """
     target = Path(path)
-    data = validated_dict(session, str(target))
+    data = validated_bytes(session, str(target))
     target.parent.mkdir(parents=True, exist_ok=True)
-    files.write_atomic(target, orjson.dumps(data))
+    files.write_atomic(target, data)
 
 
 # ---------------------------------------------------------------------------------------------

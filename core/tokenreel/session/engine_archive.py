@@ -13,7 +13,7 @@ from tokenreel.session.model import MAX_COUNT, MAX_TOKENS_PER_SECOND, EngineFigu
 
 
 def read_engine_figures(r: FieldReader, data: Any, where: str) -> EngineFigures | None:
-    """The archived `Run.engine`; None for runs recorded before issue 29."""
+    """The archived `Run.engine` (docs/session-format.md §7.7); None for runs recorded before tokenreel archived it."""
     if data is None:
         return None
     d = r.obj(data, where)

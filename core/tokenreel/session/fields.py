@@ -7,11 +7,19 @@ first bad field ("runs[3].chunks.t_ns[7]: goes back in time") rather than a trac
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, TypeVar
+from enum import Enum
+from typing import Any, Callable, TypeVar, overload
 
 from tokenreel.session.model import ArchiveError
 
 T = TypeVar("T")
+D = TypeVar("D")
+
+
+class Required(Enum):
+    """`FieldReader.get`'s default when a field has none: its absence is an error."""
+
+    FIELD = 0
 
 
 class FieldReader:
@@ -28,9 +36,17 @@ class FieldReader:
             raise self.fail(where, f"expected an object, got {type(value).__name__}")
         return value
 
-    def get(self, data: dict[str, Any], key: str, where: str, kind: Callable[[Any, str], T], default: Any = ...) -> T:
+    @overload
+    def get(self, data: dict[str, Any], key: str, where: str, kind: Callable[[Any, str], T]) -> T: ...
+
+    @overload
+    def get(self, data: dict[str, Any], key: str, where: str, kind: Callable[[Any, str], T], default: D) -> T | D: ...
+
+    def get(self, data: dict[str, Any], key: str, where: str, kind: Callable[[Any, str], T],
+            default: D | Required = Required.FIELD) -> T | D:
+        """`kind` of data[key] (its dotted field named on failure); `default` when absent, else absence fails."""
         if key not in data:
-            if default is ...:
+            if isinstance(default, Required):
                 raise self.fail(f"{where}.{key}".lstrip("."), "missing")
             return default
         return kind(data[key], f"{where}.{key}".lstrip("."))

@@ -1,4 +1,4 @@
-"""What the GPU gate archives per arm (issue 29): the GPUs as NVML read them, and the verdict.
+"""What the GPU gate archives per arm: the GPUs as NVML read them, and the verdict.
 
 `Arm.gpu` holds one `GpuCheck` per recording of an arm whose engine runs on this machine
 (`tokenreel.recorder.gates.gpu_gate` takes it). NVML's own units are kept: bytes, MHz, milliwatts,
@@ -52,7 +52,7 @@ class GpuDevice:
 
 @dataclass
 class GpuCheck:
-    """The GPU gate before one recording of an arm whose engine runs on this machine (issue 29).
+    """The GPU gate before one recording of an arm whose engine runs on this machine.
 
     "idle": no compute process other than the arm's engine and utilisation at most
     `settings.gpu_util_pct` on the GPUs checked; "busy": still not so after `waited_s` (at most

@@ -1,4 +1,4 @@
-"""Reading the GPU gate's archive back, and bounding what NVML reported (issue 29).
+"""Reading the GPU gate's archive back, and bounding what NVML reported.
 
 `gpu_check` reads one `arms[].gpu[]` entry with every field checked against `tokenreel.session.gpu`'s
 bounds (for `tokenreel.session.validate`); `bound_gpu` drops a reading past them to None before the
@@ -73,7 +73,8 @@ def _gpu_device(r: FieldReader, data: Any, where: str) -> GpuDevice:
 
 
 def gpu_check(r: FieldReader, data: Any, where: str) -> GpuCheck:
-    """One `arms[].gpu[]` entry of a session file, every field checked (`tokenreel.session.validate`)."""
+    """One `arms[].gpu[]` entry of a session file, every field checked (`tokenreel.session.validate`,
+    docs/session-format.md §6.1)."""
     d = r.obj(data, where)
     devices = r.get(d, "devices", where, r.list_, [])
     if len(devices) > MAX_GPU_DEVICES:

@@ -23,11 +23,20 @@ def _chunks_to_json(chunks: Chunks) -> dict[str, Any]:
 
 def session_to_dict(session: Session) -> dict[str, Any]:
     """The object a session file holds: format and version first, then Session's fields in order."""
-    out: dict[str, Any] = {"format": FORMAT, "version": VERSION}
+    head, tail = session_fields(session)
+    return {**head, "runs": [run_to_dict(run) for run in session.runs], **tail}
+
+
+def session_fields(session: Session) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The file's fields other than `runs`: those before it (format, version, name, settings,
+    prompts, arms) and those after it, each in the file's order."""
+    head: dict[str, Any] = {"format": FORMAT, "version": VERSION}
+    tail: dict[str, Any] = {}
+    out = head
     for name in Session.__dataclass_fields__:
         value = getattr(session, name)
         if name == "runs":
-            out[name] = [run_to_dict(run) for run in value]
+            out = tail
         elif name == "settings":
             out[name] = asdict(value)
         elif name == "prompts":
@@ -45,7 +54,7 @@ def session_to_dict(session: Session) -> dict[str, Any]:
                 out[name] = [asdict(item) for item in value]
         else:
             out[name] = value
-    return out
+    return head, tail
 
 
 def _arm_to_dict(arm: Arm) -> dict[str, Any]:
@@ -54,19 +63,24 @@ def _arm_to_dict(arm: Arm) -> dict[str, Any]:
     return {k: v for k, v in asdict(arm).items() if v or k not in ("base_urls", "metrics_urls", "gpu", "drafts_for")}
 
 
+# Run's parts that are flat dataclasses of scalars, and its fields left out of the file when None.
+_FLAT_PARTS = frozenset(("gate", "acceptance", "clock", "host", "engine"))
+_ABSENT_WHEN_NONE = frozenset(("level", "replica", "node", "response_id", "engine"))
+
+
 def run_to_dict(run: Run) -> dict[str, Any]:
-    """Like asdict, without deep-copying the (possibly huge) chunk columns."""
+    """What asdict gives, without deep-copying anything (the chunk columns can be huge, and a save
+    encodes every run): a flat part's fields as they are. Fields absent when None are left out."""
     out: dict[str, Any] = {}
     for name in Run.__dataclass_fields__:
         value = getattr(run, name)
         if name == "chunks":
             out[name] = _chunks_to_json(value)
-        elif name in ("gate", "acceptance", "clock", "host"):
-            out[name] = asdict(value) if value is not None else None
-        elif name in ("level", "replica", "node", "response_id", "engine"):
-            if value is not None:
-                out[name] = asdict(value) if name == "engine" else value
+        elif value is None:
+            if name not in _ABSENT_WHEN_NONE:
+                out[name] = None
+        elif name in _FLAT_PARTS:
+            out[name] = {field: getattr(value, field) for field in value.__dataclass_fields__}
         else:
             out[name] = value
     return out
-

@@ -5,12 +5,12 @@ settings (minus secrets), arm fingerprints, prompts, and every run with the arri
 every streamed chunk. Chunks are stored column-wise (one list per field) because a session can
 hold millions of tokens: columns load fast and keep the file small.
 
-The format: a JSON object `{"format": FORMAT, "version": VERSION, ...}` followed by the fields
+The format (specified in docs/session-format.md): a JSON object `{"format": FORMAT, "version": VERSION, ...}` followed by the fields
 of `Session` in order, each dataclass below as an object with its fields in order
 (`tokenreel.session.json_form.session_to_dict` builds it, `Chunks` says what each column means). The MAX_* limits bound
 every count and offset a file may hold, far above any real session.
 
-Which clock stamped each run is stated (issue 13): `Run.clock` says "kernel" (t_ns is the
+Which clock stamped each run is stated: `Run.clock` says "kernel" (t_ns is the
 kernel's receive time of the read that delivered the event) or "user" with the reason, and a
 kernel-clock run keeps the user-space stamps too (`Chunks.client_delay_us`). Sessions written
 before it (no `clock`) load with `clock` None: user-space stamps, as recorded then.
@@ -60,7 +60,7 @@ CLIENT_BUSY_P99_MS = 2.0
 # flags a run host_contended, after waiting at most HOST_WAIT_S for it to fall.
 HOST_PRESSURE_PCT = 10.0
 HOST_WAIT_S = 5.0
-# The GPU gate (`GpuCheck`, endpoints on this machine, issue 29): utilisation above this, or a
+# The GPU gate (`GpuCheck`, endpoints on this machine): utilisation above this, or a
 # compute process that is not the arm's engine, flags the arm after waiting at most GPU_WAIT_S.
 GPU_UTIL_PCT = 10.0
 GPU_WAIT_S = 30.0
@@ -111,11 +111,11 @@ class Arm:
     # What the endpoint cannot tell (quantization, drafter, engine flags), declared in the config.
     settings: dict[str, str] = field(default_factory=dict)
     tokenizer: str | None = None  # a tokenizer.json to count tokens with when the server gives no running count
-    # Replicas (issue 28): one endpoint per GPU or node serving this configuration, base_url and
+    # Replicas: one endpoint per GPU or node serving this configuration, base_url and
     # metrics_url being the first's. Empty: one replica (absent from the file).
     base_urls: list[str] = field(default_factory=list)
     metrics_urls: list[str] = field(default_factory=list)
-    # The GPU gate's check before each recording of this arm, oldest first (issue 29); empty
+    # The GPU gate's check before each recording of this arm, oldest first; empty
     # (absent from the file): never checked (remote endpoint, replicas, or recorded before).
     gpu: list[GpuCheck] = field(default_factory=list)
     # The arm whose model this arm drafts for (`drafts_for` in the config): its answers are
@@ -219,11 +219,11 @@ class Acceptance:
 
 @dataclass
 class Clock:
-    """Which clock stamped a run's chunks, and how late its client read the network (issue 13).
+    """Which clock stamped a run's chunks, and how late its client read the network.
 
     "kernel": each event has the kernel's receive time (SO_TIMESTAMPNS, Linux) of the read that
     delivered it, on the perf_counter timeline; a busy client cannot skew it. "user": each event
-    has the perf_counter stamp its read got in Python (tokenreel before issue 13), `reason` says
+    has the perf_counter stamp its read got in Python, `reason` says
     why (platform, no timestamps from the kernel, the wall clock stepped during the run).
     Client delay (user stamp - kernel stamp over the run's events, ms) is known on the kernel
     clock only. `first_shared`: the first token's read also delivered a later token event, so
@@ -241,7 +241,7 @@ class Clock:
 
 @dataclass
 class HostPressure:
-    """The CPU pressure of the host that runs the engine, over one run (issue 21).
+    """The CPU pressure of the host that runs the engine, over one run.
 
     Read only when the endpoint is on this machine (loopback or one of its addresses): Linux PSI
     (`/proc/pressure/cpu`, else the cgroup's `cpu.pressure`) counts the time some runnable task
@@ -260,7 +260,7 @@ class HostPressure:
 
 @dataclass
 class EngineFigures:
-    """What the engine said of one request (issue 29). `decode_tok_s` is tokenreel's decode
+    """What the engine said of one request. `decode_tok_s` is tokenreel's decode
     (tokenreel.analysis.metrics: tokens after the first over first to last token); from llama.cpp's
     `timings`: (predicted_n - 1) / predicted_ms, not predicted_per_second, which older builds
     computed over all predicted_n tokens. `cached_prompt_tokens`: prompt tokens its cache served
@@ -301,7 +301,7 @@ class Run:
     clock: Clock | None = None
     # Client delay p99 over settings.client_busy_p99_ms; None: not known (user clock).
     client_busy: bool | None = None
-    # None: not read (a remote endpoint, no PSI on this host, or recorded before issue 21);
+    # None: not read (a remote endpoint, no PSI on this host, or recorded before tokenreel read it);
     # `host_note` says which.
     host: HostPressure | None = None
     host_note: str = ""
@@ -317,9 +317,9 @@ class Run:
     node: str | None = None
     # The `id` the server gave its response (the first event's): it names this request in the
     # server's own log (simulator/tokenreel/simulator/truth.py pairs runs with the simulator's by it). None: no id
-    # given, or recorded before issue 27 (absent from the file).
+    # given, or recorded before tokenreel kept it (absent from the file).
     response_id: str | None = None
-    engine: EngineFigures | None = None  # what the engine said of it; None: recorded before issue 29
+    engine: EngineFigures | None = None  # what the engine said of it; None: recorded before tokenreel archived it
     chunks: Chunks = field(default_factory=Chunks)
 
     @property
@@ -370,7 +370,7 @@ LEVEL_COUNTERS = ("running", "waiting", "generated_tokens", "drafts", "draft_tok
 
 @dataclass
 class LevelRecord:
-    """`tokenreel sweep`: one concurrency level of one arm (issue 27).
+    """`tokenreel sweep`: one concurrency level of one arm.
 
     `level` requests were kept in flight after `warmup` discarded ones, until `requests` measured
     requests were sent (or `duration_s` passed), and until the last of them finished (the fill:

@@ -1,16 +1,16 @@
 """Impossible values from a server: bounded or quarantined, never saved as a file the loader
-rejects (issue 11). A run whose values the loader would refuse is marked `invalid` with the
+rejects. A run whose values the loader would refuse is marked `invalid` with the
 reason, its offending figures dropped, so the rest of the session stays loadable."""
 
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from typing import Callable
 
 from tokenreel.session.fields import FieldReader
-from tokenreel.session.json_form import run_to_dict, session_to_dict
-from tokenreel.session.model import GATE_STATUSES, ArchiveError, Chunks, Gate, Run, Session
-from tokenreel.session.validate import bound_acceptance, from_dict, read_run
+from tokenreel.session.json_form import run_to_dict
+from tokenreel.session.model import GATE_STATUSES, ArchiveError, Chunks, Gate, Run
+from tokenreel.session.validate import bound_acceptance, read_run
 
 
 def _drop_chunks(run: Run) -> None:
@@ -41,7 +41,8 @@ _DROPPABLE: dict[str, Callable[[Run], None]] = {
 
 
 def quarantine(run: Run, path: str = "<session>") -> str:
-    """Validate one run as the loader does; if it fails, mark it `invalid` (`tokenreel.session.validate`'s rule 1).
+    """Validate one run as the loader does; if it fails, mark it `invalid` (`tokenreel.session.validate`'s
+    rule 1, docs/session-format.md §12.1).
 
     Server values it catches: a usage jump of more than MAX_TOKENS_PER_EVENT in one event, a
     negative /metrics gauge, more than MAX_CHUNKS_PER_RUN events. Each offending part is
@@ -77,22 +78,3 @@ def mark_invalid(run: Run, reason: str, dropped: str) -> str:
         f" {dropped}: check the endpoint, then `tokenreel record --resume` records it again"
     )
     return run.error
-
-
-def validated_dict(session: Session, path: str = "<session>") -> dict[str, Any]:
-    """What `tokenreel.session.archive.save` writes: `session_to_dict`, checked by the loader's own
-    `from_dict` (`tokenreel.session.validate`'s rule 1). A run that fails it is quarantined in place; anything
-    else that would not load raises ArchiveError, so nothing is written."""
-    for run in session.runs:
-        bound_acceptance(run)
-    for _ in range(len(session.runs) + 1):
-        data = session_to_dict(session)
-        try:
-            from_dict(data, path)
-        except ArchiveError as exc:
-            bad = re.match(r"runs\[(\d+)\]", exc.field)
-            if bad is None or int(bad[1]) >= len(session.runs) or not quarantine(session.runs[int(bad[1])], path):
-                raise
-            continue
-        break
-    return data

@@ -1,16 +1,19 @@
 """Reading a session back: every field checked, and the rules for impossible server values.
 
+The file format is specified in docs/session-format.md; each reader below cites its section (§).
+
 `from_dict` builds a `Session` (tokenreel.session.model) from the parsed JSON of a session file and
 raises `ArchiveError` naming the file and the first bad field: a wrong type, a missing field,
 a count or offset past the model's MAX_* limits, time going backwards, an unknown arm.
 
-Rules that keep one bad server value from poisoning a session (issue 11):
+Rules that keep one bad server value from poisoning a session:
 
-1. The recorder never saves what the loader rejects. `validated_dict` (what
-   `tokenreel.session.archive.save` writes) runs `from_dict` on exactly what is written; a run that
-   fails it is kept with status `invalid` and the reason (`quarantine`: the offending part,
-   such as its chunks, is dropped), so the file always loads and `--resume` re-records that run.
-2. Every float that reaches a metric is finite and bounded: an acceptance length outside
+1. The recorder never saves what the loader rejects (§12.1). `validated_bytes` (what
+   `tokenreel.session.archive.save` writes, `tokenreel.session.save_form`) runs `from_dict` on exactly
+   what is written, each run checked when new or changed; a run that fails it is kept with status
+   `invalid` and the reason (`quarantine`: the offending part, such as its chunks, is dropped), so
+   the file always loads and `--resume` re-records that run.
+2. Every float that reaches a metric is finite and bounded (§12.2): an acceptance length outside
    [1, MAX_ACCEPTANCE_LENGTH], a rate outside [0, 1] or a count above MAX_COUNT is dropped to
    None with a note (`bound_acceptance`, applied at save and at load alike).
 3. The engine's own figures are bounded where they are read (`tokenreel.session.engine_archive`); at
@@ -66,6 +69,7 @@ from tokenreel.session.model import (
 # Reading: every field checked, the first bad one named
 
 def _prompt(r: FieldReader, data: Any, where: str) -> Prompt:
+    """A `prompts[]` entry (docs/session-format.md §5)."""
     d = r.obj(data, where)
     messages = r.get(d, "messages", where, r.list_, [])
     for i, message in enumerate(messages):
@@ -79,6 +83,7 @@ def _prompt(r: FieldReader, data: Any, where: str) -> Prompt:
 
 
 def _arm(r: FieldReader, data: Any, where: str) -> Arm:
+    """An `arms[]` entry (docs/session-format.md §6)."""
     d = r.obj(data, where)
     recorded = r.get(d, "recorded", where, r.list_, [])
     for i, item in enumerate(recorded):
@@ -109,6 +114,7 @@ def _strings(r: FieldReader, data: Any, where: str) -> list[str]:
 
 
 def _settings(r: FieldReader, data: Any, where: str) -> Settings:
+    """`settings` (docs/session-format.md §4)."""
     d = r.obj(data, where)
     return Settings(
         prompts=r.get(d, "prompts", where, r.str_),
@@ -129,13 +135,14 @@ def _settings(r: FieldReader, data: Any, where: str) -> Settings:
 
 
 def _chunks(r: FieldReader, data: Any, where: str) -> Chunks:
+    """A run's `chunks`, column by column (docs/session-format.md §7.2)."""
     d = r.obj(data, where)
     t_ns = r.get(d, "t_ns", where, r.list_)
     n = len(t_ns)
     if n > MAX_CHUNKS_PER_RUN:
         raise r.fail(f"{where}.t_ns", f"{n} chunks is more than the limit of {MAX_CHUNKS_PER_RUN}")
     tokens = r.get(d, "tokens", where, r.list_)
-    columns = {"tokens": tokens}
+    columns: dict[str, list[Any] | None] = {"tokens": tokens}
     for name in ("content", "reasoning", "tool"):
         columns[name] = r.get(d, name, where, r.list_, None)
     for name, column in columns.items():
@@ -174,6 +181,7 @@ def _chunks(r: FieldReader, data: Any, where: str) -> Chunks:
 
 
 def _gate(r: FieldReader, data: Any, where: str) -> Gate:
+    """A run's `gate` (docs/session-format.md §7.3)."""
     d = r.obj(data, where)
     return Gate(
         status=r.get(d, "status", where, r.one_of(GATE_STATUSES)),
@@ -185,6 +193,7 @@ def _gate(r: FieldReader, data: Any, where: str) -> Gate:
 
 
 def _acceptance(r: FieldReader, data: Any, where: str) -> Acceptance | None:
+    """A run's `acceptance`, bounded after (docs/session-format.md §7.4, §12.2)."""
     if data is None:
         return None
     d = r.obj(data, where)
@@ -201,6 +210,7 @@ def _acceptance(r: FieldReader, data: Any, where: str) -> Acceptance | None:
 
 
 def _clock(r: FieldReader, data: Any, where: str) -> Clock | None:
+    """A run's `clock` (docs/session-format.md §7.5)."""
     if data is None:
         return None
     d = r.obj(data, where)
@@ -215,6 +225,7 @@ def _clock(r: FieldReader, data: Any, where: str) -> Clock | None:
 
 
 def _host(r: FieldReader, data: Any, where: str) -> HostPressure | None:
+    """A run's `host` (docs/session-format.md §7.6)."""
     if data is None:
         return None
     d = r.obj(data, where)
@@ -228,6 +239,7 @@ def _host(r: FieldReader, data: Any, where: str) -> HostPressure | None:
 
 
 def _usage(r: FieldReader, data: Any, where: str) -> dict[str, int] | None:
+    """A run's `usage`; members that are objects are not read (docs/session-format.md §7.8)."""
     if data is None:
         return None
     d = r.obj(data, where)
@@ -239,6 +251,7 @@ def _usage(r: FieldReader, data: Any, where: str) -> dict[str, int] | None:
 
 
 def read_run(r: FieldReader, data: Any, where: str) -> Run:
+    """A `runs[]` entry (docs/session-format.md §7.1), its acceptance bounded (§12.2)."""
     d = r.obj(data, where)
     run = Run(
         arm=r.get(d, "arm", where, r.str_),
@@ -274,14 +287,22 @@ def read_run(r: FieldReader, data: Any, where: str) -> Run:
 
 
 def _list_of(r: FieldReader, data: dict[str, Any], key: str, build: Callable[[FieldReader, Any, str], T]) -> list[T]:
+    """A top-level list of at most MAX_RUNS entries (docs/session-format.md §3, §11)."""
     items = r.get(data, key, "", r.list_)
     if len(items) > MAX_RUNS:
         raise r.fail(key, f"{len(items)} entries is more than the limit of {MAX_RUNS}")
     return [build(r, item, f"{key}[{i}]") for i, item in enumerate(items)]
 
 
-def from_dict(data: Any, path: str = "<session>") -> Session:
-    """Validate and build a Session; raises ArchiveError naming the first bad field."""
+RunReader = Callable[[FieldReader, Any, str], Run]
+
+
+def from_dict(data: Any, path: str = "<session>", run_reader: RunReader = read_run) -> Session:
+    """Validate and build a Session; raises ArchiveError naming the first bad field
+    (docs/session-format.md: format and version §2, the top level §3, references §10).
+
+    `run_reader` reads each `runs[]` item (`read_run` for parsed JSON); a save passes its own,
+    which validates only the runs that changed since the last save (`tokenreel.session.save_form`)."""
     r = FieldReader(path)
     d = r.obj(data, "")
     fmt = d.get("format")
@@ -297,7 +318,7 @@ def from_dict(data: Any, path: str = "<session>") -> Session:
         settings=_settings(r, d.get("settings"), "settings"),
         prompts=_list_of(r, d, "prompts", _prompt),
         arms=_list_of(r, d, "arms", _arm),
-        runs=_list_of(r, d, "runs", read_run),
+        runs=_list_of(r, d, "runs", run_reader),
         tool_version=r.get(d, "tool_version", "", r.str_, ""),
         host=r.get(d, "host", "", r.str_map, {}),
         created_at=r.get(d, "created_at", "", r.str_, ""),
@@ -311,6 +332,7 @@ def from_dict(data: Any, path: str = "<session>") -> Session:
 
 
 def _opt_level(r: FieldReader, value: Any, where: str) -> int | None:
+    """A concurrency level: null or an integer of 1 or more (docs/session-format.md §7.1, §9)."""
     if value is None:
         return None
     level = r.int_(value, where)
@@ -320,6 +342,7 @@ def _opt_level(r: FieldReader, value: Any, where: str) -> int | None:
 
 
 def _counters(r: FieldReader, value: Any, where: str) -> dict[str, float]:
+    """A level's `before`/`after` counters (docs/session-format.md §9)."""
     counters = r.num_map(value, where)
     for key, number in counters.items():
         if key not in LEVEL_COUNTERS or not math.isfinite(number) or number < 0:
@@ -328,6 +351,7 @@ def _counters(r: FieldReader, value: Any, where: str) -> dict[str, float]:
 
 
 def _response_id(r: FieldReader, value: Any, where: str) -> str | None:
+    """A run's `response_id`, at most MAX_RESPONSE_ID characters (docs/session-format.md §7.1)."""
     response_id = r.opt_str(value, where)
     if response_id is not None and len(response_id) > MAX_RESPONSE_ID:
         raise r.fail(where, f"expected a response id of at most {MAX_RESPONSE_ID} characters, got {len(response_id)}")
@@ -335,7 +359,7 @@ def _response_id(r: FieldReader, value: Any, where: str) -> str | None:
 
 
 def _level(r: FieldReader, data: Any, where: str) -> LevelRecord:
-    """A sweep's level record (`model.LevelRecord`)."""
+    """A sweep's `levels[]` entry (`model.LevelRecord`, docs/session-format.md §9)."""
     d = r.obj(data, where)
     record = LevelRecord(
         arm=r.get(d, "arm", where, r.str_),
@@ -364,8 +388,12 @@ def _level(r: FieldReader, data: Any, where: str) -> LevelRecord:
 
 
 def _stopping(r: FieldReader, data: Any, where: str) -> Stopping:
+    """`stopping` (docs/session-format.md §8)."""
     d = r.obj(data, where)
-    items = lambda key, kind: [kind(v, f"{where}.{key}[{i}]") for i, v in enumerate(r.get(d, key, where, r.list_, []))]  # noqa: E731
+
+    def items(key: str, kind: Callable[[Any, str], T]) -> list[T]:
+        return [kind(v, f"{where}.{key}[{i}]") for i, v in enumerate(r.get(d, key, where, r.list_, []))]
+
     rule = Stopping(
         r.get(d, "target", where, r.nonneg_num), r.get(d, "level", where, r.nonneg_num), items("looks", r.nonneg_int),
         items("order", r.str_), r.get(d, "seed", where, r.int_), r.get(d, "max_time_s", where, r.opt_num, None),
@@ -379,13 +407,14 @@ def _stopping(r: FieldReader, data: Any, where: str) -> Stopping:
 
 
 def _check_references(r: FieldReader, session: Session) -> None:
-    """Ids must be unique and every run must name a known arm and prompt."""
-    for name, items in (("arms", session.arms), ("prompts", session.prompts)):
+    """Ids must be unique and every run must name a known arm and prompt (docs/session-format.md §10)."""
+    ids: tuple[tuple[str, list[str]], ...] = (("arms", [a.id for a in session.arms]), ("prompts", [p.id for p in session.prompts]))
+    for name, listed in ids:
         seen: set[str] = set()
-        for i, item in enumerate(items):
-            if item.id in seen:
-                raise r.fail(f"{name}[{i}].id", f"duplicate id {item.id!r}")
-            seen.add(item.id)
+        for i, item_id in enumerate(listed):
+            if item_id in seen:
+                raise r.fail(f"{name}[{i}].id", f"duplicate id {item_id!r}")
+            seen.add(item_id)
     arm_ids = {a.id for a in session.arms}
     prompt_ids = {p.id for p in session.prompts}
     for i, run in enumerate(session.runs):
@@ -430,7 +459,8 @@ _ACCEPTANCE_BOUNDS = (
 
 def bound_acceptance(run: Run) -> None:
     """Drop acceptance figures no drafter can produce to None, the reason in acceptance_note
-    (this module's rule 2): one `mean_acceptance_length: 1e308` would overflow every later mean.
+    (this module's rule 2, docs/session-format.md §12.2): one `mean_acceptance_length: 1e308`
+    would overflow every later mean.
     Idempotent."""
     acceptance = run.acceptance
     if acceptance is None:
