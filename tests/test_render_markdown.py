@@ -13,9 +13,10 @@ from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.render_plan import RenderOptions, RenderPlan, build_plan
 from tokenreel.renderer.text import fonts
 from tokenreel.renderer.text.cells import GLYPH, SHAPED
-from tokenreel.renderer.text.grid import clusters, layout_stream, shape_paragraphs
+from tokenreel.renderer.text.clusters import clusters
 from tokenreel.renderer.text.highlight import styled_stream
 from tokenreel.renderer.text.markup import BULLET, HEADING, INLINE_CODE, PAD, RULE, STRONG, render
+from tokenreel.renderer.text.wrap import layout_stream, shape_paragraphs
 
 SAMPLE = """## Speculative **decoding**
 

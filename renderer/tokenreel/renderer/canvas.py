@@ -17,7 +17,9 @@ import numpy as np
 from tokenreel.base.theme import RGB, Theme
 from tokenreel.renderer.layout import Rect
 from tokenreel.renderer.text import fonts
-from tokenreel.renderer.text.grid import Cell, GlyphPainter, fit
+from tokenreel.renderer.text.cells import Cell
+from tokenreel.renderer.text.painter import GlyphPainter
+from tokenreel.renderer.text.wrap import fit
 
 BOLD_ROLES = ("label", "big", "title", "headline", "hero")
 SUPERSAMPLE = 4  # per axis, for the anti-aliased edges of panels and badges

@@ -16,7 +16,7 @@ from tokenreel.analysis.figures import clock_seconds, figure, multiplier
 from tokenreel.renderer.canvas import Canvas, label_spans, text_w
 from tokenreel.renderer.layout import Rect
 from tokenreel.renderer.render_plan import RenderPlan
-from tokenreel.renderer.text.grid import GlyphPainter
+from tokenreel.renderer.text.painter import GlyphPainter
 
 
 class EndCard:

@@ -24,9 +24,12 @@ from tokenreel.renderer.end_card import EndCard
 from tokenreel.renderer.layout import ColumnLayout, Rect
 from tokenreel.renderer.render_plan import ArmTrack, Logo, RenderPlan
 from tokenreel.renderer.text import fonts
-from tokenreel.renderer.text.grid import Cell, GlyphPainter, clusters, fit, layout_stream, wrap
+from tokenreel.renderer.text.cells import Cell
+from tokenreel.renderer.text.clusters import clusters
 from tokenreel.renderer.text.highlight import styled_stream
+from tokenreel.renderer.text.painter import GlyphPainter
 from tokenreel.renderer.text.paragraph import ShapedLine
+from tokenreel.renderer.text.wrap import fit, layout_stream, wrap
 from tokenreel.renderer.timeline import END, REPLAY, TITLE, ArmTimeline
 
 # What a frame shows, as designed: bumped with every deliberate change to it, so that `verify`

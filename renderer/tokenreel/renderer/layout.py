@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tokenreel.renderer.text.grid import cell_metrics
+from tokenreel.renderer.text.cells import cell_metrics
 
 DESIGN_SIZE = 1080
 # px at the design size; "tiny" is where small labels step down to when they do not fit

@@ -84,7 +84,7 @@ class _Out:
 
 
 def _char_width(char: str) -> int:
-    """Grid cells of a character, near enough to align table columns (the grid's own rules are text.py's)."""
+    """Grid cells of a character, near enough to align table columns (the grid's own rules are clusters.py's)."""
     if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
         return 0
     return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
