@@ -55,7 +55,8 @@ class EndCard:
         return max(gap, self.painters["small"].line_h) if self.interval_line() else gap
 
     def headings(self) -> tuple[str, ...]:
-        return ("done in", "decode", "vs prior", "vs first") if self.plan.metric == "decode" else ("TTFT", "done in", "vs prior", "vs first")
+        first = ("done in", "decode") if self.plan.metric == "decode" else ("TTFT", "done in")
+        return (*first, "vs prior", "vs first")
 
     def rows(self) -> list[tuple[str, ...]]:
         """Per arm on screen, under end_headings: its times and figures, and its speed-ups over
@@ -163,8 +164,11 @@ class EndCard:
         bg = theme.background
         headings = self.headings()
         gap = label.cell_w * 2
-        widths = [max(text_w(self.painters, h, "small"), *(text_w(self.painters, r[k], "label") for r in rows)) for k, h in enumerate(headings)]
-        rights, right = [], rect.right
+        widths = [
+            max(text_w(self.painters, h, "small"), *(text_w(self.painters, r[k], "label") for r in rows)) for k, h in enumerate(headings)
+        ]
+        rights: list[int] = []
+        right = rect.right
         for w in reversed(widths):
             rights.insert(0, right)
             right -= w + gap
@@ -176,7 +180,8 @@ class EndCard:
         for n, (track, figures) in enumerate(zip(plan.arms, rows, strict=False)):
             y = rect.y + small.line_h + row_h * n
             x = canvas.badge(rect.x, y, label.line_h, track.color, bg, n + 1)
-            canvas.spans(Rect(x, y, figures_x - gap - x, label.line_h), "label", bg, label_spans(self.painters, track.label, figures_x - gap - x))
+            name_w = figures_x - gap - x
+            canvas.spans(Rect(x, y, name_w, label.line_h), "label", bg, label_spans(self.painters, track.label, name_w))
             model_h = 0 if self.compact else small.line_h
             if model_h:
                 canvas.spans(Rect(x, y + label.line_h, rect.right - x, small.line_h), "small", bg, ((track.model, "small", "dim"),))

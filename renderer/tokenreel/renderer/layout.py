@@ -134,7 +134,7 @@ def _column(panel: Rect, pad: int, gap: int, metrics: Mapping[str, tuple[int, in
     cols, rows = inner_w // body_w, max(0, bottom - top) // body_h
     if cols < MIN_GRID[0] or rows < MIN_GRID[1]:
         raise ValueError(f"size: {panel.w}x{panel.h} px per arm is too small to show the text; choose a larger size")
-    for line, runs in WORST_CASE.items():
+    for runs in WORST_CASE.values():
         if sum(metrics[role][0] * len(text) for role, text in runs) > inner_w:
             raise ValueError(f"size: {panel.w} px per arm is too narrow for the figures; choose a larger size or fewer arms")
     text = Rect(label.x, top, cols * body_w, rows * body_h)

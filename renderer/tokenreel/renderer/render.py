@@ -322,7 +322,8 @@ def _encode_chunked(
         hashes = _run_jobs(plan, ffmpeg, jobs, workers, progress)
     else:
         hashes = []
-        for name, (data, chunk_hashes) in zip(names, chunks(plan, fmt, ffmpeg, [(j.start, j.stop) for j in jobs], progress.set), strict=False):
+        done = chunks(plan, fmt, ffmpeg, [(j.start, j.stop) for j in jobs], progress.set)
+        for name, (data, chunk_hashes) in zip(names, done, strict=False):
             (work / name).write_bytes(data)
             hashes += chunk_hashes
     listing = work / "chunks.txt"  # the concat demuxer reads names relative to this file

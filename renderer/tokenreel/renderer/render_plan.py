@@ -396,7 +396,7 @@ def answer_marks(session: Session, runs: list[Run], tracks: list[ArmTrack]) -> l
     against the arm it drafts for when that arm is on screen (`tokenreel.analysis.drafting`)."""
     shown = [run.arm for run in runs]
     out = [replace(tracks[0], answer=AnswerMark(same=None))]
-    for place, (run, track) in enumerate(zip(runs[1:], tracks[1:], strict=False), start=1):
+    for run, track in zip(runs[1:], tracks[1:], strict=False):
         target = drafted_arm(session.arms, session.arm(run.arm))
         against = shown.index(target.arm) if target is not None and target.arm in shown else 0
         result = compare(runs[against], run)
