@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from tests.session_factory import MS, session, stream
 from tokenreel.renderer import manifest as manifests
 from tokenreel.renderer import verify as verifying
+from tokenreel.renderer.options import RenderOptions
 from tokenreel.renderer.render import render
-from tokenreel.renderer.render_plan import RenderOptions
 from tokenreel.renderer.text import fonts, paragraph, raster, shaping
 from tokenreel.renderer.text.cells import GLYPH, Cell
 from tokenreel.renderer.text.clusters import _ignorable, clusters, covered

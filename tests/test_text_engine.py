@@ -23,8 +23,8 @@ from PIL import Image
 from tests import golden
 from tests.test_render_scripts import write_corpus_session
 from tokenreel.renderer import manifest as manifests
+from tokenreel.renderer.options import RenderOptions
 from tokenreel.renderer.render import render
-from tokenreel.renderer.render_plan import RenderOptions
 from tokenreel.renderer.text import bidi, fonts, paragraph, raster, shaping
 from tokenreel.renderer.text.cells import cell_metrics
 from tokenreel.renderer.text.clusters import iter_clusters, needs_shaping

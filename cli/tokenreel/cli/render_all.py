@@ -28,6 +28,8 @@ from tokenreel.cli.render_options import (
 )
 from tokenreel.cli.render_signals import interruptible
 from tokenreel.cli.terminal import Command
+from tokenreel.renderer.options import Align as AlignValue
+from tokenreel.renderer.options import Metric as MetricValue
 
 
 def _names(value: str, option: str, example: str) -> list[str]:
@@ -62,8 +64,8 @@ def render_all(
     title_s: TitleS = "1.5",
     logo: Logo = None,
     hold: HoldS = "4",
-    align: Align = "send",
-    metric: Metric = "decode",
+    align: Align = AlignValue.SEND,
+    metric: Metric = MetricValue.DECODE,
     workers: Workers = None,
     max_duration: MaxDuration = "1800",
     answer_badge: AnswerBadge = False,
@@ -107,7 +109,7 @@ def render_all(
     from tokenreel.renderer.catalogue.jobs import catalogue
     from tokenreel.renderer.catalogue.jobs import layouts as parse_layouts
     from tokenreel.renderer.catalogue.run_jobs import FAILED, KEPT, RENDERED, render_catalogue
-    from tokenreel.renderer.render_plan import RenderOptions
+    from tokenreel.renderer.options import RenderOptions
 
     for path in sessions:
         load_session(path)  # a missing file or a sweep: one line, exit 2, as `render` says it

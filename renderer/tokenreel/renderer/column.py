@@ -17,12 +17,13 @@ from tokenreel.analysis.figures import clock_seconds, figure
 from tokenreel.base.theme import RGB
 from tokenreel.renderer.canvas import Canvas, Span, first_fit, style_color, text_w
 from tokenreel.renderer.layout import ColumnLayout, Rect
-from tokenreel.renderer.render_plan import ArmTrack, RenderPlan
+from tokenreel.renderer.render_plan import RenderPlan
 from tokenreel.renderer.text.highlight import styled_stream
 from tokenreel.renderer.text.painter import GlyphPainter
 from tokenreel.renderer.text.paragraph import ShapedLine
 from tokenreel.renderer.text.wrap import layout_stream
 from tokenreel.renderer.timeline import ArmTimeline
+from tokenreel.renderer.tracks import ArmTrack
 
 CURSOR_PHASES_PER_S = 2  # the cursor blinks (on, off) once a second while an arm waits
 ORDINALS = {1: "1st", 2: "2nd", 3: "3rd"}

@@ -3,7 +3,7 @@
 It never covers the race (whose text it would cut): the last arm against the first in the video's
 one metric (tokenreel.analysis.claims), what that compares, the suite's figure for the same arms with its
 95 % interval where the suite has one, a row per arm on screen, and what the arms ran on and
-when. Its texts are the claims the plan lists (renderer.plan.drawn_claims); every size is the
+when. Its texts are the claims the plan lists (race_claims.drawn_claims); every size is the
 layout's, legible at 640 px wide.
 """
 

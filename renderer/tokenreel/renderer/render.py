@@ -42,6 +42,7 @@ from tokenreel.renderer.encode import (
     YUV420P,
     Ffmpeg,
     FramePipe,
+    OutputFormat,
     fill,
     find_ffmpeg,
     frame_format,
@@ -51,7 +52,8 @@ from tokenreel.renderer.encode import (
     steps,
 )
 from tokenreel.renderer.frames import FrameRenderer
-from tokenreel.renderer.render_plan import RenderOptions, RenderPlan, build_plan
+from tokenreel.renderer.options import RenderOptions
+from tokenreel.renderer.render_plan import RenderPlan, build_plan
 from tokenreel.renderer.yuv import Yuv420Converter
 from tokenreel.session import archive
 from tokenreel.session.model import ArchiveError, Session
@@ -73,14 +75,14 @@ Progress = Callable[[int, int], None]  # (frames done, frames to render)
 # Runs a video's chunks elsewhere (render-all --ray: renderer/tokenreel/renderer/ray_chunks.py): given the plan, the
 # format, this machine's ffmpeg, the chunks' [start, stop) frames and a frames-done callback,
 # it returns each chunk's encoded bytes and frame hashes, in chunk order (`encode_chunk`'s).
-ChunkRunner = Callable[["RenderPlan", str, "Ffmpeg", list[tuple[int, int]], Callable[[int], None]], list[tuple[bytes, list[str]]]]
+ChunkRunner = Callable[["RenderPlan", OutputFormat, "Ffmpeg", list[tuple[int, int]], Callable[[int], None]], list[tuple[bytes, list[str]]]]
 
 
 @dataclass(frozen=True)
 class RenderResult:
     output: Path
     manifest: Path
-    format: str
+    format: OutputFormat
     frame_count: int
     output_sha256: str
     frame_sha256: tuple[str, ...]
@@ -289,7 +291,7 @@ def _death_line(processes: list, jobs: list[_Job], futures: list[Future]) -> str
     return f"a render worker died ({how}) before {frames} were rendered; nothing was written: render again"
 
 
-def encode_chunk(plan: RenderPlan, fmt: str, ffmpeg: Ffmpeg, start: int, stop: int) -> tuple[bytes, list[str]]:
+def encode_chunk(plan: RenderPlan, fmt: OutputFormat, ffmpeg: Ffmpeg, start: int, stop: int) -> tuple[bytes, list[str]]:
     """One chunk's encoded bytes and frame hashes, made in a temporary folder: what a remote
     worker returns (the same bytes a local worker writes, as they depend only on the frames)."""
     encode, _ = steps(fmt, plan.width, plan.height, plan.fps)
@@ -302,7 +304,7 @@ def encode_chunk(plan: RenderPlan, fmt: str, ffmpeg: Ffmpeg, start: int, stop: i
 
 def _encode_chunked(
     plan: RenderPlan,
-    fmt: str,
+    fmt: OutputFormat,
     ffmpeg: Ffmpeg,
     work: Path,
     staged: Path,
@@ -335,11 +337,11 @@ def _encode_chunked(
 def _encode_gif(plan: RenderPlan, ffmpeg: Ffmpeg, work: Path, staged: Path, progress: _Counter) -> list[str]:
     """Two passes over every frame in this process (see encode.steps); the second pass also
     checks that each frame came out the same as in the first."""
-    make_palette, encode = steps("gif", plan.width, plan.height, plan.fps)
+    make_palette, encode = steps(OutputFormat.GIF, plan.width, plan.height, plan.fps)
     palette = work / "palette.png"
     renderer = FrameRenderer(plan)
     passes = [fill(make_palette, palette=palette), fill(encode, palette=palette, output=staged)]
-    jobs = [_Job(0, plan.frame_count, args, frame_format("gif")) for args in passes]
+    jobs = [_Job(0, plan.frame_count, args, frame_format(OutputFormat.GIF)) for args in passes]
     first, second = [_encode_span(renderer, plan, ffmpeg, job, progress.advance) for job in jobs]
     for index, (a, b) in enumerate(zip(first, second, strict=False)):
         if a != b:
@@ -391,10 +393,10 @@ def render(
     session, session_sha256 = load_session(session_path)
     plan = build_plan(session, options)
     del session  # the plan holds what the frames need
-    ffmpeg = None if fmt == "png" else find_ffmpeg()
+    ffmpeg = None if fmt == OutputFormat.PNG else find_ffmpeg()
     warnings = [*plan.warnings, *([ffmpeg.warning] if ffmpeg and ffmpeg.warning else [])]
-    poster = poster_index(plan) if fmt == "png" else None
-    total = {"png": 1, "gif": 2 * plan.frame_count}.get(fmt, plan.frame_count)
+    poster = poster_index(plan) if fmt == OutputFormat.PNG else None
+    total = {OutputFormat.PNG: 1, OutputFormat.GIF: 2 * plan.frame_count}.get(fmt, plan.frame_count)
     counter = _Counter(progress, total)
     manifest_path = manifests.path_for(out)
     for target in (out, manifest_path):
@@ -407,7 +409,7 @@ def render(
         staged = work / out.name
         if poster is not None:
             hashes = _write_png(plan, poster, staged, counter)
-        elif fmt == "gif":
+        elif fmt == OutputFormat.GIF:
             assert ffmpeg is not None
             hashes = _encode_gif(plan, ffmpeg, work, staged, counter)
         else:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Protocol
 
 from tokenreel.renderer.catalogue.jobs import POSTER, VIDEO, Job, is_current
-from tokenreel.renderer.encode import Ffmpeg, find_ffmpeg
+from tokenreel.renderer.encode import Ffmpeg, OutputFormat, find_ffmpeg
 from tokenreel.renderer.manifest import current_versions
 from tokenreel.renderer.render import CHUNK_FRAMES, ChunkRunner, Progress, render
 from tokenreel.renderer.render_plan import RenderPlan
@@ -43,7 +43,7 @@ class StoppableChunks(Protocol):
     """A `render.ChunkRunner` that gives up (RuntimeError) once `stop` is set: how a Ctrl-C on
     the main thread reaches the videos other threads are waiting on (`ray_chunks.run_chunks`)."""
 
-    def __call__(self, plan: RenderPlan, fmt: str, ffmpeg: Ffmpeg, spans: list[tuple[int, int]],
+    def __call__(self, plan: RenderPlan, fmt: OutputFormat, ffmpeg: Ffmpeg, spans: list[tuple[int, int]],
                  done: Callable[[int], None], stop: threading.Event | None = None) -> list[tuple[bytes, list[str]]]: ...
 
 
