@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -30,6 +30,9 @@ from tokenreel.cli.render_signals import interruptible
 from tokenreel.cli.terminal import Command
 from tokenreel.renderer.options import Align as AlignValue
 from tokenreel.renderer.options import Metric as MetricValue
+
+if TYPE_CHECKING:
+    from tokenreel.renderer.catalogue.run_jobs import StoppableChunks
 
 
 def _names(value: str, option: str, example: str) -> list[str]:
@@ -126,11 +129,11 @@ def render_all(
         )
         out_dir.mkdir(parents=True, exist_ok=True)
     with ray_cluster(ray) if ray is not None else nullcontext():
-        chunks, cpus = None, None
+        chunks: StoppableChunks | None = None
+        cpus: int | None = None
         if ray is not None:
-            from tokenreel.renderer.ray_chunks import cluster_cpus
-            from tokenreel.renderer.ray_chunks import run_chunks as chunks
-            cpus = cluster_cpus()  # several videos at once, as many as fill the cluster with chunks
+            from tokenreel.renderer.ray_chunks import cluster_cpus, run_chunks
+            chunks, cpus = run_chunks, cluster_cpus()  # several videos at once, as many as fill the cluster with chunks
         with interruptible(f"rendering the catalogue in {shown_path(out_dir)}", "every finished video is kept: run it again to go on"), \
                 user_errors(out_dir), RenderBar(err, "catalogue") as bar:
             outcomes = render_catalogue(jobs, workers or default_workers(), bar, force, chunks, cpus)

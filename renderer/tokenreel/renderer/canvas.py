@@ -113,7 +113,8 @@ class Canvas:
         """Draw cells with their top-left at (x, y); returns the width drawn."""
         tile = self.painters[role].paint(cells, self.color, bg)
         self.blit(tile, x, y, clip)
-        return tile.shape[1]
+        width: int = tile.shape[1]
+        return width
 
     def spans(self, rect: Rect, role: str, bg: RGB, left: Sequence[Span], right: Sequence[Span] = ()) -> None:
         """One line of text runs of mixed sizes sharing the baseline of `role`: left runs from

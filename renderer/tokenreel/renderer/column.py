@@ -241,16 +241,24 @@ class ArmColumn:
         # The last form, " ≠ tok ≈99999 " in tiny, is narrower than the stats line's worst case,
         # which layout.compute checks every size against.
         roles = ("title", "label", "small", "tiny")
-        return first_fit(self.painters, self.geo.answer.w, [((f" {text} ", role, style),) for text in texts for role in roles])
+        return first_fit(self.painters, self.answer_rect.w, [((f" {text} ", role, style),) for text in texts for role in roles])
+
+    @property
+    def answer_rect(self) -> Rect:
+        """The badge's line: only a layout for `--answer-badge` has one, and only then is it drawn."""
+        rect = self.geo.answer
+        assert rect is not None, "no answer badge line in this layout"
+        return rect
 
     def draw_answer(self, canvas: Canvas, base: np.ndarray, spans: tuple[Span, ...]) -> Rect:
         """The badge: its text on a tag of the text's colour mixed into the panel's."""
-        rect = self.geo.answer
+        rect = self.answer_rect
         canvas.pixels[rect.slices] = base[rect.slices]
         if spans:
             text, role, style = spans[0]
             color = canvas.color(style)
-            tint = tuple((p * 3 + c) // 4 for p, c in zip(canvas.theme.panel, color, strict=False))
+            r, g, b = ((p * 3 + c) // 4 for p, c in zip(canvas.theme.panel, color, strict=False))
+            tint = (r, g, b)
             line_h = self.painters[role].line_h
             tag = Rect(rect.x, rect.y + (rect.h - line_h) // 2, min(rect.w, text_w(self.painters, text, role)), line_h)
             canvas.fill(tag, tint)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
+from typing import TypedDict
 
 import imageio_ffmpeg
 import numpy as np
@@ -51,7 +52,17 @@ VP9_DEADLINE = "realtime"
 VP9_CPU_USED = 5  # 6-8: no faster on text, up to 1.6x the size
 VP9_THREADS = 1  # libvpx with one thread and one tile column: nothing left to schedule
 # Pillow writes no metadata chunks unless asked; zlib level fixed (the bytes follow Pillow's zlib).
-PNG_SAVE = {"format": "PNG", "compress_level": 9, "optimize": False}
+
+
+class PngSave(TypedDict):
+    """Image.save's arguments for the poster, in the order the manifest records them."""
+
+    format: str
+    compress_level: int
+    optimize: bool
+
+
+PNG_SAVE: PngSave = {"format": "PNG", "compress_level": 9, "optimize": False}
 
 PIPE_BYTES = 1 << 20
 RGB24, YUV420P = "rgb24", "yuv420p"  # raw frame formats, as ffmpeg names them

@@ -15,6 +15,7 @@ from tokenreel.analysis.claims import claim_text, interval_text, scope_text
 from tokenreel.analysis.figures import clock_seconds, figure, multiplier
 from tokenreel.renderer.canvas import Canvas, label_spans, text_w
 from tokenreel.renderer.layout import Rect
+from tokenreel.renderer.options import Metric
 from tokenreel.renderer.render_plan import RenderPlan
 from tokenreel.renderer.text.painter import GlyphPainter
 
@@ -55,16 +56,16 @@ class EndCard:
         return max(gap, self.painters["small"].line_h) if self.interval_line() else gap
 
     def headings(self) -> tuple[str, ...]:
-        first = ("done in", "decode") if self.plan.metric == "decode" else ("TTFT", "done in")
+        first = ("done in", "decode") if self.plan.metric == Metric.DECODE else ("TTFT", "done in")
         return (*first, "vs prior", "vs first")
 
     def rows(self) -> list[tuple[str, ...]]:
         """Per arm on screen, under end_headings: its times and figures, and its speed-ups over
         the arm before it and the first arm, in the video's one metric."""
-        rows = []
+        rows: list[tuple[str, ...]] = []
         for track in self.plan.arms:
             done = clock_seconds(track.finish_ns)
-            if self.plan.metric == "decode":
+            if self.plan.metric == Metric.DECODE:
                 decode = f"{'≈' if track.tokens_estimated else ''}{figure(track.decode_tok_s)} tok/s"
                 rows.append((done, decode, multiplier(track.vs_prior), multiplier(track.vs_first)))
             else:

@@ -64,6 +64,7 @@ class FrameRenderer:
         the renderer's own canvas, valid until the next call: the encoder hashes it and
         converts only the regions that changed, instead of copying 6 MB a frame."""
         phase = self.clock.phase(index)
+        changed: tuple[Rect, ...] | None
         if phase == TITLE:
             pixels, changed = self._title_frame(index), (self.countdown_rect,) if self._shown == TITLE else None
         elif phase == END:

@@ -29,12 +29,13 @@ def _chunk(plan: RenderPlan, fmt: OutputFormat, start: int, stop: int) -> tuple[
     """On a worker: the chunk's bytes and hashes, and what made them (ffmpeg, tokenreel, node)."""
     ffmpeg = find_ffmpeg()
     data, hashes = encode_chunk(plan, fmt, ffmpeg, start, stop)
-    return data, hashes, ffmpeg.version, tokenreel.base.version.__version__, ray.util.get_node_ip_address()
+    node: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]  # ray leaves it unannotated
+    return data, hashes, ffmpeg.version, tokenreel.base.version.__version__, node
 
 
 def cluster_cpus() -> int:
     """The connected cluster's CPUs: how many chunks can run at once (catalogue_run fills them)."""
-    return int(ray.cluster_resources().get("CPU", 1))
+    return int(ray.cluster_resources().get("CPU", 1))  # type: ignore[no-untyped-call]  # ray leaves it unannotated
 
 
 def run_chunks(plan: RenderPlan, fmt: OutputFormat, ffmpeg: Ffmpeg, spans: list[tuple[int, int]],

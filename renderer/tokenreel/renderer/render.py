@@ -29,6 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass
+from multiprocessing.process import BaseProcess
 from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
 
@@ -155,7 +156,7 @@ def staging_prefix(name: str) -> str:
 
 def clean_stale(folder: Path, pattern: re.Pattern[str] = _STAGING) -> list[Path]:
     """Remove the staging folders in `folder` whose render process is gone; the ones removed."""
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(os.scandir(folder))
     except OSError:
@@ -193,7 +194,7 @@ def _encode_span(
 
 
 # Worker processes: one FrameRenderer each, built once from the pickled plan.
-_worker: tuple[FrameRenderer, RenderPlan, Ffmpeg, Synchronized] | None = None
+_worker: tuple[FrameRenderer, RenderPlan, Ffmpeg, Synchronized[int]] | None = None
 
 
 def _die_with_parent(parent: int) -> None:
@@ -218,7 +219,7 @@ def _die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="tokenreel-parent-watchdog", daemon=True).start()
 
 
-def _start_worker(plan: RenderPlan, ffmpeg: Ffmpeg, counter: Synchronized, parent: int) -> None:
+def _start_worker(plan: RenderPlan, ffmpeg: Ffmpeg, counter: Synchronized[int], parent: int) -> None:
     global _worker
     _die_with_parent(parent)
     _worker = (FrameRenderer(plan), plan, ffmpeg, counter)
@@ -247,8 +248,8 @@ def _run_jobs(plan: RenderPlan, ffmpeg: Ffmpeg, jobs: list[_Job], workers: int, 
         min(workers, len(jobs)), mp_context=context, initializer=_start_worker,
         initargs=(plan, ffmpeg, counter, os.getpid()),
     )
-    futures: list[Future] = []
-    processes: list = []
+    futures: list[Future[list[str]]] = []
+    processes: list[BaseProcess] = []
     try:
         futures = [pool.submit(_worker_job, job) for job in jobs]
         processes = list((getattr(pool, "_processes", None) or {}).values())
@@ -269,7 +270,7 @@ def _run_jobs(plan: RenderPlan, ffmpeg: Ffmpeg, jobs: list[_Job], workers: int, 
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _reaped(processes: list) -> list:
+def _reaped(processes: list[BaseProcess]) -> list[BaseProcess]:
     """The workers that have ended, once the broken pool has ended them all (it terminates the
     others). Up to a second: its thread may be reaping one right now, when its exit code reads
     as unknown here. The one that died first is the one not ended by the pool's SIGTERM."""
@@ -280,12 +281,16 @@ def _reaped(processes: list) -> list:
     return [p for p in dead if p.exitcode != -signal.SIGTERM] or dead
 
 
-def _death_line(processes: list, jobs: list[_Job], futures: list[Future]) -> str:
+def _ended(process: BaseProcess) -> str:
+    """How an ended worker ended: "pid 123 killed by signal 9" or "pid 123 exited 1"."""
+    code = process.exitcode
+    return f"pid {process.pid} " + (f"killed by signal {-code}" if code is not None and code < 0 else f"exited {code}")
+
+
+def _death_line(processes: list[BaseProcess], jobs: list[_Job], futures: list[Future[list[str]]]) -> str:
     """Which worker died and how, and which frames it left unrendered, in one line."""
     dead = _reaped(processes)
-    how = ", ".join(
-        f"pid {p.pid} " + (f"killed by signal {-p.exitcode}" if p.exitcode < 0 else f"exited {p.exitcode}") for p in dead
-    ) or "a worker"
+    how = ", ".join(_ended(p) for p in dead) or "a worker"
     lost = [job for job, f in zip(jobs, futures, strict=False) if not f.done() or f.cancelled() or f.exception() is not None]
     frames = f"frames {min(j.start for j in lost)}-{max(j.stop for j in lost) - 1}" if lost else "its frames"
     return f"a render worker died ({how}) before {frames} were rendered; nothing was written: render again"
@@ -314,7 +319,7 @@ def _encode_chunked(
     chunks: ChunkRunner | None = None,
 ) -> list[str]:
     encode, join = steps(fmt, plan.width, plan.height, plan.fps)
-    names = []
+    names: list[str] = []
     jobs = []
     for start in range(0, plan.frame_count, chunk_frames):
         names.append(f"chunk{len(names):05d}.{fmt}")

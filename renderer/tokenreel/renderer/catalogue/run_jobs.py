@@ -19,7 +19,7 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 from tokenreel.renderer.catalogue.jobs import POSTER, VIDEO, Job, is_current
 from tokenreel.renderer.encode import Ffmpeg, OutputFormat, find_ffmpeg
@@ -119,7 +119,7 @@ def render_catalogue(jobs: Sequence[Job], workers: int = 1, progress: Progress |
     if width == 1:
         return [_render_job(i, job, outputs, workers, tally, chunks) for i, (job, outputs) in enumerate(zip(jobs, todo, strict=False))]
     stop = threading.Event()
-    runner = partial(chunks, stop=stop)
+    runner = partial(cast(StoppableChunks, chunks), stop=stop)  # several at once only with cpus, so a StoppableChunks
     pool = ThreadPoolExecutor(width, thread_name_prefix="tokenreel-video")
     try:
         futures: list[Future[Outcome]] = [

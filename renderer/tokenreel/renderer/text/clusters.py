@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
 from tokenreel.renderer.text import fonts, shaping
@@ -99,10 +100,21 @@ def _visible(char: str) -> str | None:
     return None
 
 
-def _raw_clusters(text: str, styles: Sequence[str]) -> Iterator[list]:
-    """[start, kind, chars, style, prefer_emoji] per cluster, in order; a cluster is yielded
-    only once the next one has begun, since combining marks and selectors amend the last one."""
-    last: list | None = None
+@dataclass(slots=True)
+class _Pending:
+    """A cluster being read: more characters may still join it."""
+
+    start: int
+    kind: int
+    chars: str
+    style: str
+    emoji: bool = False  # an emoji presentation selector followed it: drawn from the emoji font
+
+
+def _raw_clusters(text: str, styles: Sequence[str]) -> Iterator[_Pending]:
+    """Each cluster, in order; a cluster is yielded only once the next one has begun, since
+    combining marks and selectors amend the last one."""
+    last: _Pending | None = None
     previous_kind = None
     joining = False  # the last character was a ZWJ inside an emoji sequence
     i = 0
@@ -111,51 +123,51 @@ def _raw_clusters(text: str, styles: Sequence[str]) -> Iterator[list]:
         char = text[i]
         style = styles[i]
         stream_kind = style if style in STREAM_KINDS else ""
-        item: list | None = None
+        item: _Pending | None = None
         if previous_kind is not None and stream_kind != previous_kind:
             if last is not None:
                 yield last
-            last = [i, BREAK, "", style, False]
+            last = _Pending(i, BREAK, "", style)
         previous_kind = stream_kind
         code = ord(char)
         was_joining, joining = joining, False
-        if was_joining and last is not None and last[1] == GLYPH:
-            last[2] += char
+        if was_joining and last is not None and last.kind == GLYPH:
+            last.chars += char
             i += 1
             continue
         if char == "\r" and i + 1 < n and text[i + 1] == "\n":
-            item = [i, NEWLINE, "", style, False]
+            item = _Pending(i, NEWLINE, "", style)
             i += 1
         elif char in NEWLINES:
-            item = [i, NEWLINE, "", style, False]
+            item = _Pending(i, NEWLINE, "", style)
         elif char == "\t":
-            item = [i, TAB, " ", style, False]
+            item = _Pending(i, TAB, " ", style)
         elif char == " ":
-            item = [i, SPACE, " ", style, False]
+            item = _Pending(i, SPACE, " ", style)
         elif 0x20 < code < 0x7F:
-            item = [i, GLYPH, char, style, False]
+            item = _Pending(i, GLYPH, char, style)
         elif (picture := _visible(char)) is not None:
-            item = [i, GLYPH, picture, "control", False]
-        elif last is not None and last[1] == GLYPH and last[3] != "control" and _extends(last[2], code):
-            last[2] += char
+            item = _Pending(i, GLYPH, picture, "control")
+        elif last is not None and last.kind == GLYPH and last.style != "control" and _extends(last.chars, code):
+            last.chars += char
         elif (
-            char == _ZWJ and last is not None and last[1] == GLYPH and i + 1 < n
-            and _pictographic(ord(last[2][0])) and _pictographic(ord(text[i + 1]))
+            char == _ZWJ and last is not None and last.kind == GLYPH and i + 1 < n
+            and _pictographic(ord(last.chars[0])) and _pictographic(ord(text[i + 1]))
         ):
-            last[2] += char
+            last.chars += char
             joining = True
             i += 1
             continue
         elif _is_variation_selector(code):
-            if code == fonts.VARIATION_EMOJI and last is not None and last[1] == GLYPH:
-                last[4] = True
+            if code == fonts.VARIATION_EMOJI and last is not None and last.kind == GLYPH:
+                last.emoji = True
         elif unicodedata.category(char) in ("Mn", "Me", "Mc"):
-            if last is not None and last[1] == GLYPH and last[3] != "control":
-                last[2] += char
+            if last is not None and last.kind == GLYPH and last.style != "control":
+                last.chars += char
             else:
-                item = [i, GLYPH, "\u00a0" + char, style, False]
+                item = _Pending(i, GLYPH, "\u00a0" + char, style)
         elif unicodedata.category(char) != "Cf":  # format characters (ZWJ, bidi marks) take no cell
-            item = [i, GLYPH, char, style, False]
+            item = _Pending(i, GLYPH, char, style)
         if item is not None:
             if last is not None:
                 yield last
@@ -169,7 +181,8 @@ def iter_clusters(text: str, styles: Sequence[str], primary: str = fonts.REGULAR
     """clusters() one at a time, so a long stream is never held as one object per character.
     Markdown's strong styles (markdown.BOLD_STYLES) take the bold face instead of primary."""
     cells: dict[tuple[int, str, str, bool], Cell] = {}  # equal clusters share one Cell
-    for start, kind, chars, style, prefer_emoji in _raw_clusters(text, styles):
+    for pending in _raw_clusters(text, styles):
+        start, kind, chars, style, prefer_emoji = pending.start, pending.kind, pending.chars, pending.style, pending.emoji
         key = (kind, chars, style, prefer_emoji)
         cell = cells.get(key)
         if cell is None:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 TEXT = "text"
 STRONG, EMPHASIS, STRONG_EMPHASIS = "strong", "emphasis", "strong_emphasis"
@@ -193,16 +194,16 @@ def _inline(src: str, start: int, end: int, base: str, out: _Out) -> None:
             after = src[i + run] if i + run < end else " "
             before = src[i - 1] if i > start else " "
             opens = not after.isspace() and not (c == "_" and before.isalnum())
-            close = _closer(src, i + run, end, c, n) if opens else None
-            if close is None:
+            closer = _closer(src, i + run, end, c, n) if opens else None
+            if closer is None:
                 out.keep(src, i, i + run, base)
                 i += run
                 continue
             # a longer opening run: its first characters are literal
             out.keep(src, i, i + run - n, base)
             mark = STRONG_EMPHASIS if n == 3 else STRONG if n == 2 else EMPHASIS
-            _inline(src, i + run, close, _combine(base, mark), out)
-            i = close + n
+            _inline(src, i + run, closer, _combine(base, mark), out)
+            i = closer + n
         else:
             out.keep(src, i, i + 1, base)
             i += 1
@@ -264,7 +265,7 @@ def render(src: str) -> Markdown:
     # markdown-it turns a lone CR into a line break; text.py does not: parse with it as a space.
     tokens = _parser().parse(src.replace("\r", " "))
     markers = [0] * len(lines)  # list items opening on each line
-    blocks: dict[int, tuple[str, object]] = {}  # first line -> (kind, token)
+    blocks: dict[int, tuple[str, Token, int]] = {}  # first line -> (kind, token, the line after it)
     for token in tokens:
         if token.map is None or token.map[0] >= len(lines):
             continue
@@ -272,24 +273,24 @@ def render(src: str) -> Markdown:
         if token.type == "list_item_open":
             markers[first] += 1
         elif token.type in ("paragraph_open", "heading_open", "fence", "code_block", "table_open", "hr", "html_block"):
-            blocks.setdefault(first, (token.type, token))
+            blocks.setdefault(first, (token.type, token, token.map[1]))
     out = _Out(len(src))
     code: list[tuple[int, int, str]] = []
     line = 0
     while line < len(lines):
         start, bare, full = lines.span(line)
         at = _markers(src, start, bare, markers[line], out)
-        kind, token = blocks.get(line, ("", None))
-        if token is None:
+        if line not in blocks:
             out.keep(src, at, full, TEXT)
             line += 1
             continue
-        last = min(token.map[1], len(lines)) - 1  # type: ignore[attr-defined]
+        kind, token, after = blocks[line]
+        last = min(after, len(lines)) - 1
         if kind == "paragraph_open":
             _inline(src, at, lines.span(last)[1], TEXT, out)
             out.keep(src, lines.span(last)[1], lines.span(last)[2], TEXT)
         elif kind == "heading_open":
-            _heading(src, lines, line, last, at, token.markup, out)  # type: ignore[attr-defined]
+            _heading(src, lines, line, last, at, token.markup, out)
         elif kind == "fence":
             body_end = last
             close_start, _, close_full = lines.span(last)
@@ -299,7 +300,7 @@ def render(src: str) -> Markdown:
             b = lines.span(body_end)[2] if line + 1 <= body_end else full
             shown = len(out.chars)
             out.keep(src, a, b, "code")
-            language = (token.info or "").split()[0] if (token.info or "").split() else ""  # type: ignore[attr-defined]
+            language = (token.info or "").split()[0] if (token.info or "").split() else ""
             code.append((shown, len(out.chars), language))
         elif kind == "table_open":
             _table(src, lines, line, last, out)

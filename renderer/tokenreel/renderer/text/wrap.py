@@ -16,6 +16,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 from tokenreel.renderer.text import fonts, paragraph
 from tokenreel.renderer.text.cells import BREAK, GLYPH, NEWLINE, SHAPED, SPACE, TAB, Cell, Cluster
@@ -58,7 +59,13 @@ class CellLines(Sequence[tuple[Cell, ...]]):
     def __len__(self) -> int:
         return len(self.starts)
 
-    def __getitem__(self, k):  # type: ignore[override]
+    @overload
+    def __getitem__(self, k: int) -> tuple[Cell, ...]: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[tuple[Cell, ...]]: ...
+
+    def __getitem__(self, k: int | slice) -> tuple[Cell, ...] | list[tuple[Cell, ...]]:
         if isinstance(k, slice):
             return [self[j] for j in range(*k.indices(len(self)))]
         n = len(self.starts)
@@ -87,7 +94,13 @@ class Carets(Sequence[tuple[int, int]]):
     def __len__(self) -> int:
         return len(self.lines)
 
-    def __getitem__(self, v):  # type: ignore[override]
+    @overload
+    def __getitem__(self, v: int) -> tuple[int, int]: ...
+
+    @overload
+    def __getitem__(self, v: slice) -> list[tuple[int, int]]: ...
+
+    def __getitem__(self, v: int | slice) -> tuple[int, int] | list[tuple[int, int]]:
         if isinstance(v, slice):
             return [self[j] for j in range(*v.indices(len(self)))]
         return self.lines[v], self.cols[v]
