@@ -30,7 +30,7 @@ FEED_MIN_PX = 12  # the smallest type that reads there
 # race's header are context, not figures: they keep their design sizes.
 FIGURE_ROLES = {"small": 1.0, "tiny": 1.0, "label": 1.15, "title": 1.3, "big": 1.6, "headline": 2.5}
 MIN_GRID = (4, 2)  # (cols, rows): below this a column cannot show a stream
-# The shortest forms the figure lines fall back to (frames.py), with the widest figures a
+# The shortest forms the figure lines fall back to (column.py), with the widest figures a
 # session can give: (role, text) runs per line. A size that cannot fit these is refused.
 WORST_CASE = {
     "big": (("big", "≈99999.9"), ("tiny", " tok/s")),

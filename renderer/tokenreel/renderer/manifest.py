@@ -73,7 +73,7 @@ class Manifest:
     encoder_args: tuple[tuple[str, ...], ...]  # encoder steps in order (see encode.steps)
     frame_sha256: tuple[str, ...]  # SHA-256 of each frame's raw RGB bytes; png: the poster only
     poster_frame: int | None  # png: the frame index saved, else None
-    # Every speed-up drawn (renderer.plan.Claim, as a JSON object): what it says, its metric,
+    # Every speed-up drawn (race_claims.Claim, as a JSON object): what it says, its metric,
     # scope and arms, its value at full precision (the report's), the first frame showing it
     # and the first frame at which its evidence was complete. Absent in older manifests.
     claims: tuple[dict[str, Any], ...] = ()

@@ -36,7 +36,7 @@ def evidence_frame(clock: Clock, *tracks: ArmTrack) -> int:
 
 
 def drawn_claims(clock: Clock, tracks: list[ArmTrack], metric: Metric, scope: str, suite: Speedup | None, prompt: str) -> list[Claim]:
-    """Every speed-up the frames draw, with the text frames.py draws it with: each column's
+    """Every speed-up the frames draw, with the text column.py and end_card.py draw it with: each column's
     verdict (from the frame both it and the first arm are done), then the end card's headline
     (the last arm against the first), each row's vs prior and vs first, and the suite's figure
     with its 95 % interval (a claim of its own, of the suite's figure) where it has one."""

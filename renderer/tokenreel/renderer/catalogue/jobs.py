@@ -44,7 +44,7 @@ _SIZE_LIKE = re.compile(r"\d+[xX×]\d+")
 
 @dataclass(frozen=True)
 class Layout:
-    name: str  # a NamedLayout ("16:9", "4k"), or a size as the user gave it, such as "1280x720"
+    name: NamedLayout | str  # "16:9", "4k", or a size as the user gave it, such as "1280x720"
     size: str  # WIDTHxHEIGHT, as RenderOptions.size takes it
 
     @property

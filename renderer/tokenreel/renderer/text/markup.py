@@ -14,7 +14,7 @@ Styles (colours are aliases of theme colours, tokenreel.base.theme.STYLE_ALIASES
 drawn in the bold face): strong, emphasis, strong_emphasis, inline_code, heading, bullet (a
 list marker: wrapping hangs the item's continuation rows under its text), rule (a table's
 header rule) and pad (the spaces that align a table's columns: dropped where the table is
-wider than the column, text.py). Fenced code is left for highlight.py to colour: `code` lists
+wider than the column, wrap.py). Fenced code is left for highlight.py to colour: `code` lists
 its display spans with their languages.
 """
 
@@ -262,7 +262,7 @@ class _Lines:
 def render(src: str) -> Markdown:
     """Parse markdown once: the display text, its styles, anchors, and fenced code spans."""
     lines = _Lines(src)
-    # markdown-it turns a lone CR into a line break; text.py does not: parse with it as a space.
+    # markdown-it turns a lone CR into a line break; clusters.py does not: parse with it as a space.
     tokens = _parser().parse(src.replace("\r", " "))
     markers = [0] * len(lines)  # list items opening on each line
     blocks: dict[int, tuple[str, Token, int]] = {}  # first line -> (kind, token, the line after it)
@@ -347,7 +347,7 @@ def _heading(src: str, lines: _Lines, line: int, last: int, at: int, markup: str
 
 def _table(src: str, lines: _Lines, line: int, last: int, out: _Out) -> None:
     """Pipe table rows as aligned columns (the header bold, its separator a rule); every row as
-    wide as the table, with pad spaces that text.py drops when the table does not fit."""
+    wide as the table, with pad spaces that wrap.py drops when the table does not fit."""
     rows: list[list[_Out]] = []
     anchors: list[list[int]] = []  # per cell: where its padding is anchored
     width = 0
