@@ -23,7 +23,8 @@ import orjson
 from PIL import features
 
 from tokenreel.renderer.frames import FrameRenderer
-from tokenreel.renderer.render_plan import RenderOptions, build_plan
+from tokenreel.renderer.options import RenderOptions
+from tokenreel.renderer.render_plan import build_plan
 from tokenreel.renderer.text import fonts
 from tokenreel.session import archive
 

@@ -35,10 +35,21 @@ import tempfile
 import time
 from pathlib import Path
 
-from tokenreel.renderer.encode import VP9_CPU_USED, VP9_DEADLINE, VP9_THREADS, X264_PRESET, X264_THREADS, fill, find_ffmpeg, steps
+from tokenreel.renderer.encode import (
+    VP9_CPU_USED,
+    VP9_DEADLINE,
+    VP9_THREADS,
+    X264_PRESET,
+    X264_THREADS,
+    OutputFormat,
+    fill,
+    find_ffmpeg,
+    steps,
+)
 from tokenreel.renderer.frames import FrameRenderer
+from tokenreel.renderer.options import RenderOptions
 from tokenreel.renderer.render import CHUNK_FRAMES, render
-from tokenreel.renderer.render_plan import RenderOptions, build_plan
+from tokenreel.renderer.render_plan import build_plan
 from tokenreel.renderer.yuv import Yuv420Converter
 from tokenreel.session import archive
 from tokenreel.session.model import Arm, Chunks, Prompt, Run, Session, Settings
@@ -185,7 +196,7 @@ def ffmpeg_alone(session_file: Path, options: RenderOptions, work: Path, repeats
     write_raw(session_file, options, raw)
     took, gib = time.perf_counter() - start, raw.stat().st_size / 2**30
     print(f"  {'frames to a raw file, once':<36} {took:14.2f} s ({gib:.1f} GiB)")
-    encode, _ = steps("mp4", plan.width, plan.height, plan.fps)
+    encode, _ = steps(OutputFormat.MP4, plan.width, plan.height, plan.fps)
     argv = find_ffmpeg().command(fill(encode, chunk=work / "alone.mp4"))
     try:  # the file itself is ffmpeg's stdin: no pipe, no Python
         return timed("(a) ffmpeg alone, from the raw file", repeats, argv, stdin=raw)

@@ -155,7 +155,9 @@ def test_drafts_for_is_archived_and_checked_on_load(tmp_path: Path):
 def test_the_video_badge_checks_a_drafter_against_its_target_on_screen():
     """The badge asks the same check: the drafter that keeps Q4_0's tokens is "same as Q4_0";
     with Q4_0 off screen it is compared with the first arm, as every other arm is."""
-    from tokenreel.renderer.render_plan import AnswerMark, RenderOptions, build_plan
+    from tokenreel.renderer.options import RenderOptions
+    from tokenreel.renderer.render_plan import build_plan
+    from tokenreel.renderer.tracks import AnswerMark
 
     s = three_arms(list(QUANTIZED))
     marks = [t.answer for t in build_plan(s, RenderOptions(answer_badge=True, size="640x360")).arms]

@@ -27,8 +27,8 @@ from PIL import Image
 from tests.test_cli import REPO, write_config
 from tests.test_render_encode import write_session
 from tokenreel import assets
+from tokenreel.renderer.options import RenderOptions, pin_files
 from tokenreel.renderer.render import render
-from tokenreel.renderer.render_plan import RenderOptions, pin_files
 from tokenreel.session import archive
 from tokenreel.session.model import ArchiveError
 from tokenreel.simulator.profiles import SEED_LADDER

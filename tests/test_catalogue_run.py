@@ -18,8 +18,8 @@ import pytest
 from tests.test_render_signals import SESSION
 from tokenreel.renderer.catalogue.jobs import Job, catalogue, layouts
 from tokenreel.renderer.catalogue.run_jobs import FAILED, RENDERED, render_catalogue, videos_at_once
+from tokenreel.renderer.options import RenderOptions
 from tokenreel.renderer.render import encode_chunk
-from tokenreel.renderer.render_plan import RenderOptions
 
 BASE = RenderOptions(title_s="0", hold_s="0")
 

@@ -35,7 +35,7 @@ from tokenreel.recorder.gates.gpu_gate import (
     verdict,
     with_descendants,
 )
-from tokenreel.renderer.render_plan import end_facts
+from tokenreel.renderer.end_facts import end_facts
 from tokenreel.report import build_report, render_report
 from tokenreel.session import archive
 from tokenreel.session.gpu import GpuDevice, GpuProcess

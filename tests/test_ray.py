@@ -44,8 +44,8 @@ def test_the_cluster_renders_two_videos_at_once(ray_head: str, tmp_path: Path) -
 
     from tokenreel.renderer.catalogue.jobs import catalogue, layouts
     from tokenreel.renderer.catalogue.run_jobs import RENDERED, render_catalogue
+    from tokenreel.renderer.options import RenderOptions
     from tokenreel.renderer.ray_chunks import cluster_cpus, run_chunks
-    from tokenreel.renderer.render_plan import RenderOptions
 
     session = tmp_path / "seed.json"
     shutil.copyfile(SESSION, session)

@@ -17,7 +17,8 @@ from tests.test_recorder_support import arm_for, fast_settings
 from tokenreel.analysis.metrics import events_are_steps, output_tokens
 from tokenreel.recorder.runner import new_session, record
 from tokenreel.renderer.frames import FrameRenderer
-from tokenreel.renderer.render_plan import RenderOptions, build_plan
+from tokenreel.renderer.options import RenderOptions
+from tokenreel.renderer.render_plan import build_plan
 from tokenreel.session.model import Session
 from tokenreel.simulator.profiles import SEED_LADDER
 

@@ -18,9 +18,11 @@ from tokenreel.renderer import verify
 from tokenreel.renderer.canvas import TextBox
 from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.layout import Rect, compute
+from tokenreel.renderer.options import RenderOptions
 from tokenreel.renderer.render import render
-from tokenreel.renderer.render_plan import AnswerMark, RenderOptions, RenderPlan, build_plan
+from tokenreel.renderer.render_plan import RenderPlan, build_plan
 from tokenreel.renderer.timeline import first_frame_showing
+from tokenreel.renderer.tracks import AnswerMark
 from tokenreel.session import archive
 
 BASE = words(60)

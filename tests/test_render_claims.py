@@ -17,8 +17,9 @@ from tests import session_factory as sf
 from tokenreel.analysis.claims import claim_text
 from tokenreel.renderer.canvas import TextBox
 from tokenreel.renderer.frames import FrameRenderer
+from tokenreel.renderer.options import RenderOptions
 from tokenreel.renderer.render import render
-from tokenreel.renderer.render_plan import RenderOptions, RenderPlan, build_plan
+from tokenreel.renderer.render_plan import RenderPlan, build_plan
 from tokenreel.report import build_report
 from tokenreel.session import archive
 

@@ -19,8 +19,9 @@ from tests.session_factory import MS, session, stream, words
 from tokenreel.renderer import manifest as manifests
 from tokenreel.renderer.encode import EncodeError, FramePipe, find_ffmpeg, output_format
 from tokenreel.renderer.frames import FrameRenderer
+from tokenreel.renderer.options import RenderOptions
 from tokenreel.renderer.render import poster_index, render
-from tokenreel.renderer.render_plan import RenderOptions, build_plan
+from tokenreel.renderer.render_plan import build_plan
 from tokenreel.session import archive
 
 SMALL = RenderOptions(size="320x180", fps=10, hold_s="1")

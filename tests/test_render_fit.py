@@ -12,7 +12,8 @@ import pytest
 from tests.session_factory import MS, session, stream, suite, words
 from tokenreel.renderer.canvas import TextBox
 from tokenreel.renderer.frames import FrameRenderer
-from tokenreel.renderer.render_plan import RenderOptions, build_plan
+from tokenreel.renderer.options import RenderOptions
+from tokenreel.renderer.render_plan import build_plan
 
 IDS = ("alpha", "beta", "gamma", "delta")
 LONG_LABEL = "Original checkpoint in brain floating point served with every default left alone ({})"

@@ -12,7 +12,8 @@ from tests.session_factory import MS, session, stream, words
 from tokenreel.base.theme import load_theme
 from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.layout import Rect
-from tokenreel.renderer.render_plan import RenderOptions, RenderPlan, build_plan
+from tokenreel.renderer.options import RenderOptions
+from tokenreel.renderer.render_plan import RenderPlan, build_plan
 from tokenreel.renderer.text import fonts
 from tokenreel.renderer.timeline import first_frame_showing
 

@@ -16,7 +16,8 @@ from PIL import Image
 from tests.session_factory import suite
 from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.layout import Rect
-from tokenreel.renderer.render_plan import RenderOptions, RenderPlan, build_plan
+from tokenreel.renderer.options import RenderOptions
+from tokenreel.renderer.render_plan import RenderPlan, build_plan
 from tokenreel.session import archive
 
 DEMO = Path(__file__).resolve().parents[1] / "sessions" / "seed-ladder-demo.json"

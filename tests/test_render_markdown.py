@@ -10,12 +10,14 @@ from tests.session_factory import MS, session, stream
 from tests.test_render_text import cells_before_caret, glyphs
 from tokenreel.base.theme import load_theme
 from tokenreel.renderer.frames import FrameRenderer
-from tokenreel.renderer.render_plan import RenderOptions, RenderPlan, build_plan
+from tokenreel.renderer.options import RenderOptions
+from tokenreel.renderer.render_plan import RenderPlan, build_plan
 from tokenreel.renderer.text import fonts
 from tokenreel.renderer.text.cells import GLYPH, SHAPED
-from tokenreel.renderer.text.grid import clusters, layout_stream, shape_paragraphs
+from tokenreel.renderer.text.clusters import clusters
 from tokenreel.renderer.text.highlight import styled_stream
 from tokenreel.renderer.text.markup import BULLET, HEADING, INLINE_CODE, PAD, RULE, STRONG, render
+from tokenreel.renderer.text.wrap import layout_stream, shape_paragraphs
 
 SAMPLE = """## Speculative **decoding**
 

@@ -16,8 +16,9 @@ import pytest
 from tests.session_factory import MS, session, stream, words
 from tests.test_render_encode import SMALL, write_session
 from tokenreel.renderer import verify
+from tokenreel.renderer.options import RenderOptions
 from tokenreel.renderer.render import render
-from tokenreel.renderer.render_plan import RenderOptions, build_plan
+from tokenreel.renderer.render_plan import build_plan
 from tokenreel.session import archive
 
 GIB = 1 << 30

@@ -16,22 +16,14 @@ from hypothesis import strategies as st
 from tests.session_factory import MS, session, stream
 from tokenreel.renderer import manifest as manifests
 from tokenreel.renderer import verify as verifying
+from tokenreel.renderer.options import RenderOptions
 from tokenreel.renderer.render import render
-from tokenreel.renderer.render_plan import RenderOptions
 from tokenreel.renderer.text import fonts, paragraph, raster, shaping
-from tokenreel.renderer.text.grid import (
-    GLYPH,
-    Cell,
-    GlyphPainter,
-    _covered,
-    _ignorable,
-    _wrap,
-    clusters,
-    fit,
-    layout_stream,
-    merge_rtl_runs,
-    wrap,
-)
+from tokenreel.renderer.text.cells import GLYPH, Cell
+from tokenreel.renderer.text.clusters import _ignorable, clusters, covered
+from tokenreel.renderer.text.painter import GlyphPainter
+from tokenreel.renderer.text.rtl_runs import merge_rtl_runs
+from tokenreel.renderer.text.wrap import _wrap, fit, layout_stream, wrap
 from tokenreel.session import archive
 
 EMOJI_SEQUENCES = {
@@ -72,7 +64,7 @@ def test_the_corpus_is_drawn_without_missing_glyphs_one_font_per_cluster() -> No
         lines, _ = wrap(clusters(text, ["text"] * len(text)), 200)
         for cell in (c for line in lines for c in line):
             assert cell.font is not None, (script, cell)
-            assert _covered(cell.text, cell.font), (script, cell)
+            assert covered(cell.text, cell.font), (script, cell)
             missing = [hex(ord(c)) for c in cell.text if not _ignorable(ord(c)) and ord(c) not in fonts.coverage(cell.font)]
             assert not missing, (script, cell, missing)
 
@@ -248,7 +240,7 @@ def test_merged_runs_keep_every_cell_inside_the_grid(pieces: list[str], cols: in
         assert sum(c.width for c in line) == sum(c.width for c in unmerged) <= cols
         assert "".join(c.text for c in line) == "".join(c.text for c in unmerged)
         for cell in line:
-            assert cell.font is None or _covered(cell.text, cell.font), cell
+            assert cell.font is None or covered(cell.text, cell.font), cell
 
 
 def test_digits_after_rtl_text_join_its_run_and_are_drawn_on_its_left() -> None:

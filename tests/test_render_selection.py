@@ -12,7 +12,8 @@ from tests import session_factory as factory
 from tokenreel.cli import app
 from tokenreel.cli.demo import race_arms
 from tokenreel.renderer.frames import FrameRenderer
-from tokenreel.renderer.render_plan import RenderOptions, build_plan
+from tokenreel.renderer.options import RenderOptions
+from tokenreel.renderer.render_plan import build_plan
 from tokenreel.session import archive
 from tokenreel.session.model import HostPressure, Session
 

@@ -17,8 +17,10 @@ from tests.session_factory import MS, session, stream, words
 from tokenreel.analysis.engine_figures import stated_version
 from tokenreel.analysis.figures import multiplier
 from tokenreel.renderer.frames import FrameRenderer
-from tokenreel.renderer.render_plan import ArmTrack, RenderOptions, RenderPlan, build_plan
+from tokenreel.renderer.options import RenderOptions
+from tokenreel.renderer.render_plan import RenderPlan, build_plan
 from tokenreel.renderer.timeline import first_frame_showing
+from tokenreel.renderer.tracks import ArmTrack
 from tokenreel.session import archive
 from tokenreel.session.model import Session
 

@@ -9,19 +9,11 @@ from hypothesis import strategies as st
 from pygments.token import STANDARD_TYPES
 
 from tokenreel.renderer.text import fonts
-from tokenreel.renderer.text.grid import (
-    BREAK,
-    GLYPH,
-    HANGING_INDENT,
-    NEWLINE,
-    GlyphPainter,
-    clusters,
-    continuation_indent,
-    fit,
-    layout_stream,
-    wrap,
-)
+from tokenreel.renderer.text.cells import BREAK, GLYPH, NEWLINE
+from tokenreel.renderer.text.clusters import clusters
 from tokenreel.renderer.text.highlight import CODE_STYLES, _style, content_styles, styled_stream
+from tokenreel.renderer.text.painter import GlyphPainter
+from tokenreel.renderer.text.wrap import HANGING_INDENT, continuation_indent, fit, layout_stream, wrap
 
 SAMPLES = ["漢字かな", "🚀✅", "café naïve", "a\tb", "x\ry", "bell\x07", "x" * 300, "e\u0301", "👨\u200d👩\u200d👧 👍🏽"]
 

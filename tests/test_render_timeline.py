@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from tests.session_factory import MS, session, stream, words
 from tokenreel.analysis.metrics import NS_PER_S, run_metrics
-from tokenreel.renderer.render_plan import RenderOptions, build_plan
+from tokenreel.renderer.options import RenderOptions
+from tokenreel.renderer.render_plan import build_plan
 from tokenreel.renderer.timeline import END, REPLAY, TITLE, ArmTimeline, Clock, first_frame_showing
 from tokenreel.session.model import Chunks, Run
 

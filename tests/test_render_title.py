@@ -16,8 +16,9 @@ from tokenreel import assets
 from tokenreel.base.theme import load_theme
 from tokenreel.renderer import manifest as manifests
 from tokenreel.renderer.frames import FrameRenderer
+from tokenreel.renderer.options import RenderOptions, pin_files
 from tokenreel.renderer.render import poster_index, render
-from tokenreel.renderer.render_plan import RenderOptions, RenderPlan, build_plan, pin_files
+from tokenreel.renderer.render_plan import RenderPlan, build_plan
 from tokenreel.session import archive
 from tokenreel.session.model import Session
 

@@ -14,8 +14,9 @@ from tests.session_factory import MS, session, stream, words
 from tokenreel.renderer.encode import find_ffmpeg
 from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.layout import Rect
+from tokenreel.renderer.options import RenderOptions
 from tokenreel.renderer.render import render
-from tokenreel.renderer.render_plan import RenderOptions, build_plan
+from tokenreel.renderer.render_plan import build_plan
 from tokenreel.renderer.yuv import Yuv420Converter, frame_bytes, to_yuv420p
 from tokenreel.session import archive
 

@@ -16,8 +16,8 @@ import pytest
 
 from tests.test_render_encode import CHUNK, SMALL, write_session
 from tokenreel.renderer import verify
+from tokenreel.renderer.options import RenderOptions
 from tokenreel.renderer.render import render
-from tokenreel.renderer.render_plan import RenderOptions
 
 
 @pytest.fixture

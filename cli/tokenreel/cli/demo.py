@@ -65,7 +65,7 @@ def demo(
     """
     from tokenreel.recorder.runner import new_session
     from tokenreel.recorder.suites import load_prompts
-    from tokenreel.renderer.render_plan import RenderOptions
+    from tokenreel.renderer.options import RenderOptions
     from tokenreel.session.model import Settings
     from tokenreel.simulator.profiles import SEED_LADDER
     from tokenreel.simulator.server import running

@@ -25,9 +25,11 @@ from tokenreel.cli.render_options import (
 )
 from tokenreel.cli.render_signals import interruptible
 from tokenreel.cli.terminal import Command
+from tokenreel.renderer.options import Align as AlignValue
+from tokenreel.renderer.options import Metric as MetricValue
 
 if TYPE_CHECKING:
-    from tokenreel.renderer.render_plan import RenderOptions
+    from tokenreel.renderer.options import RenderOptions
 
 # A GIF is for a README: about as wide as GitHub shows it, at a frame rate that keeps it small.
 GIF_SIZE, GIF_FPS = "960x540", 15
@@ -36,13 +38,14 @@ GIF_SIZE, GIF_FPS = "960x540", 15
 def render_to(session_path: Path, out_file: Path, options: RenderOptions, workers: int, force: bool) -> None:
     """Render with a progress bar, then say where the file and its manifest are."""
     from tokenreel.cli.progress import RenderBar
-    from tokenreel.renderer.encode import EncodeError
+    from tokenreel.renderer.encode import EncodeError, OutputFormat
     from tokenreel.renderer.render import WorkerDied
     from tokenreel.renderer.render import render as render_video
 
     check_writable(out_file, force)
     try:
-        with interruptible(f"rendering {shown_path(out_file)}"), user_errors(out_file), RenderBar(err, f"rendering {shown_path(out_file.name)}") as bar:
+        bar = RenderBar(err, f"rendering {shown_path(out_file.name)}")
+        with interruptible(f"rendering {shown_path(out_file)}"), user_errors(out_file), bar:
             result = render_video(session_path, out_file, options, workers, bar)
     except EncodeError as exc:
         fail(f"ffmpeg failed while writing {shown_path(out_file)}: {exc}", code=1)
@@ -50,12 +53,14 @@ def render_to(session_path: Path, out_file: Path, options: RenderOptions, worker
         fail(f"{shown_path(out_file)}: {exc}", code=1)
     for warning in result.warnings:
         err.print(f"warning: {warning}", markup=False)
-    if result.format == "png":  # one still (the poster frame) of the video the manifest describes
-        what = f"image: {shown_path(result.output)}  (one frame of the {result.frame_count}-frame video, sha256 {result.output_sha256[:16]}…)"
+    digest = f"sha256 {result.output_sha256[:16]}…"
+    if result.format == OutputFormat.PNG:  # one still (the poster frame) of the video the manifest describes
+        what = f"image: {shown_path(result.output)}  (one frame of the {result.frame_count}-frame video, {digest})"
     else:
-        what = f"video: {shown_path(result.output)}  ({result.frame_count} frames, sha256 {result.output_sha256[:16]}…)"
+        what = f"video: {shown_path(result.output)}  ({result.frame_count} frames, {digest})"
     out.print(what, markup=False)
-    out.print(f"manifest: {shown_path(result.manifest)}  (check it later with `tokenreel verify {shown_path(result.manifest)}`)", markup=False)
+    manifest = shown_path(result.manifest)
+    out.print(f"manifest: {manifest}  (check it later with `tokenreel verify {manifest}`)", markup=False)
 
 
 def _default_output(session_path: Path, prompt_id: str) -> Path:
@@ -115,8 +120,8 @@ def render(
     ] = None,
     logo: Logo = None,
     hold: HoldS = "4",
-    align: Align = "send",
-    metric: Metric = "decode",
+    align: Align = AlignValue.SEND,
+    metric: Metric = MetricValue.DECODE,
     at: Annotated[str | None, typer.Option(metavar="SECONDS", help="Poster time in seconds, for .png output.")] = None,
     workers: Workers = None,
     max_duration: MaxDuration = "1800",
@@ -152,7 +157,7 @@ def render(
       tokenreel render sessions/ladder.json --answer-badge   # same answer as the first arm?
       tokenreel render sessions/ladder.json --title "bf16 vs NVFP4" --logo logo.png --theme my.json
     """
-    from tokenreel.renderer.render_plan import RenderOptions, pin_files
+    from tokenreel.renderer.options import RenderOptions, pin_files
 
     session = load_session(session_path)
     prompt_ids = [p.id for p in session.prompts]

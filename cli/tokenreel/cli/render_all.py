@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -28,6 +28,11 @@ from tokenreel.cli.render_options import (
 )
 from tokenreel.cli.render_signals import interruptible
 from tokenreel.cli.terminal import Command
+from tokenreel.renderer.options import Align as AlignValue
+from tokenreel.renderer.options import Metric as MetricValue
+
+if TYPE_CHECKING:
+    from tokenreel.renderer.catalogue.run_jobs import StoppableChunks
 
 
 def _names(value: str, option: str, example: str) -> list[str]:
@@ -62,8 +67,8 @@ def render_all(
     title_s: TitleS = "1.5",
     logo: Logo = None,
     hold: HoldS = "4",
-    align: Align = "send",
-    metric: Metric = "decode",
+    align: Align = AlignValue.SEND,
+    metric: Metric = MetricValue.DECODE,
     workers: Workers = None,
     max_duration: MaxDuration = "1800",
     answer_badge: AnswerBadge = False,
@@ -107,7 +112,7 @@ def render_all(
     from tokenreel.renderer.catalogue.jobs import catalogue
     from tokenreel.renderer.catalogue.jobs import layouts as parse_layouts
     from tokenreel.renderer.catalogue.run_jobs import FAILED, KEPT, RENDERED, render_catalogue
-    from tokenreel.renderer.render_plan import RenderOptions
+    from tokenreel.renderer.options import RenderOptions
 
     for path in sessions:
         load_session(path)  # a missing file or a sweep: one line, exit 2, as `render` says it
@@ -124,11 +129,11 @@ def render_all(
         )
         out_dir.mkdir(parents=True, exist_ok=True)
     with ray_cluster(ray) if ray is not None else nullcontext():
-        chunks, cpus = None, None
+        chunks: StoppableChunks | None = None
+        cpus: int | None = None
         if ray is not None:
-            from tokenreel.renderer.ray_chunks import cluster_cpus
-            from tokenreel.renderer.ray_chunks import run_chunks as chunks
-            cpus = cluster_cpus()  # several videos at once, as many as fill the cluster with chunks
+            from tokenreel.renderer.ray_chunks import cluster_cpus, run_chunks
+            chunks, cpus = run_chunks, cluster_cpus()  # several videos at once, as many as fill the cluster with chunks
         with interruptible(f"rendering the catalogue in {shown_path(out_dir)}", "every finished video is kept: run it again to go on"), \
                 user_errors(out_dir), RenderBar(err, "catalogue") as bar:
             outcomes = render_catalogue(jobs, workers or default_workers(), bar, force, chunks, cpus)

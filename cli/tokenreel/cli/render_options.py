@@ -1,7 +1,9 @@
 """The options `render` and `render-all` share, declared once so both help pages say the same.
 
 Each is a type for a parameter of the same name (`run: Run = "median"`): typer takes the
-option's name from the parameter, its metavar and help from here.
+option's name from the parameter, its metavar and help from here. An option with a fixed set
+of values takes the renderer's Enum (`tokenreel.renderer.options`), any case, so typer refuses
+another value before anything is loaded.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from typing import Annotated
 import typer
 
 from tokenreel.cli.app import EXCLUDE_HOST_HELP
+from tokenreel.renderer.options import Align as AlignValue
+from tokenreel.renderer.options import Metric as MetricValue
 
 Run = Annotated[
     str, typer.Option(metavar="median|N", help="'median' (median-speed measured run of each arm) or a run index.")
@@ -42,18 +46,18 @@ HoldS = Annotated[
 ]
 
 Align = Annotated[
-    str,
+    AlignValue,
     typer.Option(
-        metavar="send|first-token",
+        metavar="send|first-token", case_sensitive=False,
         help="send: every clock starts at request send (time to first token shows); "
         "first-token: each arm's clock starts at its first token.",
     ),
 ]
 
 Metric = Annotated[
-    str,
+    MetricValue,
     typer.Option(
-        metavar="decode|e2e",
+        metavar="decode|e2e", case_sensitive=False,
         help="The one metric of every speed-up the video shows: decode (decode tok/s, the report's headline) "
         "or e2e (end to end: time from request send to the last token; needs --align send).",
     ),

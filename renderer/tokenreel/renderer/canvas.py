@@ -17,7 +17,10 @@ import numpy as np
 from tokenreel.base.theme import RGB, Theme
 from tokenreel.renderer.layout import Rect
 from tokenreel.renderer.text import fonts
-from tokenreel.renderer.text.grid import Cell, GlyphPainter, fit
+from tokenreel.renderer.text.cells import Cell
+from tokenreel.renderer.text.clusters import clusters
+from tokenreel.renderer.text.painter import GlyphPainter
+from tokenreel.renderer.text.wrap import fit, wrap
 
 BOLD_ROLES = ("label", "big", "title", "headline", "hero")
 SUPERSAMPLE = 4  # per axis, for the anti-aliased edges of panels and badges
@@ -110,7 +113,8 @@ class Canvas:
         """Draw cells with their top-left at (x, y); returns the width drawn."""
         tile = self.painters[role].paint(cells, self.color, bg)
         self.blit(tile, x, y, clip)
-        return tile.shape[1]
+        width: int = tile.shape[1]
+        return width
 
     def spans(self, rect: Rect, role: str, bg: RGB, left: Sequence[Span], right: Sequence[Span] = ()) -> None:
         """One line of text runs of mixed sizes sharing the baseline of `role`: left runs from
@@ -181,3 +185,22 @@ def label_spans(painters: dict[str, GlyphPainter], text: str, width: int, role: 
     """A user's label (arm name, model): a size smaller when it does not fit, then cut."""
     smaller = STEP_DOWN[role]
     return first_fit(painters, width, [((text, role, style),), ((text, smaller, style),)])
+
+
+def wrapped_lines(painters: dict[str, GlyphPainter], text: str, width: int, role: str, lines: int, empty: bool = True) -> list[list[Cell]]:
+    """text with its whitespace collapsed, wrapped to at most `lines` lines of `width` px in the
+    role's type; cut with '…'. empty: an empty text still gives its (empty) line."""
+    painter = painters[role]
+    cols = width // painter.cell_w
+    flat = " ".join(text.split())
+    if (not flat and not empty) or cols < 2 or lines < 1:
+        return []  # an empty subtitle, or no room for one character and the '…': no lines
+    limit = 2 * cols * (lines + 1)  # enough to fill the lines; a long prompt is not wrapped whole
+    wrapped, _ = wrap(clusters(flat[:limit], ["dim"] * min(limit, len(flat))), cols)
+    out = [list(line) for line in wrapped[:lines]]
+    if len(wrapped) > lines or len(flat) > limit:
+        last = out[-1]
+        while last and cells_width(last) > cols - 2:
+            last.pop()
+        last.append(Cell("…", fonts.REGULAR, 1, "dim"))
+    return out

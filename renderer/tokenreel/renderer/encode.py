@@ -16,8 +16,10 @@ import re
 import subprocess
 import tempfile
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
+from typing import TypedDict
 
 import imageio_ffmpeg
 import numpy as np
@@ -25,7 +27,15 @@ import numpy as np
 from tokenreel.base.safe_text import shown_path
 from tokenreel.renderer import yuv
 
-FORMATS = ("mp4", "webm", "gif", "png")
+
+class OutputFormat(StrEnum):
+    """What render writes, named by the output file's extension."""
+
+    MP4 = "mp4"  # H.264
+    WEBM = "webm"  # VP9
+    GIF = "gif"
+    PNG = "png"  # the poster: one frame of the video
+
 
 # bench/render_throughput.py frames, 1080p yuv420p, ffmpeg alone, one thread: medium 39 fps at
 # 1.6 Mbit/s, veryfast 73-77 fps at 2.8 Mbit/s, ultrafast 163-179 fps at 8.1 Mbit/s. medium cannot
@@ -42,7 +52,17 @@ VP9_DEADLINE = "realtime"
 VP9_CPU_USED = 5  # 6-8: no faster on text, up to 1.6x the size
 VP9_THREADS = 1  # libvpx with one thread and one tile column: nothing left to schedule
 # Pillow writes no metadata chunks unless asked; zlib level fixed (the bytes follow Pillow's zlib).
-PNG_SAVE = {"format": "PNG", "compress_level": 9, "optimize": False}
+
+
+class PngSave(TypedDict):
+    """Image.save's arguments for the poster, in the order the manifest records them."""
+
+    format: str
+    compress_level: int
+    optimize: bool
+
+
+PNG_SAVE: PngSave = {"format": "PNG", "compress_level": 9, "optimize": False}
 
 PIPE_BYTES = 1 << 20
 RGB24, YUV420P = "rgb24", "yuv420p"  # raw frame formats, as ffmpeg names them
@@ -61,21 +81,21 @@ class EncodeError(RuntimeError):
     """ffmpeg failed; the one-line message carries its exit status and its own words."""
 
 
-def output_format(path: str | os.PathLike[str]) -> str:
+def output_format(path: str | os.PathLike[str]) -> OutputFormat:
     """The format named by the file extension; ValueError for anything else."""
     suffix = Path(path).suffix.lower()
-    fmt = suffix[1:]
-    if fmt not in FORMATS:
-        supported = ", ".join(f".{f}" for f in FORMATS)
+    try:
+        return OutputFormat(suffix[1:])
+    except ValueError:
+        supported = ", ".join(f".{f}" for f in OutputFormat)
         shown = f"'{suffix}'" if suffix else "no extension"
-        raise ValueError(f"{shown_path(Path(path).name)}: unsupported output extension {shown}; supported: {supported}")
-    return fmt
+        raise ValueError(f"{shown_path(Path(path).name)}: unsupported output extension {shown}; supported: {supported}") from None
 
 
-def frame_format(fmt: str) -> str:
+def frame_format(fmt: OutputFormat) -> str:
     """The raw frames a format's encoder reads: yuv420p for video (converted by yuv.py), RGB for
     GIF (its palette is made from the colours as drawn)."""
-    return RGB24 if fmt == "gif" else YUV420P
+    return RGB24 if fmt == OutputFormat.GIF else YUV420P
 
 
 def frame_shape(pix_fmt: str, width: int, height: int) -> tuple[int, ...]:
@@ -94,14 +114,14 @@ def _timescale(fps: int) -> list[str]:
     return ["-video_track_timescale", str(fps), "-movie_timescale", str(fps)]
 
 
-def steps(fmt: str, width: int, height: int, fps: int) -> list[list[str]]:
+def steps(fmt: OutputFormat, width: int, height: int, fps: int) -> list[list[str]]:
     """The encoder steps of a format, in order, as recorded in the manifest.
 
     mp4/webm: [encode one chunk, join the chunks]; gif: [palette pass, encode pass]: ffmpeg
     argument templates. png: [the Pillow save settings] (the poster frame is not ffmpeg's).
     """
     source = _raw_input(frame_format(fmt), width, height, fps)
-    if fmt == "mp4":
+    if fmt == OutputFormat.MP4:
         encode = [
             *source, "-vf", _COLOUR_TAGS,
             "-c:v", "libx264", "-preset", X264_PRESET, "-crf", "20", "-pix_fmt", "yuv420p",
@@ -113,7 +133,7 @@ def steps(fmt: str, width: int, height: int, fps: int) -> list[list[str]]:
             *_BITEXACT, *_timescale(fps), "-movflags", "+faststart", "-f", "mp4", OUTPUT,
         ]
         return [encode, join]
-    if fmt == "webm":
+    if fmt == OutputFormat.WEBM:
         encode = [
             *source, "-vf", _COLOUR_TAGS,
             "-c:v", "libvpx-vp9", "-deadline", VP9_DEADLINE, "-cpu-used", str(VP9_CPU_USED),
@@ -124,7 +144,7 @@ def steps(fmt: str, width: int, height: int, fps: int) -> list[list[str]]:
         ]
         join = ["-f", "concat", "-safe", "0", "-i", LIST, "-c", "copy", *_BITEXACT, "-f", "webm", OUTPUT]
         return [encode, join]
-    if fmt == "gif":
+    if fmt == OutputFormat.GIF:
         # The palette needs every frame, so a GIF is one stream, not chunks. Pass 1 keeps only
         # a colour histogram; pass 2 re-renders the frames against the palette. Memory stays
         # flat, where split+palettegen in one pass would queue every frame inside ffmpeg.
@@ -137,7 +157,7 @@ def steps(fmt: str, width: int, height: int, fps: int) -> list[list[str]]:
             *_BITEXACT, "-loop", "-1", "-f", "gif", OUTPUT,  # played once: it stays on the end card
         ]
         return [palette, encode]
-    if fmt == "png":
+    if fmt == OutputFormat.PNG:
         return [["pillow", *(f"{key}={value}" for key, value in PNG_SAVE.items())]]
     raise ValueError(f"unknown format {fmt!r}")
 

@@ -3,7 +3,7 @@
 It never covers the race (whose text it would cut): the last arm against the first in the video's
 one metric (tokenreel.analysis.claims), what that compares, the suite's figure for the same arms with its
 95 % interval where the suite has one, a row per arm on screen, and what the arms ran on and
-when. Its texts are the claims the plan lists (renderer.plan.drawn_claims); every size is the
+when. Its texts are the claims the plan lists (race_claims.drawn_claims); every size is the
 layout's, legible at 640 px wide.
 """
 
@@ -15,8 +15,9 @@ from tokenreel.analysis.claims import claim_text, interval_text, scope_text
 from tokenreel.analysis.figures import clock_seconds, figure, multiplier
 from tokenreel.renderer.canvas import Canvas, label_spans, text_w
 from tokenreel.renderer.layout import Rect
+from tokenreel.renderer.options import Metric
 from tokenreel.renderer.render_plan import RenderPlan
-from tokenreel.renderer.text.grid import GlyphPainter
+from tokenreel.renderer.text.painter import GlyphPainter
 
 
 class EndCard:
@@ -55,15 +56,16 @@ class EndCard:
         return max(gap, self.painters["small"].line_h) if self.interval_line() else gap
 
     def headings(self) -> tuple[str, ...]:
-        return ("done in", "decode", "vs prior", "vs first") if self.plan.metric == "decode" else ("TTFT", "done in", "vs prior", "vs first")
+        first = ("done in", "decode") if self.plan.metric == Metric.DECODE else ("TTFT", "done in")
+        return (*first, "vs prior", "vs first")
 
     def rows(self) -> list[tuple[str, ...]]:
         """Per arm on screen, under end_headings: its times and figures, and its speed-ups over
         the arm before it and the first arm, in the video's one metric."""
-        rows = []
+        rows: list[tuple[str, ...]] = []
         for track in self.plan.arms:
             done = clock_seconds(track.finish_ns)
-            if self.plan.metric == "decode":
+            if self.plan.metric == Metric.DECODE:
                 decode = f"{'≈' if track.tokens_estimated else ''}{figure(track.decode_tok_s)} tok/s"
                 rows.append((done, decode, multiplier(track.vs_prior), multiplier(track.vs_first)))
             else:
@@ -163,8 +165,11 @@ class EndCard:
         bg = theme.background
         headings = self.headings()
         gap = label.cell_w * 2
-        widths = [max(text_w(self.painters, h, "small"), *(text_w(self.painters, r[k], "label") for r in rows)) for k, h in enumerate(headings)]
-        rights, right = [], rect.right
+        widths = [
+            max(text_w(self.painters, h, "small"), *(text_w(self.painters, r[k], "label") for r in rows)) for k, h in enumerate(headings)
+        ]
+        rights: list[int] = []
+        right = rect.right
         for w in reversed(widths):
             rights.insert(0, right)
             right -= w + gap
@@ -176,7 +181,8 @@ class EndCard:
         for n, (track, figures) in enumerate(zip(plan.arms, rows, strict=False)):
             y = rect.y + small.line_h + row_h * n
             x = canvas.badge(rect.x, y, label.line_h, track.color, bg, n + 1)
-            canvas.spans(Rect(x, y, figures_x - gap - x, label.line_h), "label", bg, label_spans(self.painters, track.label, figures_x - gap - x))
+            name_w = figures_x - gap - x
+            canvas.spans(Rect(x, y, name_w, label.line_h), "label", bg, label_spans(self.painters, track.label, name_w))
             model_h = 0 if self.compact else small.line_h
             if model_h:
                 canvas.spans(Rect(x, y + label.line_h, rect.right - x, small.line_h), "small", bg, ((track.model, "small", "dim"),))

@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tokenreel.renderer.text.grid import cell_metrics
+from tokenreel.renderer.text.cells import cell_metrics
 
 DESIGN_SIZE = 1080
 # px at the design size; "tiny" is where small labels step down to when they do not fit
@@ -30,7 +30,7 @@ FEED_MIN_PX = 12  # the smallest type that reads there
 # race's header are context, not figures: they keep their design sizes.
 FIGURE_ROLES = {"small": 1.0, "tiny": 1.0, "label": 1.15, "title": 1.3, "big": 1.6, "headline": 2.5}
 MIN_GRID = (4, 2)  # (cols, rows): below this a column cannot show a stream
-# The shortest forms the figure lines fall back to (frames.py), with the widest figures a
+# The shortest forms the figure lines fall back to (column.py), with the widest figures a
 # session can give: (role, text) runs per line. A size that cannot fit these is refused.
 WORST_CASE = {
     "big": (("big", "≈99999.9"), ("tiny", " tok/s")),
@@ -134,7 +134,7 @@ def _column(panel: Rect, pad: int, gap: int, metrics: Mapping[str, tuple[int, in
     cols, rows = inner_w // body_w, max(0, bottom - top) // body_h
     if cols < MIN_GRID[0] or rows < MIN_GRID[1]:
         raise ValueError(f"size: {panel.w}x{panel.h} px per arm is too small to show the text; choose a larger size")
-    for line, runs in WORST_CASE.items():
+    for runs in WORST_CASE.values():
         if sum(metrics[role][0] * len(text) for role, text in runs) > inner_w:
             raise ValueError(f"size: {panel.w} px per arm is too narrow for the figures; choose a larger size or fewer arms")
     text = Rect(label.x, top, cols * body_w, rows * body_h)

@@ -13,6 +13,7 @@ import os
 import platform
 import re
 from dataclasses import asdict, dataclass, fields, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from tokenreel.base.safe_text import shown_path
 from tokenreel.base.theme import is_path as is_theme_path
 from tokenreel.renderer import frames
 from tokenreel.renderer.encode import Ffmpeg
-from tokenreel.renderer.render_plan import RenderOptions
+from tokenreel.renderer.options import RenderOptions, choice
 from tokenreel.renderer.text import fonts
 from tokenreel.session.archive import read_input
 
@@ -72,7 +73,7 @@ class Manifest:
     encoder_args: tuple[tuple[str, ...], ...]  # encoder steps in order (see encode.steps)
     frame_sha256: tuple[str, ...]  # SHA-256 of each frame's raw RGB bytes; png: the poster only
     poster_frame: int | None  # png: the frame index saved, else None
-    # Every speed-up drawn (renderer.plan.Claim, as a JSON object): what it says, its metric,
+    # Every speed-up drawn (race_claims.Claim, as a JSON object): what it says, its metric,
     # scope and arms, its value at full precision (the report's), the first frame showing it
     # and the first frame at which its evidence was complete. Absent in older manifests.
     claims: tuple[dict[str, Any], ...] = ()
@@ -98,12 +99,17 @@ def _file_options(options: RenderOptions) -> dict[str, str]:
 
 def portable_options(options: RenderOptions, manifest_dir: str | os.PathLike[str]) -> RenderOptions:
     """The options as the manifest keeps them: file paths relative to the manifest's folder."""
-    return replace(options, **{key: relative_path(value, manifest_dir) for key, value in _file_options(options).items()})
+    return _with_files(options, {key: relative_path(value, manifest_dir) for key, value in _file_options(options).items()})
 
 
 def resolved_options(options: RenderOptions, manifest_dir: str | os.PathLike[str]) -> RenderOptions:
     """A manifest's options with its file paths found from the manifest's folder again."""
-    return replace(options, **{key: str(Path(manifest_dir) / value) for key, value in _file_options(options).items()})
+    return _with_files(options, {key: str(Path(manifest_dir) / value) for key, value in _file_options(options).items()})
+
+
+def _with_files(options: RenderOptions, paths: dict[str, str]) -> RenderOptions:
+    """The options with the file paths given (see _file_options) in place of their own."""
+    return replace(options, logo=paths.get("logo", options.logo), theme=paths.get("theme", options.theme))
 
 
 def current_versions(ffmpeg: Ffmpeg | None) -> dict[str, str]:
@@ -206,6 +212,11 @@ class _Checker:
                 item = self.strings(item, name)
             elif isinstance(spec.default, int):
                 item = self.count(item, name)
+            elif isinstance(spec.default, StrEnum):
+                try:
+                    item = choice(type(spec.default), item, key)
+                except ValueError as exc:
+                    raise self.fail(name, str(exc).removeprefix(f"{key}: ")) from None
             elif not isinstance(item, str):
                 raise self.fail(name, f"expected a string, got {item!r}")
             kwargs[key] = item

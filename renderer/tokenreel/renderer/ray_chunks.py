@@ -17,7 +17,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayError, RayTaskError
 
 import tokenreel.base.version
-from tokenreel.renderer.encode import Ffmpeg, find_ffmpeg
+from tokenreel.renderer.encode import Ffmpeg, OutputFormat, find_ffmpeg
 from tokenreel.renderer.render import encode_chunk
 from tokenreel.renderer.render_plan import RenderPlan
 
@@ -25,19 +25,20 @@ POLL_S = 0.5  # how often a video's driver thread looks whether the catalogue wa
 
 
 @ray.remote(num_cpus=1, max_retries=0)
-def _chunk(plan: RenderPlan, fmt: str, start: int, stop: int) -> tuple[bytes, list[str], str, str, str]:
+def _chunk(plan: RenderPlan, fmt: OutputFormat, start: int, stop: int) -> tuple[bytes, list[str], str, str, str]:
     """On a worker: the chunk's bytes and hashes, and what made them (ffmpeg, tokenreel, node)."""
     ffmpeg = find_ffmpeg()
     data, hashes = encode_chunk(plan, fmt, ffmpeg, start, stop)
-    return data, hashes, ffmpeg.version, tokenreel.base.version.__version__, ray.util.get_node_ip_address()
+    node: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]  # ray leaves it unannotated
+    return data, hashes, ffmpeg.version, tokenreel.base.version.__version__, node
 
 
 def cluster_cpus() -> int:
     """The connected cluster's CPUs: how many chunks can run at once (catalogue_run fills them)."""
-    return int(ray.cluster_resources().get("CPU", 1))
+    return int(ray.cluster_resources().get("CPU", 1))  # type: ignore[no-untyped-call]  # ray leaves it unannotated
 
 
-def run_chunks(plan: RenderPlan, fmt: str, ffmpeg: Ffmpeg, spans: list[tuple[int, int]],
+def run_chunks(plan: RenderPlan, fmt: OutputFormat, ffmpeg: Ffmpeg, spans: list[tuple[int, int]],
                done: Callable[[int], None], stop: threading.Event | None = None) -> list[tuple[bytes, list[str]]]:
     """`render.ChunkRunner` on the connected Ray cluster: every chunk at once, Ray placing them;
     frames done counted as chunks come back. RuntimeError (one line) for a worker or node that

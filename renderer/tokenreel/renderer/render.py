@@ -29,6 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass
+from multiprocessing.process import BaseProcess
 from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
 
@@ -42,6 +43,7 @@ from tokenreel.renderer.encode import (
     YUV420P,
     Ffmpeg,
     FramePipe,
+    OutputFormat,
     fill,
     find_ffmpeg,
     frame_format,
@@ -51,7 +53,8 @@ from tokenreel.renderer.encode import (
     steps,
 )
 from tokenreel.renderer.frames import FrameRenderer
-from tokenreel.renderer.render_plan import RenderOptions, RenderPlan, build_plan
+from tokenreel.renderer.options import RenderOptions
+from tokenreel.renderer.render_plan import RenderPlan, build_plan
 from tokenreel.renderer.yuv import Yuv420Converter
 from tokenreel.session import archive
 from tokenreel.session.model import ArchiveError, Session
@@ -73,14 +76,14 @@ Progress = Callable[[int, int], None]  # (frames done, frames to render)
 # Runs a video's chunks elsewhere (render-all --ray: renderer/tokenreel/renderer/ray_chunks.py): given the plan, the
 # format, this machine's ffmpeg, the chunks' [start, stop) frames and a frames-done callback,
 # it returns each chunk's encoded bytes and frame hashes, in chunk order (`encode_chunk`'s).
-ChunkRunner = Callable[["RenderPlan", str, "Ffmpeg", list[tuple[int, int]], Callable[[int], None]], list[tuple[bytes, list[str]]]]
+ChunkRunner = Callable[["RenderPlan", OutputFormat, "Ffmpeg", list[tuple[int, int]], Callable[[int], None]], list[tuple[bytes, list[str]]]]
 
 
 @dataclass(frozen=True)
 class RenderResult:
     output: Path
     manifest: Path
-    format: str
+    format: OutputFormat
     frame_count: int
     output_sha256: str
     frame_sha256: tuple[str, ...]
@@ -153,7 +156,7 @@ def staging_prefix(name: str) -> str:
 
 def clean_stale(folder: Path, pattern: re.Pattern[str] = _STAGING) -> list[Path]:
     """Remove the staging folders in `folder` whose render process is gone; the ones removed."""
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(os.scandir(folder))
     except OSError:
@@ -191,7 +194,7 @@ def _encode_span(
 
 
 # Worker processes: one FrameRenderer each, built once from the pickled plan.
-_worker: tuple[FrameRenderer, RenderPlan, Ffmpeg, Synchronized] | None = None
+_worker: tuple[FrameRenderer, RenderPlan, Ffmpeg, Synchronized[int]] | None = None
 
 
 def _die_with_parent(parent: int) -> None:
@@ -216,7 +219,7 @@ def _die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="tokenreel-parent-watchdog", daemon=True).start()
 
 
-def _start_worker(plan: RenderPlan, ffmpeg: Ffmpeg, counter: Synchronized, parent: int) -> None:
+def _start_worker(plan: RenderPlan, ffmpeg: Ffmpeg, counter: Synchronized[int], parent: int) -> None:
     global _worker
     _die_with_parent(parent)
     _worker = (FrameRenderer(plan), plan, ffmpeg, counter)
@@ -245,8 +248,8 @@ def _run_jobs(plan: RenderPlan, ffmpeg: Ffmpeg, jobs: list[_Job], workers: int, 
         min(workers, len(jobs)), mp_context=context, initializer=_start_worker,
         initargs=(plan, ffmpeg, counter, os.getpid()),
     )
-    futures: list[Future] = []
-    processes: list = []
+    futures: list[Future[list[str]]] = []
+    processes: list[BaseProcess] = []
     try:
         futures = [pool.submit(_worker_job, job) for job in jobs]
         processes = list((getattr(pool, "_processes", None) or {}).values())
@@ -267,7 +270,7 @@ def _run_jobs(plan: RenderPlan, ffmpeg: Ffmpeg, jobs: list[_Job], workers: int, 
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _reaped(processes: list) -> list:
+def _reaped(processes: list[BaseProcess]) -> list[BaseProcess]:
     """The workers that have ended, once the broken pool has ended them all (it terminates the
     others). Up to a second: its thread may be reaping one right now, when its exit code reads
     as unknown here. The one that died first is the one not ended by the pool's SIGTERM."""
@@ -278,18 +281,22 @@ def _reaped(processes: list) -> list:
     return [p for p in dead if p.exitcode != -signal.SIGTERM] or dead
 
 
-def _death_line(processes: list, jobs: list[_Job], futures: list[Future]) -> str:
+def _ended(process: BaseProcess) -> str:
+    """How an ended worker ended: "pid 123 killed by signal 9" or "pid 123 exited 1"."""
+    code = process.exitcode
+    return f"pid {process.pid} " + (f"killed by signal {-code}" if code is not None and code < 0 else f"exited {code}")
+
+
+def _death_line(processes: list[BaseProcess], jobs: list[_Job], futures: list[Future[list[str]]]) -> str:
     """Which worker died and how, and which frames it left unrendered, in one line."""
     dead = _reaped(processes)
-    how = ", ".join(
-        f"pid {p.pid} " + (f"killed by signal {-p.exitcode}" if p.exitcode < 0 else f"exited {p.exitcode}") for p in dead
-    ) or "a worker"
+    how = ", ".join(_ended(p) for p in dead) or "a worker"
     lost = [job for job, f in zip(jobs, futures, strict=False) if not f.done() or f.cancelled() or f.exception() is not None]
     frames = f"frames {min(j.start for j in lost)}-{max(j.stop for j in lost) - 1}" if lost else "its frames"
     return f"a render worker died ({how}) before {frames} were rendered; nothing was written: render again"
 
 
-def encode_chunk(plan: RenderPlan, fmt: str, ffmpeg: Ffmpeg, start: int, stop: int) -> tuple[bytes, list[str]]:
+def encode_chunk(plan: RenderPlan, fmt: OutputFormat, ffmpeg: Ffmpeg, start: int, stop: int) -> tuple[bytes, list[str]]:
     """One chunk's encoded bytes and frame hashes, made in a temporary folder: what a remote
     worker returns (the same bytes a local worker writes, as they depend only on the frames)."""
     encode, _ = steps(fmt, plan.width, plan.height, plan.fps)
@@ -302,7 +309,7 @@ def encode_chunk(plan: RenderPlan, fmt: str, ffmpeg: Ffmpeg, start: int, stop: i
 
 def _encode_chunked(
     plan: RenderPlan,
-    fmt: str,
+    fmt: OutputFormat,
     ffmpeg: Ffmpeg,
     work: Path,
     staged: Path,
@@ -312,7 +319,7 @@ def _encode_chunked(
     chunks: ChunkRunner | None = None,
 ) -> list[str]:
     encode, join = steps(fmt, plan.width, plan.height, plan.fps)
-    names = []
+    names: list[str] = []
     jobs = []
     for start in range(0, plan.frame_count, chunk_frames):
         names.append(f"chunk{len(names):05d}.{fmt}")
@@ -322,7 +329,8 @@ def _encode_chunked(
         hashes = _run_jobs(plan, ffmpeg, jobs, workers, progress)
     else:
         hashes = []
-        for name, (data, chunk_hashes) in zip(names, chunks(plan, fmt, ffmpeg, [(j.start, j.stop) for j in jobs], progress.set), strict=False):
+        done = chunks(plan, fmt, ffmpeg, [(j.start, j.stop) for j in jobs], progress.set)
+        for name, (data, chunk_hashes) in zip(names, done, strict=False):
             (work / name).write_bytes(data)
             hashes += chunk_hashes
     listing = work / "chunks.txt"  # the concat demuxer reads names relative to this file
@@ -334,11 +342,11 @@ def _encode_chunked(
 def _encode_gif(plan: RenderPlan, ffmpeg: Ffmpeg, work: Path, staged: Path, progress: _Counter) -> list[str]:
     """Two passes over every frame in this process (see encode.steps); the second pass also
     checks that each frame came out the same as in the first."""
-    make_palette, encode = steps("gif", plan.width, plan.height, plan.fps)
+    make_palette, encode = steps(OutputFormat.GIF, plan.width, plan.height, plan.fps)
     palette = work / "palette.png"
     renderer = FrameRenderer(plan)
     passes = [fill(make_palette, palette=palette), fill(encode, palette=palette, output=staged)]
-    jobs = [_Job(0, plan.frame_count, args, frame_format("gif")) for args in passes]
+    jobs = [_Job(0, plan.frame_count, args, frame_format(OutputFormat.GIF)) for args in passes]
     first, second = [_encode_span(renderer, plan, ffmpeg, job, progress.advance) for job in jobs]
     for index, (a, b) in enumerate(zip(first, second, strict=False)):
         if a != b:
@@ -390,10 +398,10 @@ def render(
     session, session_sha256 = load_session(session_path)
     plan = build_plan(session, options)
     del session  # the plan holds what the frames need
-    ffmpeg = None if fmt == "png" else find_ffmpeg()
+    ffmpeg = None if fmt == OutputFormat.PNG else find_ffmpeg()
     warnings = [*plan.warnings, *([ffmpeg.warning] if ffmpeg and ffmpeg.warning else [])]
-    poster = poster_index(plan) if fmt == "png" else None
-    total = {"png": 1, "gif": 2 * plan.frame_count}.get(fmt, plan.frame_count)
+    poster = poster_index(plan) if fmt == OutputFormat.PNG else None
+    total = {OutputFormat.PNG: 1, OutputFormat.GIF: 2 * plan.frame_count}.get(fmt, plan.frame_count)
     counter = _Counter(progress, total)
     manifest_path = manifests.path_for(out)
     for target in (out, manifest_path):
@@ -406,7 +414,7 @@ def render(
         staged = work / out.name
         if poster is not None:
             hashes = _write_png(plan, poster, staged, counter)
-        elif fmt == "gif":
+        elif fmt == OutputFormat.GIF:
             assert ffmpeg is not None
             hashes = _encode_gif(plan, ffmpeg, work, staged, counter)
         else:

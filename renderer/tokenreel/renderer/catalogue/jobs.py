@@ -12,23 +12,39 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from pathlib import Path
 
 from tokenreel.base.safe_text import file_component, shown_path
 from tokenreel.base.theme import is_path as is_theme_path
 from tokenreel.renderer import manifest as manifests
+from tokenreel.renderer.options import RenderOptions, check_options, parse_size, pin_files
 from tokenreel.renderer.render import CHUNK_FRAMES, load_session, regular_file_sha256
-from tokenreel.renderer.render_plan import RenderOptions, build_plan, check_options, chosen_arms, parse_size, pin_files
+from tokenreel.renderer.render_plan import build_plan, chosen_arms
 
-# The shapes a catalogue is asked for by name; any size `render --size` takes works too.
-LAYOUTS = {"16:9": "1920x1080", "9:16": "1080x1920", "1:1": "1080x1080", "4k": "3840x2160"}
+
+class NamedLayout(StrEnum):
+    """The shapes a catalogue is asked for by name; any size `render --size` takes works too."""
+
+    WIDE = "16:9"
+    TALL = "9:16"  # arms stacked
+    SQUARE = "1:1"
+    UHD = "4k"
+
+    @property
+    def size(self) -> str:
+        """WIDTHxHEIGHT, as RenderOptions.size takes it."""
+        return _NAMED_SIZES[self]
+
+
+_NAMED_SIZES = {NamedLayout.WIDE: "1920x1080", NamedLayout.TALL: "1080x1920", NamedLayout.SQUARE: "1080x1080", NamedLayout.UHD: "3840x2160"}
 VIDEO, POSTER = ".mp4", ".png"
 _SIZE_LIKE = re.compile(r"\d+[xX×]\d+")
 
 
 @dataclass(frozen=True)
 class Layout:
-    name: str  # as the user gave it: "16:9", "4k", or a size such as "1280x720"
+    name: NamedLayout | str  # "16:9", "4k", or a size as the user gave it, such as "1280x720"
     size: str  # WIDTHxHEIGHT, as RenderOptions.size takes it
 
     @property
@@ -63,14 +79,15 @@ class Job:
 
 
 def layouts(names: Sequence[str]) -> tuple[Layout, ...]:
-    """The layouts named (LAYOUTS) or given as sizes; ValueError names the first bad one."""
+    """The layouts named (NamedLayout) or given as sizes; ValueError names the first bad one."""
     found = []
     for name in names:
-        if name.lower() in LAYOUTS:
-            found.append(Layout(name.lower(), LAYOUTS[name.lower()]))
+        if name.lower() in set(NamedLayout):
+            named = NamedLayout(name.lower())
+            found.append(Layout(named, named.size))
             continue
         if not _SIZE_LIKE.fullmatch(name):
-            raise ValueError(f"layouts: unknown layout {name!r} (known: {', '.join(LAYOUTS)}, or a size such as 1280x720)")
+            raise ValueError(f"layouts: unknown layout {name!r} (known: {', '.join(NamedLayout)}, or a size such as 1280x720)")
         parse_size(name)  # its own line: "size: ..." says what is wrong with it
         found.append(Layout(name, name))
     _unique([layout.label for layout in found], "layouts", "layout")

@@ -19,10 +19,10 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 from tokenreel.renderer.catalogue.jobs import POSTER, VIDEO, Job, is_current
-from tokenreel.renderer.encode import Ffmpeg, find_ffmpeg
+from tokenreel.renderer.encode import Ffmpeg, OutputFormat, find_ffmpeg
 from tokenreel.renderer.manifest import current_versions
 from tokenreel.renderer.render import CHUNK_FRAMES, ChunkRunner, Progress, render
 from tokenreel.renderer.render_plan import RenderPlan
@@ -43,7 +43,7 @@ class StoppableChunks(Protocol):
     """A `render.ChunkRunner` that gives up (RuntimeError) once `stop` is set: how a Ctrl-C on
     the main thread reaches the videos other threads are waiting on (`ray_chunks.run_chunks`)."""
 
-    def __call__(self, plan: RenderPlan, fmt: str, ffmpeg: Ffmpeg, spans: list[tuple[int, int]],
+    def __call__(self, plan: RenderPlan, fmt: OutputFormat, ffmpeg: Ffmpeg, spans: list[tuple[int, int]],
                  done: Callable[[int], None], stop: threading.Event | None = None) -> list[tuple[bytes, list[str]]]: ...
 
 
@@ -119,7 +119,7 @@ def render_catalogue(jobs: Sequence[Job], workers: int = 1, progress: Progress |
     if width == 1:
         return [_render_job(i, job, outputs, workers, tally, chunks) for i, (job, outputs) in enumerate(zip(jobs, todo, strict=False))]
     stop = threading.Event()
-    runner = partial(chunks, stop=stop)
+    runner = partial(cast(StoppableChunks, chunks), stop=stop)  # several at once only with cpus, so a StoppableChunks
     pool = ThreadPoolExecutor(width, thread_name_prefix="tokenreel-video")
     try:
         futures: list[Future[Outcome]] = [

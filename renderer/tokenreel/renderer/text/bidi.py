@@ -24,7 +24,8 @@ _RESET = frozenset({"WS", "FSI", "LRI", "RLI", "PDI", "BN", "LRE", "RLE", "LRO",
 
 def is_rtl_paragraph(text: str) -> bool:
     """P2-P3: the first strong character (outside isolates) is right to left."""
-    return get_base_level(text) == 1
+    level: int = get_base_level(text)
+    return level == 1
 
 
 def has_rtl(text: str) -> bool:

@@ -39,7 +39,7 @@ HANGUL = "NanumGothicCoding.ttf"
 FALLBACK = (SYMBOLS, CJK, EMOJI)  # tried in this order after the primary (regular or bold) face
 SCRIPT_FONTS = (HANGUL, ARABIC, HEBREW, DEVANAGARI, THAI)  # tried last, after FALLBACK
 MEASURED = frozenset({DEVANAGARI, THAI})  # proportional clusters: 1 or 2 cells by their advance
-RTL = frozenset({ARABIC, HEBREW})  # their runs are shaped right to left as one unit (text.py)
+RTL = frozenset({ARABIC, HEBREW})  # their runs are shaped right to left as one unit (rtl_runs.py)
 # (first, last) codepoint ranges whose characters try their script's font before the chain
 SCRIPT_RANGES = (
     (0x0590, 0x05FF, HEBREW), (0xFB1D, 0xFB4F, HEBREW),

@@ -25,7 +25,7 @@ DEFAULT_LANGUAGE = "python"  # the most common language in model answers
 TEXT = "text"  # style of prose outside code
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*([^\s`]*)[^\n`]*\n?")
 _LINE = re.compile(r"[^\n]*\n?")
-# Styles _style gives lexed code; text.py wraps a line that starts in one of these as code.
+# Styles _style gives lexed code; wrap.py wraps a line that starts in one of these as code.
 CODE_STYLES = frozenset({"comment", "string", "number", "keyword", "builtin", "name", "operator", "punctuation", "code"})
 
 

@@ -14,7 +14,7 @@ Styles (colours are aliases of theme colours, tokenreel.base.theme.STYLE_ALIASES
 drawn in the bold face): strong, emphasis, strong_emphasis, inline_code, heading, bullet (a
 list marker: wrapping hangs the item's continuation rows under its text), rule (a table's
 header rule) and pad (the spaces that align a table's columns: dropped where the table is
-wider than the column, text.py). Fenced code is left for highlight.py to colour: `code` lists
+wider than the column, wrap.py). Fenced code is left for highlight.py to colour: `code` lists
 its display spans with their languages.
 """
 
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 TEXT = "text"
 STRONG, EMPHASIS, STRONG_EMPHASIS = "strong", "emphasis", "strong_emphasis"
@@ -84,7 +85,7 @@ class _Out:
 
 
 def _char_width(char: str) -> int:
-    """Grid cells of a character, near enough to align table columns (the grid's own rules are text.py's)."""
+    """Grid cells of a character, near enough to align table columns (the grid's own rules are clusters.py's)."""
     if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
         return 0
     return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
@@ -193,16 +194,16 @@ def _inline(src: str, start: int, end: int, base: str, out: _Out) -> None:
             after = src[i + run] if i + run < end else " "
             before = src[i - 1] if i > start else " "
             opens = not after.isspace() and not (c == "_" and before.isalnum())
-            close = _closer(src, i + run, end, c, n) if opens else None
-            if close is None:
+            closer = _closer(src, i + run, end, c, n) if opens else None
+            if closer is None:
                 out.keep(src, i, i + run, base)
                 i += run
                 continue
             # a longer opening run: its first characters are literal
             out.keep(src, i, i + run - n, base)
             mark = STRONG_EMPHASIS if n == 3 else STRONG if n == 2 else EMPHASIS
-            _inline(src, i + run, close, _combine(base, mark), out)
-            i = close + n
+            _inline(src, i + run, closer, _combine(base, mark), out)
+            i = closer + n
         else:
             out.keep(src, i, i + 1, base)
             i += 1
@@ -261,10 +262,10 @@ class _Lines:
 def render(src: str) -> Markdown:
     """Parse markdown once: the display text, its styles, anchors, and fenced code spans."""
     lines = _Lines(src)
-    # markdown-it turns a lone CR into a line break; text.py does not: parse with it as a space.
+    # markdown-it turns a lone CR into a line break; clusters.py does not: parse with it as a space.
     tokens = _parser().parse(src.replace("\r", " "))
     markers = [0] * len(lines)  # list items opening on each line
-    blocks: dict[int, tuple[str, object]] = {}  # first line -> (kind, token)
+    blocks: dict[int, tuple[str, Token, int]] = {}  # first line -> (kind, token, the line after it)
     for token in tokens:
         if token.map is None or token.map[0] >= len(lines):
             continue
@@ -272,24 +273,24 @@ def render(src: str) -> Markdown:
         if token.type == "list_item_open":
             markers[first] += 1
         elif token.type in ("paragraph_open", "heading_open", "fence", "code_block", "table_open", "hr", "html_block"):
-            blocks.setdefault(first, (token.type, token))
+            blocks.setdefault(first, (token.type, token, token.map[1]))
     out = _Out(len(src))
     code: list[tuple[int, int, str]] = []
     line = 0
     while line < len(lines):
         start, bare, full = lines.span(line)
         at = _markers(src, start, bare, markers[line], out)
-        kind, token = blocks.get(line, ("", None))
-        if token is None:
+        if line not in blocks:
             out.keep(src, at, full, TEXT)
             line += 1
             continue
-        last = min(token.map[1], len(lines)) - 1  # type: ignore[attr-defined]
+        kind, token, after = blocks[line]
+        last = min(after, len(lines)) - 1
         if kind == "paragraph_open":
             _inline(src, at, lines.span(last)[1], TEXT, out)
             out.keep(src, lines.span(last)[1], lines.span(last)[2], TEXT)
         elif kind == "heading_open":
-            _heading(src, lines, line, last, at, token.markup, out)  # type: ignore[attr-defined]
+            _heading(src, lines, line, last, at, token.markup, out)
         elif kind == "fence":
             body_end = last
             close_start, _, close_full = lines.span(last)
@@ -299,7 +300,7 @@ def render(src: str) -> Markdown:
             b = lines.span(body_end)[2] if line + 1 <= body_end else full
             shown = len(out.chars)
             out.keep(src, a, b, "code")
-            language = (token.info or "").split()[0] if (token.info or "").split() else ""  # type: ignore[attr-defined]
+            language = (token.info or "").split()[0] if (token.info or "").split() else ""
             code.append((shown, len(out.chars), language))
         elif kind == "table_open":
             _table(src, lines, line, last, out)
@@ -346,7 +347,7 @@ def _heading(src: str, lines: _Lines, line: int, last: int, at: int, markup: str
 
 def _table(src: str, lines: _Lines, line: int, last: int, out: _Out) -> None:
     """Pipe table rows as aligned columns (the header bold, its separator a rule); every row as
-    wide as the table, with pad spaces that text.py drops when the table does not fit."""
+    wide as the table, with pad spaces that wrap.py drops when the table does not fit."""
     rows: list[list[_Out]] = []
     anchors: list[list[int]] = []  # per cell: where its padding is anchored
     width = 0

@@ -189,7 +189,8 @@ def layout(items: Sequence[Cluster], cols: int, size: int) -> ShapedParagraph:
     units, base = _units(items)
     levels = [u.level for u in units]
     grid4 = cols * shaper.cell_w * Q
-    lines, carets = [], []
+    lines: list[ShapedLine] = []
+    carets: list[tuple[int, int]] = []
     for number, (start, end) in enumerate(_break(units, shaper.widths(units, levels), grid4)):
         line = _line(shaper, units[start:end], base, cols, grid4)
         lines.append(line)

@@ -59,7 +59,10 @@ def outline(filename: str, size64: int, gid: int, phase: int) -> GlyphImage:
     face.load_glyph(gid, _LOAD)
     slot = face.glyph
     bitmap = slot.bitmap
-    pixels = np.array(bitmap.buffer, dtype=np.uint8).reshape(bitmap.rows, bitmap.pitch)[:, : bitmap.width] if bitmap.rows else np.zeros((0, 0), np.uint8)
+    if bitmap.rows:
+        pixels = np.array(bitmap.buffer, dtype=np.uint8).reshape(bitmap.rows, bitmap.pitch)[:, : bitmap.width]
+    else:
+        pixels = np.zeros((0, 0), np.uint8)
     pixels.flags.writeable = False
     return GlyphImage(pixels, slot.bitmap_left, slot.bitmap_top)
 

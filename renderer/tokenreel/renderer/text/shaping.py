@@ -31,7 +31,8 @@ def _font(filename: str) -> hb.Font:
 
 
 def units_per_em(filename: str) -> int:
-    return _font(filename).face.upem
+    upem: int = _font(filename).face.upem
+    return upem
 
 
 @lru_cache(maxsize=16384)

@@ -1,0 +1,58 @@
+"""The end card's small print: what the arms raced ran on and when, from the session's archive;
+a fact none of them gave is said to be missing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tokenreel.analysis.engine_figures import stated_version
+from tokenreel.session.gpu import gpu_hardware
+from tokenreel.session.model import Arm, Session, fingerprint_summary
+
+
+@dataclass(frozen=True)
+class EndFacts:
+    """The end card's small print: what the arms ran on and when (missing facts are said missing)."""
+
+    model: str
+    hardware: str
+    engine: str
+    recorded: str
+
+
+def _engine(arm: Arm) -> str:
+    """"vllm 0.11.2": the engine and version the endpoint's fingerprint said; without a version,
+    the config's declared engine (it says more), else the engine's bare name."""
+    summary = fingerprint_summary(arm)
+    name, version = summary.get("engine", ""), summary.get("version", "")
+    if version and not stated_version(version).startswith("unknown"):  # a llama.cpp "b0-unknown" says nothing
+        return f"{name} {version}".strip()
+    return arm.settings.get("engine") or name
+
+
+def _joined(values: list[str], missing: str) -> str:
+    """Each arm's value once, in arm order; `missing` when no arm has one."""
+    return " / ".join(dict.fromkeys(v for v in values if v)) or missing
+
+
+def end_facts(session: Session, arm_ids: list[str]) -> EndFacts:
+    """Model, hardware, engine and recording date of the arms raced: from the endpoint's own
+    fingerprint where it said them, else from the config's declared settings ("hardware" in
+    [arms.settings] or [session]), else (hardware) the GPUs NVML named before the arm; a fact
+    none gave is said to be missing."""
+    arms = [session.arm(a) for a in arm_ids]
+    dates = sorted({r["started_at"][:10] for a in arms for r in a.recorded if r.get("started_at")})
+    dates = dates or ([session.created_at[:10]] if session.created_at else [])
+    if session.simulated:
+        hardware, engine = "simulated endpoints, no GPU", "tokenreel simulate (behaves like vLLM)"
+    else:
+        declared = [a.settings.get("hardware") or fingerprint_summary(a).get("hardware", "") or gpu_hardware(a.gpu) for a in arms]
+        hardware = _joined(declared, "hardware not stated (config: [session] hardware)")
+        engine = _joined([_engine(a) for a in arms], "engine not stated by the endpoints")
+    return EndFacts(
+        model=_joined([a.model for a in arms], "model not archived"),
+        hardware=hardware,
+        engine=engine,
+        recorded=f"recorded {dates[0]}" + (f" to {dates[-1]}" if len(dates) > 1 else "") if dates else "recording date not archived",
+    )

@@ -1,0 +1,64 @@
+"""Every speed-up a video draws, as a claim: its text, its figure at full precision (the
+report's), where it is drawn and the first frame showing it, never before its evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tokenreel.analysis.claims import Speedup, claim_text, interval_text, scope_text
+from tokenreel.analysis.figures import multiplier
+from tokenreel.renderer.options import Metric
+from tokenreel.renderer.timeline import Clock, first_frame_showing
+from tokenreel.renderer.tracks import ArmTrack
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A speed-up drawn on screen: what it says, its figure (the report's, at full precision), the
+    first frame showing it and the first frame at which both arms it compares were done."""
+
+    text: str
+    metric: Metric
+    scope: str
+    prompt: str | None
+    arm: str
+    vs: str
+    value: float | None
+    first_frame: int
+    evidence_frame: int
+    where: str  # "verdict" (a column's line under its figures) or "end card"
+
+
+def evidence_frame(clock: Clock, *tracks: ArmTrack) -> int:
+    """The first frame at which every one of the tracks is done: a speed-up's evidence."""
+    return clock.title_frames + max(first_frame_showing(t.finish_ns, clock.fps, clock.speed) for t in tracks)
+
+
+def drawn_claims(clock: Clock, tracks: list[ArmTrack], metric: Metric, scope: str, suite: Speedup | None, prompt: str) -> list[Claim]:
+    """Every speed-up the frames draw, with the text column.py and end_card.py draw it with: each column's
+    verdict (from the frame both it and the first arm are done), then the end card's headline
+    (the last arm against the first), each row's vs prior and vs first, and the suite's figure
+    with its 95 % interval (a claim of its own, of the suite's figure) where it has one."""
+    first, last, end = tracks[0], tracks[-1], clock.title_frames + clock.replay_frames
+
+    def claim(text: str, track: ArmTrack, vs: ArmTrack, value: float | None, frame: int | None, where: str) -> Claim:
+        evidence = evidence_frame(clock, vs, track)
+        return Claim(text, metric, scope, prompt, track.id, vs.id, value, evidence if frame is None else frame, evidence, where)
+
+    claims = [claim(claim_text(t.vs_first, metric), t, first, t.vs_first, None, "verdict") for t in tracks[1:]]
+    if not clock.hold_frames:
+        return claims
+    claims.append(claim(claim_text(last.vs_first, metric), last, first, last.vs_first, end, "end card"))
+    for n, track in enumerate(tracks[1:], start=1):
+        claims.append(claim(multiplier(track.vs_prior), track, tracks[n - 1], track.vs_prior, end, "end card"))
+        if n > 1:
+            claims.append(claim(multiplier(track.vs_first), track, first, track.vs_first, end, "end card"))
+    if suite is not None:
+        evidence = evidence_frame(clock, first, last)
+        text = f"{claim_text(suite.value, metric)} {scope_text(suite)}"
+        claims.append(Claim(text, metric, "suite", None, suite.arm, suite.vs, suite.value, end, evidence, "end card"))
+        interval = interval_text(suite.value, suite.ci95)  # none, and nothing drawn, with fewer than 6 prompts
+        if interval:
+            claims.append(Claim(interval, metric, "suite", None, suite.arm, suite.vs, suite.value, end, evidence, "end card"))
+    return claims

@@ -1,0 +1,369 @@
+"""Clusters into lines: greedy word wrap of a whole stream, laid out once from its final text.
+
+A prose paragraph holding right-to-left text (Arabic, Hebrew) leaves the grid: paragraph.py lays
+it out on shaped widths in bidi order, right-aligned when it reads right to left, and wrapping
+places its lines whole; on the grid (code, one-line UI text) RTL runs are merged (rtl_runs.py).
+A frame shows a prefix of the layout, so words never jump while they stream and no frame
+re-wraps anything. Wrapped code keeps a hanging indent: a code line's continuation rows start
+right of its own indentation, behind one blank cell. Clusters stream through the wrap and the
+layout keeps palette indices and int arrays, so a long run costs a few bytes per character, not
+an object.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import overload
+
+from tokenreel.renderer.text import fonts, paragraph
+from tokenreel.renderer.text.cells import BREAK, GLYPH, NEWLINE, SHAPED, SPACE, TAB, Cell, Cluster
+from tokenreel.renderer.text.clusters import NEWLINES, clusters, iter_clusters
+from tokenreel.renderer.text.highlight import CODE_STYLES
+from tokenreel.renderer.text.markup import BULLET, PAD, RULE
+from tokenreel.renderer.text.rtl_runs import RtlRuns, merge_rtl_runs
+
+TAB_STOP = 4
+# Wrapped rows of a code line start this many cells right of the line's indentation: off the
+# 4-cell grid most answers' code is indented on (Python, the default language, uses 4), so a
+# continuation cannot be mistaken for a nested block or the next statement, and cheap enough
+# for a 51-column third of a 1080p frame.
+HANGING_INDENT = 2
+
+
+class CellLines(Sequence[tuple[Cell, ...]]):
+    """Wrapped lines stored compactly: per placed cell an index into a palette of distinct cells
+    (2 or 4 bytes), per line where its cells start. Indexing gives the line's cells as a tuple."""
+
+    def __init__(self) -> None:
+        self.palette: list[Cell] = []
+        self._index: dict[Cell, int] = {}
+        self.ids = array("H")
+        self.starts = array("I", [0])  # starts[k]..starts[k+1] are line k's cells; the last line is open
+
+    def place(self, cell: Cell) -> None:
+        """Append a cell to the last line."""
+        i = self._index.get(cell)
+        if i is None:
+            i = self._index[cell] = len(self.palette)
+            self.palette.append(cell)
+            if i > 0xFFFF and self.ids.typecode == "H":
+                self.ids = array("I", self.ids)
+        self.ids.append(i)
+
+    def new_line(self) -> None:
+        self.starts.append(len(self.ids))
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    @overload
+    def __getitem__(self, k: int) -> tuple[Cell, ...]: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[tuple[Cell, ...]]: ...
+
+    def __getitem__(self, k: int | slice) -> tuple[Cell, ...] | list[tuple[Cell, ...]]:
+        if isinstance(k, slice):
+            return [self[j] for j in range(*k.indices(len(self)))]
+        n = len(self.starts)
+        if k < 0:
+            k += n
+        if not 0 <= k < n:
+            raise IndexError("line index out of range")
+        end = self.starts[k + 1] if k + 1 < n else len(self.ids)
+        return tuple(map(self.palette.__getitem__, self.ids[self.starts[k] : end]))
+
+    def __iter__(self) -> Iterator[tuple[Cell, ...]]:
+        return (self[k] for k in range(len(self)))
+
+
+class Carets(Sequence[tuple[int, int]]):
+    """(line, col) pairs in two int arrays: 8 bytes each instead of a tuple of two ints."""
+
+    def __init__(self) -> None:
+        self.lines = array("i")
+        self.cols = array("i")
+
+    def append(self, line: int, col: int) -> None:
+        self.lines.append(line)
+        self.cols.append(col)
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    @overload
+    def __getitem__(self, v: int) -> tuple[int, int]: ...
+
+    @overload
+    def __getitem__(self, v: slice) -> list[tuple[int, int]]: ...
+
+    def __getitem__(self, v: int | slice) -> tuple[int, int] | list[tuple[int, int]]:
+        if isinstance(v, slice):
+            return [self[j] for j in range(*v.indices(len(self)))]
+        return self.lines[v], self.cols[v]
+
+
+@dataclass
+class TextLayout:
+    """Wrapped lines of a whole stream, and where the caret is after each prefix of it.
+
+    caret[v] is (line, col) after the first v chunks; every cell of lines before the caret's
+    line, and of the caret's line left of col, is visible at that point.
+    """
+
+    lines: Sequence[tuple[Cell, ...]]
+    caret: Sequence[tuple[int, int]]
+
+
+def continuation_indent(lead: int, cols: int) -> int:
+    """Where the wrapped rows of a code line indented by lead cells start, in a cols-cell column.
+
+    Its own indentation plus HANGING_INDENT, so a continuation never reads as the next
+    statement; at most half the column (and none below 3 cols), so at least half the width,
+    and never less than 2 cells (a wide glyph), is left for text.
+    """
+    return min(lead + HANGING_INDENT, cols // 2, max(0, cols - 2))
+
+
+def _wrap(
+    items: Iterable[Cluster],
+    cols: int,
+    place: Callable[[Cell], None],
+    new_line: Callable[[], None],
+    caret: Callable[[int, int], None],
+) -> None:
+    """Greedy word wrap into cols cells, told cell by cell: place(cell) on the last line,
+    new_line(), and caret(line, col) once per cluster, in order, with the caret after it.
+
+    A source line whose first glyph is code (highlight.CODE_STYLES) continues its wrapped rows
+    behind a blank cell at its own indentation plus HANGING_INDENT (see continuation_indent); a
+    list item's (its first glyph a markdown.BULLET marker) behind a blank cell as wide as its
+    indentation and marker, so they start under the item's text (at most half the column).
+    That depends only on the line's own start, so the layout stays a function of the text and
+    cols, and cells already placed never move."""
+    line = col = line_start = 0
+    start = 0  # where the current row's text starts: 0, or a continuation row's indent
+    pending = False  # a space overflowed: the next word starts a new line
+    word: list[Cell] = []
+    leading = True  # still in the source line's leading whitespace
+    lead = 0  # width of that whitespace, in cells
+    hang: Cell | None = None  # the blank cell continuation rows of this source line start with
+    marker = False  # in a list item's marker (markdown.BULLET): its text, and its rows, start after it
+
+    def break_line(continued: bool = True) -> None:
+        """End the row; a continued source line carries on behind its hanging indent."""
+        nonlocal line, col, start
+        new_line()
+        line += 1
+        col = start = 0
+        if continued and hang is not None:
+            place(hang)
+            col = start = hang.width
+
+    def new_source_line() -> None:
+        nonlocal leading, lead, hang, marker
+        leading, lead, hang, marker = True, 0, None, False
+
+    def place_word() -> None:
+        nonlocal col, pending
+        if not word:
+            return
+        if pending:
+            break_line()
+            pending = False
+        width = sum(cell.width for cell in word)
+        if col > start and col + width > cols:
+            break_line()
+        for cell in word:
+            if col > start and col + cell.width > cols:
+                break_line()
+            place(cell)
+            col += cell.width
+            caret(line, col)
+        word.clear()
+
+    for item in items:
+        kind, cell = item.kind, item.cell
+        if kind == SHAPED:  # a whole paragraph, laid out already: its lines, then its carets
+            place_word()
+            if col:
+                break_line(continued=False)
+            first = line
+            for number, shaped_line in enumerate(cell.lines):
+                if number:
+                    break_line(continued=False)
+                place(shaped_line)
+            for number, shown in cell.carets:
+                caret(first + number, shown)
+            col = cols  # the paragraph's last line counts as full: a stream break after it starts a new one
+            continue
+        if marker and cell.style != BULLET:
+            marker = False
+            place_word()
+            indent = min(col, cols // 2, max(0, cols - 2)) if line_start == line else 0
+            hang = Cell(" ", fonts.REGULAR, indent, "text") if indent else None
+        if leading and kind in (SPACE, TAB):
+            lead += TAB_STOP - lead % TAB_STOP if kind == TAB else 1
+        elif leading and kind == GLYPH:
+            leading = False
+            marker = cell.style == BULLET
+            line_start = line
+            indent = continuation_indent(lead, cols) if cell.style in CODE_STYLES else 0
+            hang = Cell(" ", fonts.REGULAR, indent, "code") if indent else None  # blank: one tile per width
+        if kind == GLYPH:
+            if cell.width > 1:
+                place_word()
+                word.append(cell)
+                place_word()
+            else:
+                word.append(cell)
+            continue
+        if word:
+            place_word()
+        if kind == NEWLINE:
+            pending = False
+            new_source_line()
+            break_line(continued=False)
+        elif kind == BREAK:
+            new_source_line()
+            if col or pending:
+                pending = False
+                break_line(continued=False)
+        elif not pending:
+            width = TAB_STOP - col % TAB_STOP if kind == TAB else 1
+            if col + width > cols:
+                pending = True
+            else:
+                place(cell if cell.width == width else cell._replace(width=width))
+                col += width
+        caret(line, col)
+    place_word()
+
+
+def wrap(items: Iterable[Cluster], cols: int) -> tuple[list[tuple[Cell, ...]], list[tuple[int, int]]]:
+    """Greedy word wrap into cols cells; words longer than a line are hard-wrapped.
+
+    Returns the lines and the caret after each cluster. A space or tab that does not fit ends
+    the line and is not drawn. Wrapped rows of a code line start with one blank cell as wide as
+    their hanging indent; prose rows start at column 0.
+    """
+    lines: list[list[Cell]] = [[]]
+    carets: list[tuple[int, int]] = []
+    runs = RtlRuns(lambda cell: lines[-1].append(cell), lambda: lines.append([]))
+    _wrap(items, cols, runs.place, runs.new_line, lambda line, col: carets.append((line, col)))
+    runs.flush()
+    return [tuple(line) for line in lines], carets
+
+
+def fit_tables(items: Iterable[Cluster], cols: int) -> Iterator[Cluster]:
+    """The clusters as they are, but a markdown table row wider than the column (markdown.py
+    pads every row to the table's width) loses its alignment padding (markdown.PAD), and its
+    header rule (markdown.RULE) is cut to the column: rows without the pipes, wrapped as prose.
+    Only those styles are ever dropped, so a line is held back from its first one to its end."""
+    held: list[Cluster] = []
+    width = 0
+    for item in items:
+        if item.kind in (NEWLINE, BREAK):
+            yield from _fit_row(held, width > cols, cols - (width - sum(i.cell.width for i in held)))
+            yield item
+            held.clear()
+            width = 0
+            continue
+        width += item.cell.width if item.kind != SHAPED else 0
+        if held or item.cell.style in (PAD, RULE):
+            held.append(item)
+        else:
+            yield item
+    yield from _fit_row(held, width > cols, cols - (width - sum(i.cell.width for i in held)))
+
+
+def _fit_row(items: list[Cluster], wide: bool, room: int) -> list[Cluster]:
+    """A row's clusters from its first PAD or RULE on: as they are when the row fits, else
+    without the padding and with the rule cut to the room left on the line."""
+    if not wide:
+        return items
+    out = []
+    for item in items:
+        if item.cell.style == PAD:
+            continue
+        if item.cell.style == RULE:
+            room -= item.cell.width
+            if room < 0:
+                continue
+        out.append(item)
+    return out
+
+
+def shape_paragraphs(items: Iterable[Cluster], cols: int, size: int) -> Iterator[Cluster]:
+    """The clusters as they are, but each prose paragraph that holds right-to-left text as one
+    SHAPED cluster laid out on shaped widths at the font size (paragraph.py). A paragraph ends
+    at a line break or where the stream changes kind."""
+    held: list[Cluster] = []
+    for item in items:
+        if item.kind not in (NEWLINE, BREAK):
+            held.append(item)
+            continue
+        yield from _paragraph(held, cols, size)
+        held.clear()
+        yield item
+    yield from _paragraph(held, cols, size)
+
+
+def _paragraph(items: list[Cluster], cols: int, size: int) -> list[Cluster]:
+    if items and paragraph.wants_shaping(items):
+        return [Cluster(items[0].start, SHAPED, paragraph.layout(items, cols, size))]
+    return items
+
+
+def layout_stream(text: str, styles: Sequence[str], chunk_ends: Sequence[int], cols: int, size: int = 18) -> TextLayout:
+    """Lay out the final text once; chunk_ends[v] is where the first v+1 chunks end in text.
+    size: the font size in px, which shaped paragraphs are laid out at.
+
+    Clusters stream through the wrap and the lines are kept compactly, so memory grows by a few
+    bytes per character, not by an object per character (only the current paragraph's clusters
+    are held, until its end tells whether it holds right-to-left text).
+    """
+    starts = array("I")
+    after = Carets()  # the caret after each cluster
+    lines = CellLines()
+
+    def tap(items: Iterable[Cluster]) -> Iterator[Cluster]:
+        for item in items:
+            if item.kind == SHAPED:
+                starts.extend(item.cell.starts)
+            else:
+                starts.append(item.start)
+            yield item
+
+    runs = RtlRuns(lines.place, lines.new_line)
+    items = shape_paragraphs(fit_tables(iter_clusters(text, styles), cols), cols, size)
+    _wrap(tap(items), cols, runs.place, runs.new_line, after.append)
+    runs.flush()
+    caret = Carets()
+    caret.append(0, 0)
+    for end in chunk_ends:
+        shown = bisect_left(starts, end)
+        caret.append(*(after[shown - 1] if shown else (0, 0)))
+    return TextLayout(lines, caret)
+
+
+def fit(text: str, cols: int, style: str, primary: str = fonts.REGULAR) -> list[Cell]:
+    """One line of UI text: newlines and tabs become spaces, overflow ends with an ellipsis."""
+    if cols <= 0:
+        return []
+    flat = "".join(" " if c in NEWLINES or c in "\r\t" else c for c in text)
+    cells = [item.cell for item in clusters(flat, [style] * len(flat), primary) if item.kind != BREAK]
+    if sum(c.width for c in cells) <= cols:
+        return merge_rtl_runs(cells)
+    out: list[Cell] = []
+    used = 0
+    for cell in cells:
+        if used + cell.width > cols - 1:
+            break
+        out.append(cell)
+        used += cell.width
+    return [*merge_rtl_runs(out), Cell("…", fonts.REGULAR, 1, style)]
+
