@@ -29,7 +29,9 @@ from ray.exceptions import RayActorError, RayError
 
 import tokenreel.base.version
 from tokenreel.recorder.cluster.ray_placement import placements
-from tokenreel.recorder.runner import EventFn, RecordResult, done_keys, record_replica, select_arms
+from tokenreel.recorder.events import EventFn
+from tokenreel.recorder.runner import RecordResult, record_replica
+from tokenreel.recorder.todo import done_keys, select_arms
 from tokenreel.session.archive import save
 from tokenreel.session.gpu import GpuCheck
 from tokenreel.session.json_form import session_to_dict
