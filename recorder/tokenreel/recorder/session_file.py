@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 from tokenreel.base.safe_text import shown_path
-from tokenreel.recorder.client.stream import one_line
 from tokenreel.recorder.config import Config
 from tokenreel.recorder.runner import new_session
+from tokenreel.recorder.secrets import one_line
 from tokenreel.session.archive import load
 from tokenreel.session.model import Session
 

@@ -21,8 +21,8 @@ from typing import Callable
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from tokenreel.recorder.client.sse_client import MAX_METRICS_BYTES, Refused, get_bounded
-from tokenreel.recorder.client.stream import one_line
+from tokenreel.recorder.client.bounded_http import MAX_METRICS_BYTES, Refused, get_bounded
+from tokenreel.recorder.secrets import one_line
 from tokenreel.session.model import Acceptance
 
 # snapshot field -> metric names (without a `_total` suffix), per engine. SGLang has no spec

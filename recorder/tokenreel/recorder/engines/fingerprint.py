@@ -26,16 +26,10 @@ import aiohttp
 import orjson
 
 from tokenreel.analysis.engine_figures import stated_version
-from tokenreel.recorder.client.sse_client import MAX_FINGERPRINT_BYTES, Refused, api_key, auth_headers, get_bounded
-from tokenreel.recorder.config import (
-    SECRET_MASK,
-    SECRET_VALUE,
-    is_secret_flag,
-    looks_secret,
-    scrub_secret_flags,
-    scrub_secrets,
-    server_root,
-)
+from tokenreel.recorder.client.bounded_http import MAX_FINGERPRINT_BYTES, Refused, get_bounded
+from tokenreel.recorder.client.request_body import api_key, auth_headers
+from tokenreel.recorder.config import server_root
+from tokenreel.recorder.secrets import SECRET_MASK, SECRET_VALUE, is_secret_flag, looks_secret, scrub_secret_flags, scrub_secrets
 from tokenreel.session.model import Arm
 
 MAX_STRING_CHARS = 2000

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import aiohttp
 
-from tokenreel.recorder.client.stream import one_line
-from tokenreel.recorder.config import PORT, Launch, scrub_secret_flags, scrub_secrets
+from tokenreel.recorder.config import PORT, Launch
 from tokenreel.recorder.engines.fingerprint import scrubbed_argv
 from tokenreel.recorder.replicas import arm_view
+from tokenreel.recorder.secrets import one_line, scrub_secret_flags, scrub_secrets
 from tokenreel.session.model import Arm
 
 MAX_LOG_BYTES = 8 * 1024 * 1024  # per arm's log, over all its launches: the rest is counted, not kept
