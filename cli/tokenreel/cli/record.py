@@ -114,11 +114,13 @@ def record(
     ] = None,
     max_time: Annotated[
         str | None,
-        typer.Option(metavar="DURATION", help="With --target-ci: stop after the arm recording when this much time has passed (90m, 2h, 3600s)."),
+        typer.Option(metavar="DURATION",
+                     help="With --target-ci: stop after the arm recording when this much time has passed (90m, 2h, 3600s)."),
     ] = None,
     target_ratio: Annotated[
         list[str] | None,
-        typer.Option(metavar="NAME", help="With --target-ci: aim only at this ratio, e.g. 'nvfp4 vs bf16' (repeatable; default: every one)."),
+        typer.Option(metavar="NAME",
+                     help="With --target-ci: aim only at this ratio, e.g. 'nvfp4 vs bf16' (repeatable; default: every one)."),
     ] = None,
     ray: Annotated[
         str | None,

@@ -11,7 +11,7 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from tokenizers import Tokenizer
@@ -19,9 +19,10 @@ from tokenizers import Tokenizer
 from tokenreel import assets
 from tokenreel.base.files import read_input
 from tokenreel.base.safe_text import shown_path
+from tokenreel.recorder.options import Api, Choice, PromptCache
 from tokenreel.recorder.secrets import is_secret_flag, remember_secret, scrub_secret_fields, scrub_secret_flags
 from tokenreel.recorder.suites import load_prompts
-from tokenreel.session.model import PROMPT_CACHE_POLICIES, Arm, Prompt, Settings, replica_count
+from tokenreel.session.model import Arm, Prompt, Settings, replica_count
 
 TIMEOUT_KEYS = ("connect", "first_token", "between_chunks", "total")
 SESSION_KEYS = (
@@ -150,8 +151,7 @@ def _session(check: _Checker, table: dict[str, Any], default_name: str) -> tuple
         host_wait_s=check.number(table.get("host_wait_s", defaults.host_wait_s), "session.host_wait_s"),
         gpu_util_pct=check.number(table.get("gpu_util_pct", defaults.gpu_util_pct), "session.gpu_util_pct"),
         gpu_wait_s=check.number(table.get("gpu_wait_s", defaults.gpu_wait_s), "session.gpu_wait_s"),
-        prompt_cache=check.choice(table.get("prompt_cache", defaults.prompt_cache), "session.prompt_cache",
-                                  PROMPT_CACHE_POLICIES),
+        prompt_cache=check.choice(table.get("prompt_cache", defaults.prompt_cache), "session.prompt_cache", PromptCache),
     )
     return name, settings
 
@@ -207,9 +207,7 @@ def _arm(check: _Checker, table: dict[str, Any], where: str, default_tokenizer: 
         raise check.fail(f"{where}.id", f"{arm_id!r} is not a valid id; use letters, digits, '.', '_' and '-'")
     base_urls, metrics_urls = _replicas(check, table, where, arm_id)
     base_url = base_urls[0] if base_urls else check.url(table["base_url"], f"{where}.base_url", arm_id)
-    api = check.text(table.get("api", "chat"), f"{where}.api")
-    if api not in ("chat", "completions"):
-        raise check.fail(f"{where}.api", f"must be \"chat\" or \"completions\", got {api!r}")
+    api = check.choice(table.get("api", Api.CHAT), f"{where}.api", Api, 'must be "chat" or "completions"')
     key_env = table.get("api_key_env")
     if key_env is not None and not ENV_NAME.fullmatch(check.text(key_env, f"{where}.api_key_env")):
         problem = "must NAME an environment variable (like BF16_API_KEY), never hold the key"
@@ -330,6 +328,9 @@ def server_root(base_url: str) -> str:
     return root.removesuffix("/v1")
 
 
+C = TypeVar("C", bound=Choice)  # an option's enum (`_Checker.choice`)
+
+
 class _Checker:
     """Type checks that raise ConfigError naming the file and the dotted field."""
 
@@ -372,11 +373,14 @@ class _Checker:
             raise self.fail(where, f"must be a finite number {bound}, got {value}")
         return float(value)
 
-    def choice(self, value: Any, where: str, choices: tuple[str, ...]) -> str:
+    def choice(self, value: Any, where: str, kind: type[C], expected: str = "") -> C:
+        """The member of `kind` a string names; the problem says `expected` (default: every value)."""
         text = self.text(value, where)
-        if text not in choices:
-            raise self.fail(where, f"expected one of {', '.join(repr(c) for c in choices)}, got {text!r}")
-        return text
+        try:
+            return kind(text)
+        except ValueError:
+            expected = expected or f"expected one of {', '.join(repr(member.value) for member in kind)}"
+            raise self.fail(where, f"{expected}, got {text!r}") from None
 
     def boolean(self, value: Any, where: str) -> bool:
         if not isinstance(value, bool):

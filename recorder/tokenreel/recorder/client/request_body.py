@@ -23,9 +23,10 @@ from typing import Any
 from tokenreel.analysis.metrics import output_tokens
 from tokenreel.recorder.client.token_counts import CountText, tokenizer_counts
 from tokenreel.recorder.config import load_tokenizer, request_extra_body
+from tokenreel.recorder.options import Api, EngineKind, PromptCache
 from tokenreel.recorder.secrets import remember_secret
 from tokenreel.recorder.suites import chat_messages, completion_text
-from tokenreel.session.model import Arm, Prompt, Run, Settings, fingerprint_summary
+from tokenreel.session.model import Arm, Prompt, Run, Settings
 
 # connect: TCP+TLS; first_token: send -> first text (covers prefill of long prompts on a cold
 # server); between_chunks: a stall after the first token; total: the whole run (8K tokens at
@@ -66,24 +67,24 @@ def learning(arm: Arm) -> _ArmLearning:
     return learned
 
 
-def engine_of_arm(arm: Arm) -> str:
-    """The engine its fingerprint names ("vllm", "sglang", "llamacpp"), or ""."""
+def engine_of_arm(arm: Arm) -> EngineKind:
+    """The engine its fingerprint's summary names (UNKNOWN when it names none)."""
     summary = arm.fingerprint.get("summary") if isinstance(arm.fingerprint, dict) else None
-    return str(summary.get("engine", "")) if isinstance(summary, dict) else ""
+    return EngineKind.named(str(summary.get("engine", ""))) if isinstance(summary, dict) else EngineKind.UNKNOWN
 
 
 def added_fields(arm: Arm) -> dict[str, Any]:
     """Request fields the recorder adds for this arm (see the module docstring for why)."""
     learned, engine = learning(arm), engine_of_arm(arm)
     fields: dict[str, Any] = {}
-    if engine == "llamacpp":
+    if engine is EngineKind.LLAMACPP:
         fields["timings_per_token"] = True
-    if engine == "sglang":
+    if engine is EngineKind.SGLANG:
         fields["return_spec_tokens_details"] = True
     # Not from llama.cpp: its streamed logprobs miss held-back tokens, and computing them sorts the
     # whole vocabulary per token (a slower server); timings_per_token is its exact, free count.
-    if learned.needs_per_token and not arm.tokenizer and engine != "llamacpp":
-        fields["logprobs"] = True if arm.api == "chat" else 1
+    if learned.needs_per_token and not arm.tokenizer and engine is not EngineKind.LLAMACPP:
+        fields["logprobs"] = True if arm.api == Api.CHAT else 1
     return {key: value for key, value in fields.items() if key not in learned.rejects_added}
 
 
@@ -98,7 +99,7 @@ def request_body(
     vLLM and SGLang take no such per-request field (their prefix cache is a server flag):
     their cached prompt tokens are recorded and flagged (`Run.engine`)."""
     body: dict[str, Any] = {"model": arm.model}
-    if arm.api == "chat":
+    if arm.api == Api.CHAT:
         body["messages"] = chat_messages(prompt)
     else:
         body["prompt"] = completion_text(prompt)
@@ -109,7 +110,7 @@ def request_body(
         stream=True,
         stream_options={"include_usage": True, "continuous_usage_stats": True},
     )
-    if settings.prompt_cache == "fresh" and fingerprint_summary(arm).get("engine") == "llamacpp":
+    if settings.prompt_cache == PromptCache.FRESH and engine_of_arm(arm) is EngineKind.LLAMACPP:
         body["cache_prompt"] = False
     body.update(added or {})
     body.update(request_extra_body(arm))  # the config's values, where the archived copy is scrubbed
@@ -143,7 +144,7 @@ def auth_headers(arm: Arm) -> dict[str, str]:
 
 
 def completions_url(arm: Arm) -> str:
-    return f"{arm.base_url}/chat/completions" if arm.api == "chat" else f"{arm.base_url}/completions"
+    return f"{arm.base_url}/chat/completions" if arm.api == Api.CHAT else f"{arm.base_url}/completions"
 
 
 def requested_max_tokens(body: dict[str, Any]) -> int | None:

@@ -48,7 +48,8 @@ def free_port() -> int:
     """A TCP port free on loopback now (the kernel's pick); the engine binds it a moment later."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def engine_log_path(session_path: Path, arm_id: str) -> Path:
