@@ -51,19 +51,19 @@ def resolve_timeouts(settings: Settings, arm: Arm) -> Timeouts:
 
 
 @dataclass
-class _ArmLearning:
+class ArmLearning:
     """What the recorder learned about an endpoint from its earlier runs in this process."""
 
     needs_per_token: bool = False  # a run came back without any per-event count
     rejects_added: set[str] = field(default_factory=set)  # added fields it answered 400/422 to
 
 
-def learning(arm: Arm) -> _ArmLearning:
+def learning(arm: Arm) -> ArmLearning:
     """Kept on the Arm object itself (not a dataclass field, so never archived): it lasts as long
     as the recording that holds the arm, and a new recording learns afresh."""
     learned = arm.__dict__.get("_learned")
     if learned is None:
-        learned = arm.__dict__["_learned"] = _ArmLearning()
+        learned = arm.__dict__["_learned"] = ArmLearning()
     return learned
 
 
