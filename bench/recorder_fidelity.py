@@ -84,7 +84,8 @@ from reference_server import LAST_CHUNK, ReferenceServer, StreamLog
 import tokenreel.base.version
 from tokenreel.analysis.metrics import decode_rate, first_token_index, last_token_index, run_metrics
 from tokenreel.recorder.client.kernel_clock import stamping_connector
-from tokenreel.recorder.client.sse_client import completions_url, request_body, stream_run
+from tokenreel.recorder.client.request_body import completions_url, request_body
+from tokenreel.recorder.client.sse_client import stream_run
 from tokenreel.recorder.client.wakeup import prompt_wakeups
 from tokenreel.recorder.runner import new_session
 from tokenreel.session import archive

@@ -118,7 +118,7 @@ def test_a_cell_whose_user_clock_runs_were_all_late_is_missing_with_the_reason()
 
 
 def test_resume_records_late_user_clock_runs_again_not_exact_ones() -> None:
-    from tokenreel.recorder.runner import runs_todo
+    from tokenreel.recorder.todo import runs_todo
 
     for session, todo in ((clocked_session(), []), (user_clock_busy(clocked_session()), [1, 2])):
         for run in session.runs:

@@ -21,8 +21,10 @@ from tests.contention_engine import FakeEngine, serving
 from tests.test_recorder_support import chat_prompt, fast_settings
 from tokenreel.cli import app
 from tokenreel.recorder.engines.engine_metrics import EngineSnapshot, acceptance_between, merge_acceptance, parse_metrics
+from tokenreel.recorder.events import NoMetrics, RecordEvent
 from tokenreel.recorder.gates.idle_gate import contention
-from tokenreel.recorder.runner import NoMetrics, RecordEvent, new_session, record, runs_todo
+from tokenreel.recorder.runner import new_session, record
+from tokenreel.recorder.todo import runs_todo
 from tokenreel.report import build_report, render_report
 from tokenreel.session import archive
 from tokenreel.session.model import Acceptance, Arm, Run, Session

@@ -19,7 +19,8 @@ import pytest
 from tests.test_recorder_support import arm_for, chat_prompt, fast_settings, seed, sent_bodies
 from tokenreel.analysis.engine_figures import stated_version
 from tokenreel.analysis.selection import DEFAULT_SELECTION
-from tokenreel.recorder.client.stream import RunBounds, StreamParser
+from tokenreel.recorder.client.run_bounds import RunBounds
+from tokenreel.recorder.client.stream import StreamParser
 from tokenreel.recorder.runner import new_session, record
 from tokenreel.report.data import build_report
 from tokenreel.report.markdown import to_markdown

@@ -25,7 +25,7 @@ from tests.engines.servers import EngineTiming, Server, ServerError, free_port, 
 from tokenreel.analysis.answers import answer_of, build_answers
 from tokenreel.analysis.metrics import run_metrics
 from tokenreel.analysis.selection import DEFAULT_SELECTION
-from tokenreel.recorder.client.sse_client import completions_url, request_body
+from tokenreel.recorder.client.request_body import completions_url, request_body
 from tokenreel.report.data import build_report
 from tokenreel.session import archive
 from tokenreel.session.model import Arm, Prompt, Session

@@ -21,7 +21,8 @@ import pytest
 
 from tests.test_recorder_support import arm_for, chat_prompt, fast_settings, set_state
 from tokenreel.analysis.metrics import NS_PER_S, output_tokens, run_metrics
-from tokenreel.recorder.runner import RecordEvent, RunStarted, new_session, record
+from tokenreel.recorder.events import RecordEvent, RunStarted
+from tokenreel.recorder.runner import new_session, record
 from tokenreel.session.model import Run, Session
 from tokenreel.simulator.answer_text import reply_for
 from tokenreel.simulator.generation import make_plan, spec_stats

@@ -194,7 +194,8 @@ def test_the_console_names_a_client_busy_run_only_when_it_is_left_out() -> None:
     from rich.console import Console
 
     from tokenreel.cli.progress import RecordDisplay
-    from tokenreel.recorder.runner import ArmStarted, _finished
+    from tokenreel.recorder.events import ArmStarted
+    from tokenreel.recorder.runner import _finished
     from tokenreel.session.model import Clock
 
     run, _, _ = blocked_run()

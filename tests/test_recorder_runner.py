@@ -17,19 +17,17 @@ import pytest
 import tokenreel.base.version
 from tests.test_recorder_support import arm_for, chat_prompt, fast_settings, seed, sent_bodies, set_state
 from tokenreel.analysis.metrics import run_metrics
-from tokenreel.recorder.runner import (
+from tokenreel.recorder.events import (
     ArmFinished,
     ArmStarted,
     GpuUnchecked,
     HostWaitedOut,
     RecordEvent,
-    RecordResult,
     RunFinished,
     RunProgress,
     RunStarted,
-    new_session,
-    record,
 )
+from tokenreel.recorder.runner import RecordResult, new_session, record
 from tokenreel.session.archive import dumps, load
 from tokenreel.session.model import Session
 from tokenreel.simulator.server import SimCluster

@@ -11,7 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tokenreel.analysis.metrics import first_token_index
-from tokenreel.recorder.client.stream import RunBounds, StreamFailure, StreamParser, response_acceptance
+from tokenreel.recorder.client.response_stats import response_acceptance
+from tokenreel.recorder.client.run_bounds import RunBounds, StreamFailure
+from tokenreel.recorder.client.stream import StreamParser
 from tokenreel.session.model import Chunks
 
 

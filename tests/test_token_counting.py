@@ -21,8 +21,10 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 from tests.test_recorder_support import chat_prompt, fast_settings, serve
 from tokenreel.analysis.metrics import NS_PER_S, first_token_index, run_metrics
+from tokenreel.recorder.client.run_bounds import RunBounds
 from tokenreel.recorder.client.sse_client import stream_run
-from tokenreel.recorder.client.stream import RunBounds, StreamParser, tokenizer_counts
+from tokenreel.recorder.client.stream import StreamParser
+from tokenreel.recorder.client.token_counts import tokenizer_counts
 from tokenreel.recorder.config import ConfigError, load_config
 from tokenreel.recorder.engines.fingerprint import fingerprint
 from tokenreel.report import build_report, render_report

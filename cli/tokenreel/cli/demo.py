@@ -172,6 +172,6 @@ def demo_sweep(out_dir: Path, time_scale: float) -> int:
     with user_errors(html):
         write_atomic(html, sweep_html(load_session(path, sweep_ok=True)).encode("utf-8"))
         charts = write_charts(session, out_dir, ["png", "svg"], force=True)
-    out.print(f"sweep report: {shown_path(html)}  (the crossover, ratios per level, charts: {', '.join(shown_path(c.name) for c in charts)})",
-              markup=False)
+    names = ", ".join(shown_path(c.name) for c in charts)
+    out.print(f"sweep report: {shown_path(html)}  (the crossover, ratios per level, charts: {names})", markup=False)
     return 0

@@ -22,8 +22,7 @@ from rich.progress import (
 )
 
 from tokenreel.analysis.figures import figure
-from tokenreel.recorder.runner import (
-    MAX_BUSY_RETRIES,
+from tokenreel.recorder.events import (
     ArmFinished,
     ArmStarted,
     EngineFailedEvent,
@@ -41,6 +40,7 @@ from tokenreel.recorder.runner import (
     RunRetried,
     RunStarted,
 )
+from tokenreel.recorder.runner import MAX_BUSY_RETRIES
 from tokenreel.recorder.target import LookDone
 
 

@@ -19,7 +19,8 @@ from tokenreel.session.model import Session
 if TYPE_CHECKING:
     from collections.abc import Coroutine
 
-    from tokenreel.recorder.runner import EventFn, RecordResult
+    from tokenreel.recorder.events import EventFn
+    from tokenreel.recorder.runner import RecordResult
     from tokenreel.recorder.stop_signals import RecordSignals
     from tokenreel.recorder.target import TargetPlan
     from tokenreel.session.model import Arm, Prompt, Settings
@@ -113,11 +114,13 @@ def record(
     ] = None,
     max_time: Annotated[
         str | None,
-        typer.Option(metavar="DURATION", help="With --target-ci: stop after the arm recording when this much time has passed (90m, 2h, 3600s)."),
+        typer.Option(metavar="DURATION",
+                     help="With --target-ci: stop after the arm recording when this much time has passed (90m, 2h, 3600s)."),
     ] = None,
     target_ratio: Annotated[
         list[str] | None,
-        typer.Option(metavar="NAME", help="With --target-ci: aim only at this ratio, e.g. 'nvfp4 vs bf16' (repeatable; default: every one)."),
+        typer.Option(metavar="NAME",
+                     help="With --target-ci: aim only at this ratio, e.g. 'nvfp4 vs bf16' (repeatable; default: every one)."),
     ] = None,
     ray: Annotated[
         str | None,
@@ -177,8 +180,8 @@ def _record(
     """The `record` command under its signal handler; returns the exit code."""
     from tokenreel.base.files import output_target
     from tokenreel.recorder.config import load_config
-    from tokenreel.recorder.runner import runs_todo, select_arms, select_arms_of
     from tokenreel.recorder.session_file import open_session, remove_stale_temps
+    from tokenreel.recorder.todo import runs_todo, select_arms, select_arms_of
     from tokenreel.session.archive import SessionLock
 
     with user_errors():

@@ -11,14 +11,18 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
+
+from tokenizers import Tokenizer
 
 from tokenreel import assets
 from tokenreel.base.files import read_input
 from tokenreel.base.safe_text import shown_path
+from tokenreel.recorder.options import Api, Choice, PromptCache
+from tokenreel.recorder.secrets import is_secret_flag, remember_secret, scrub_secret_fields, scrub_secret_flags
 from tokenreel.recorder.suites import load_prompts
-from tokenreel.session.model import PROMPT_CACHE_POLICIES, Arm, Prompt, Settings, replica_count
+from tokenreel.session.model import Arm, Prompt, Settings, replica_count
 
 TIMEOUT_KEYS = ("connect", "first_token", "between_chunks", "total")
 SESSION_KEYS = (
@@ -37,81 +41,6 @@ DEFAULT_READY_TIMEOUT_S = 600.0
 RESERVED_BODY_KEYS = ("model", "messages", "prompt", "stream")
 ARM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# A command-line flag whose value is a secret (--api-key X, --hf-token=X, --admin-api-key X): the
-# fingerprint scrubs such values from launch commands, and the config refuses them in [arms.settings].
-SECRET_FLAG = re.compile(
-    r"(?<![\w-])(--?(?:[A-Za-z0-9_.-]*(?:api[_-]?key|secret|passw|credential)[A-Za-z0-9_.-]*"
-    r"|(?:[A-Za-z0-9_.-]*[_.-])?token))(=|\s+)(\"[^\"]*\"|'[^']*'|\S+)",
-    re.IGNORECASE,
-)
-
-
-def scrub_secret_flags(text: str) -> str:
-    """The same command line with every secret flag's value replaced by ***."""
-    return SECRET_FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
-
-
-# Names whose values are secrets (fingerprint JSON keys, extra_body fields) and values that look
-# like keys whatever their name. A model's special tokens (bos_token...) are vocabulary, not secrets.
-SECRET_KEY = re.compile(
-    r"api[_-]?key|secret|passw|auth|credential|cookie|bearer|(^|[_-])(access_)?token$", re.IGNORECASE
-)
-VOCAB_TOKEN_KEY = re.compile(r"(bos|eos|eot|eog|pad|unk|sep|cls|mask|nl|fim_(pre|suf|mid|pad|rep|sep))_token", re.I)
-SECRET_VALUE = re.compile(r"^(sk-|hf_|ghp_|gho_|github_pat_|xox[abp]-|bearer\s)", re.IGNORECASE)
-SECRET_MASK = "***"
-
-# THE SECRETS RULE (issue 11): every secret this process knows (API keys read from api_key_env,
-# extra_body values whose names look secret) is scrubbed from a string BEFORE the string is cut,
-# in everything archived, printed or drawn: `scrub_secrets` is the one function, and the one
-# place that cuts server text (`stream.one_line`) calls it first. Credentials in URLs are refused
-# at config load instead. Known secrets are kept for the life of the process, never written.
-_KNOWN_SECRETS: set[str] = set()
-
-
-def remember_secret(value: str | None) -> None:
-    """Add a secret to the set scrubbed from every message (empty values are ignored)."""
-    if value:
-        _KNOWN_SECRETS.add(value)
-
-
-def scrub_secrets(text: str) -> str:
-    """`text` with every known secret replaced by *** (longest first, so none survives in part)."""
-    for secret in sorted(_KNOWN_SECRETS, key=len, reverse=True):
-        if secret in text:
-            text = text.replace(secret, SECRET_MASK)
-    return text
-
-
-def known_secrets() -> list[str]:
-    """The secrets to mask in streamed text, longest first."""
-    return sorted(_KNOWN_SECRETS, key=len, reverse=True)
-
-
-def looks_secret(name: str) -> bool:
-    """A field name whose value is a secret (api_key, client_secret, access_token; not max_tokens)."""
-    return bool(SECRET_KEY.search(name)) and not VOCAB_TOKEN_KEY.fullmatch(name)
-
-
-def scrub_secret_fields(value: Any) -> Any:
-    """A copy of a JSON-like value whose string values under secret-looking names (at any depth),
-    and string values that look like keys, are replaced by ***; each such value is remembered."""
-    if isinstance(value, dict):
-        out = {}
-        for key, item in value.items():
-            if isinstance(item, str) and looks_secret(str(key)):
-                remember_secret(item)
-                out[key] = SECRET_MASK
-            else:
-                out[key] = scrub_secret_fields(item)
-        return out
-    if isinstance(value, list):
-        return [scrub_secret_fields(item) for item in value]
-    if isinstance(value, str) and len(value) >= 16 and SECRET_VALUE.match(value):  # a key, not a stop string "sk-"
-        remember_secret(value)
-        return SECRET_MASK
-    return value
-
-
 @dataclass(frozen=True)
 class Launch:
     """How `record` starts an arm's engine for its turn (recorder.launch): the argv (run without a
@@ -126,7 +55,8 @@ def launch_of(arm: Arm) -> Launch | None:
     """The arm's launch command, or None for an arm whose engine is already running. Like the sent
     extra_body it lives beside the dataclass fields: the config says it, the archive never holds it
     (the fingerprint keeps the scrubbed argv)."""
-    return arm.__dict__.get("_launch")
+    launch = arm.__dict__.get("_launch")
+    return launch if isinstance(launch, Launch) else None
 
 
 class ConfigError(ValueError):
@@ -221,8 +151,7 @@ def _session(check: _Checker, table: dict[str, Any], default_name: str) -> tuple
         host_wait_s=check.number(table.get("host_wait_s", defaults.host_wait_s), "session.host_wait_s"),
         gpu_util_pct=check.number(table.get("gpu_util_pct", defaults.gpu_util_pct), "session.gpu_util_pct"),
         gpu_wait_s=check.number(table.get("gpu_wait_s", defaults.gpu_wait_s), "session.gpu_wait_s"),
-        prompt_cache=check.choice(table.get("prompt_cache", defaults.prompt_cache), "session.prompt_cache",
-                                  PROMPT_CACHE_POLICIES),
+        prompt_cache=check.choice(table.get("prompt_cache", defaults.prompt_cache), "session.prompt_cache", PromptCache),
     )
     return name, settings
 
@@ -278,9 +207,7 @@ def _arm(check: _Checker, table: dict[str, Any], where: str, default_tokenizer: 
         raise check.fail(f"{where}.id", f"{arm_id!r} is not a valid id; use letters, digits, '.', '_' and '-'")
     base_urls, metrics_urls = _replicas(check, table, where, arm_id)
     base_url = base_urls[0] if base_urls else check.url(table["base_url"], f"{where}.base_url", arm_id)
-    api = check.text(table.get("api", "chat"), f"{where}.api")
-    if api not in ("chat", "completions"):
-        raise check.fail(f"{where}.api", f"must be \"chat\" or \"completions\", got {api!r}")
+    api = check.choice(table.get("api", Api.CHAT), f"{where}.api", Api, 'must be "chat" or "completions"')
     key_env = table.get("api_key_env")
     if key_env is not None and not ENV_NAME.fullmatch(check.text(key_env, f"{where}.api_key_env")):
         problem = "must NAME an environment variable (like BF16_API_KEY), never hold the key"
@@ -329,7 +256,8 @@ def _launch(check: _Checker, table: dict[str, Any], where: str, arm: Arm) -> Lau
         return None
     argv = table["launch"]
     if isinstance(argv, str):
-        raise check.fail(f"{where}.launch", f'must be a list of strings (run without a shell), e.g. ["llama-server", "-m", "model.gguf", "--port", "{PORT}"]')
+        example = f'["llama-server", "-m", "model.gguf", "--port", "{PORT}"]'
+        raise check.fail(f"{where}.launch", f"must be a list of strings (run without a shell), e.g. {example}")
     if not isinstance(argv, list) or not argv or not all(isinstance(item, str) and item for item in argv):
         raise check.fail(f"{where}.launch", "must be a non-empty list of non-empty strings: the command and its arguments")
     if arm.base_urls:
@@ -344,11 +272,6 @@ def _launch(check: _Checker, table: dict[str, Any], where: str, arm: Arm) -> Lau
         ready_url = check.url(ready_url, f"{where}.ready_url", arm.id)
     timeout = check.number(table.get("ready_timeout_s", DEFAULT_READY_TIMEOUT_S), f"{where}.ready_timeout_s", positive=True)
     return Launch(tuple(argv), ready_url, timeout)
-
-
-def is_secret_flag(text: str) -> bool:
-    """`--api-key` alone: the argument after it is a secret."""
-    return text.startswith("-") and bool(SECRET_FLAG.fullmatch(text + " x"))
 
 
 def _replicas(check: _Checker, table: dict[str, Any], where: str, arm_id: str) -> tuple[list[str], list[str]]:
@@ -377,15 +300,14 @@ def _replicas(check: _Checker, table: dict[str, Any], where: str, arm_id: str) -
 
 def request_extra_body(arm: Arm) -> dict[str, Any]:
     """The extra_body to send: the config's own values, where the archived copy has them scrubbed."""
-    return arm.__dict__.get("_extra_body_sent", arm.extra_body)
+    sent = arm.__dict__.get("_extra_body_sent")
+    return sent if isinstance(sent, dict) else arm.extra_body
 
 
 @lru_cache(maxsize=8)
 def load_tokenizer(path: str) -> Any:
     """A Hugging Face `tokenizers` tokenizer from a tokenizer.json (read bounded, regular files
     only: `files.read_input`); OSError/ValueError if unusable."""
-    from tokenizers import Tokenizer  # imported on use: most sessions count with the server's usage
-
     payload = read_input(path, "tokenizer")
     try:
         return Tokenizer.from_buffer(payload)
@@ -404,6 +326,9 @@ def server_root(base_url: str) -> str:
     """The server's root URL: base_url without a trailing /v1."""
     root = base_url.rstrip("/")
     return root.removesuffix("/v1")
+
+
+C = TypeVar("C", bound=Choice)  # an option's enum (`_Checker.choice`)
 
 
 class _Checker:
@@ -448,11 +373,14 @@ class _Checker:
             raise self.fail(where, f"must be a finite number {bound}, got {value}")
         return float(value)
 
-    def choice(self, value: Any, where: str, choices: tuple[str, ...]) -> str:
+    def choice(self, value: Any, where: str, kind: type[C], expected: str = "") -> C:
+        """The member of `kind` a string names; the problem says `expected` (default: every value)."""
         text = self.text(value, where)
-        if text not in choices:
-            raise self.fail(where, f"expected one of {', '.join(repr(c) for c in choices)}, got {text!r}")
-        return text
+        try:
+            return kind(text)
+        except ValueError:
+            expected = expected or f"expected one of {', '.join(repr(member.value) for member in kind)}"
+            raise self.fail(where, f"{expected}, got {text!r}") from None
 
     def boolean(self, value: Any, where: str) -> bool:
         if not isinstance(value, bool):

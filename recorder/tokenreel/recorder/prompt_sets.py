@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from tokenreel.base.files import INPUTS, read_input, write_atomic
 from tokenreel.base.safe_text import shown_path
@@ -207,7 +209,8 @@ def _csv(path: Path, raw: bytes) -> _Table:
             if len(cells) > len(header):
                 raise PromptError(f"{shown_path(path)}:{start}: {len(cells)} cells, but the header names {len(header)} columns")
             if cells:  # a blank line
-                rows.append(_Row(f"{shown_path(path)}:{start}", f"line {start}", dict(zip(header, cells + [""] * len(header), strict=False))))
+                values = dict(zip(header, cells + [""] * len(header), strict=False))
+                rows.append(_Row(f"{shown_path(path)}:{start}", f"line {start}", values))
             start = reader.line_num + 1
     except csv.Error as exc:
         raise PromptError(f"{shown_path(path)}:{reader.line_num}: not valid CSV ({exc})") from None
@@ -217,9 +220,6 @@ def _csv(path: Path, raw: bytes) -> _Table:
 
 
 def _parquet(path: Path, raw: bytes) -> _Table:
-    import pyarrow as pa  # about 0.15 s to load: only a Parquet set pays it
-    import pyarrow.parquet as pq
-
     try:
         parquet = pq.ParquetFile(pa.BufferReader(raw))
     except pa.ArrowException as exc:

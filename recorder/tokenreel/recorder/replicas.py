@@ -41,10 +41,10 @@ def replica_arm(arm: Arm, replica: int) -> Arm:
     return arm_view(arm, base_url=arm.base_urls[replica], metrics_url=arm.metrics_urls[replica])
 
 
-def arm_view(arm: Arm, **endpoint: str | None) -> Arm:
+def arm_view(arm: Arm, base_url: str, metrics_url: str | None) -> Arm:
     """The arm on another endpoint (a replica's, a launched engine's port). It shares the arm's
     `recorded` list; what the recorder must send but never archives goes along (config)."""
-    view = replace(arm, **endpoint)
+    view = replace(arm, base_url=base_url, metrics_url=metrics_url)
     view.__dict__.update({k: v for k, v in arm.__dict__.items() if k.startswith("_")})
     return view
 

@@ -16,14 +16,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Union
+from typing import Callable
 from urllib.parse import urlsplit
 
 import aiohttp
 
 import tokenreel.base.version
 from tokenreel.analysis.metrics import NS_PER_S, output_tokens, run_metrics
-from tokenreel.analysis.selection import DEFAULT_SELECTION, client_busy_inexact
+from tokenreel.analysis.selection import client_busy_inexact
 from tokenreel.recorder.client.kernel_clock import stamping_connector
 from tokenreel.recorder.client.sse_client import ProgressFn, stream_run
 from tokenreel.recorder.client.wakeup import prompt_wakeups
@@ -32,6 +32,25 @@ from tokenreel.recorder.engines.engine_metrics import merge_acceptance, missing_
 from tokenreel.recorder.engines.fingerprint import fingerprint, scrubbed_argv
 from tokenreel.recorder.engines.launch import Engine, EngineFailed, engine_for
 from tokenreel.recorder.engines.preflight import check_arm
+from tokenreel.recorder.events import (
+    ArmFinished,
+    ArmStarted,
+    EngineFailedEvent,
+    EngineLaunching,
+    EventFn,
+    GateWaiting,
+    GpuFlagged,
+    GpuUnchecked,
+    GpuWaiting,
+    HostUnwatched,
+    HostWaitedOut,
+    NoMetrics,
+    RecordEvent,
+    RunFinished,
+    RunProgress,
+    RunRetried,
+    RunStarted,
+)
 from tokenreel.recorder.gates.gpu_gate import (
     EngineProcesses,
     GpuWait,
@@ -46,6 +65,7 @@ from tokenreel.recorder.gates.host_gate import HostWatch, NoPressure, endpoint_i
 from tokenreel.recorder.gates.idle_gate import contention, settle_after_run, wait_idle
 from tokenreel.recorder.replicas import replica_arm, replica_name, rotated, shards
 from tokenreel.recorder.target import LookDone, TargetPlan
+from tokenreel.recorder.todo import done_keys, runs_todo, select_arms
 from tokenreel.session.archive import save
 from tokenreel.session.model import Arm, Prompt, Run, Session, Settings, replica_count
 from tokenreel.session.quarantine import quarantine
@@ -53,169 +73,6 @@ from tokenreel.session.quarantine import quarantine
 # A measured run whose times are not exact because this machine was busy (user-space clock,
 # client busy) is recorded again at once, at most this many times; each retry is said.
 MAX_BUSY_RETRIES = 2
-
-
-# --- progress events (small, for a live display) --------------------------------------------
-
-
-@dataclass(frozen=True)
-class ArmStarted:
-    arm: str
-    label: str
-    position: int  # 1-based among the arms being recorded
-    arms: int
-    runs_todo: int
-
-
-@dataclass(frozen=True)
-class GateWaiting:
-    """The endpoint is busy; the gate keeps polling until idle or idle_wait_s."""
-
-    arm: str
-    prompt: str
-    index: int
-    running: float
-    waiting: float
-    waited_s: float
-
-
-@dataclass(frozen=True)
-class HostWaitedOut:
-    """The engine's host (this machine) stayed under CPU pressure for the whole host gate: the
-    run is recorded anyway and flagged host_contended; the arm does not wait again while it lasts."""
-
-    arm: str
-    prompt: str
-    index: int
-    pressure_pct: float
-    waited_s: float
-
-
-@dataclass(frozen=True)
-class HostUnwatched:
-    """Once per reason: the engine host's CPU pressure is not read (remote endpoint, no PSI)."""
-
-    arm: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class GpuWaiting:
-    """The arm's GPU is busy (another compute process, or utilisation over gpu_util_pct): the
-    GPU gate waits, at most gpu_wait_s, before the arm's first run."""
-
-    arm: str
-    detail: str
-    wait_s: float
-
-
-@dataclass(frozen=True)
-class GpuFlagged:
-    """The GPU stayed busy through the whole GPU gate: the arm is recorded anyway, flagged."""
-
-    arm: str
-    detail: str
-
-
-@dataclass(frozen=True)
-class GpuUnchecked:
-    """Once per record: NVML cannot be read here, so no arm's GPU is checked or archived."""
-
-    arm: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class RunRetried:
-    """A measured run recorded again because this machine was too busy for exact times."""
-
-    arm: str
-    prompt: str
-    index: int
-    attempt: int  # 1-based retry number, at most MAX_BUSY_RETRIES
-    reason: str
-
-
-@dataclass(frozen=True)
-class RunStarted:
-    arm: str
-    prompt: str
-    index: int
-    warmup: bool
-    gate: str  # idle | unavailable
-
-
-@dataclass(frozen=True)
-class RunProgress:
-    """At most ~10 per second per run; tok_s is the decode rate since the first token seen."""
-
-    arm: str
-    prompt: str
-    index: int
-    warmup: bool
-    tokens: int
-    elapsed_s: float
-    tok_s: float | None
-
-
-@dataclass(frozen=True)
-class RunFinished:
-    arm: str
-    prompt: str
-    index: int
-    warmup: bool
-    status: str  # ok | failed | skipped | invalid
-    error: str  # one line; for ok runs a note (forced length not met), usually empty
-    tokens: int
-    ttft_s: float | None
-    decode_tok_s: float | None
-    gate: str
-    contended: bool | None
-    client_busy: str = ""  # for a client_busy run left out: its client delay and why
-
-
-@dataclass(frozen=True)
-class EngineLaunching:
-    """The arm's engine is starting (its `launch`); the arm waits until ready_url answers."""
-
-    arm: str
-    command: str
-    ready_url: str
-    log: str
-
-
-@dataclass(frozen=True)
-class EngineFailedEvent:
-    """The arm's engine exited or never answered: its runs failed; `line` names the command and the log's tail."""
-
-    arm: str
-    line: str
-
-
-@dataclass(frozen=True)
-class NoMetrics:
-    """Once per arm: /metrics did not answer, so runs go unchecked for other traffic."""
-
-    arm: str
-    metrics_url: str
-    detail: str  # the gate's one line (why /metrics failed)
-    hint: str  # the server flag that enables metrics, for the engine the fingerprint names
-
-
-@dataclass(frozen=True)
-class ArmFinished:
-    arm: str
-    ok: int
-    failed: int
-    skipped: int
-    invalid: int = 0  # runs with an impossible value from the server (tokenreel.session.quarantine)
-
-
-RecordEvent = Union[
-    ArmStarted, GateWaiting, RunStarted, RunProgress, RunFinished, ArmFinished, NoMetrics, HostWaitedOut, HostUnwatched,
-    RunRetried, LookDone, EngineLaunching, EngineFailedEvent, GpuWaiting, GpuFlagged, GpuUnchecked,
-]
-EventFn = Callable[[RecordEvent], None]
 
 
 @dataclass
@@ -318,7 +175,7 @@ async def record_replica(session: Session, result: RecordResult, emit: EventFn, 
         return
 
     def tagged(event: RecordEvent) -> None:
-        emit(replace(event, arm=replica_name(event.arm, replica)) if hasattr(event, "arm") else event)
+        emit(event if isinstance(event, LookDone) else replace(event, arm=replica_name(event.arm, replica)))
 
     recorder = _Recorder(session, result, tagged, fail_fast, replica, persist, node)
     views = rotated([replica_arm(arm, replica) for arm in arms], replica)
@@ -335,44 +192,6 @@ async def _record_looks(recorder: _Recorder, http: aiohttp.ClientSession, arms: 
         recorder.emit(done)
         if done.stopped:
             return
-
-
-def select_arms(session: Session, arm_ids: list[str] | None) -> list[Arm]:
-    """The arms to record, always in the session's (config) order; unknown ids are an error."""
-    return select_arms_of(session.arms, arm_ids)
-
-
-def select_arms_of(arms: list[Arm], arm_ids: list[str] | None) -> list[Arm]:
-    """The arms named by arm_ids (all when None), in their own order; unknown ids are an error."""
-    if arm_ids is None:
-        return list(arms)
-    known = [arm.id for arm in arms]
-    unknown = [arm_id for arm_id in arm_ids if arm_id not in known]
-    if unknown:
-        raise ValueError(f"unknown arm {unknown[0]!r}; known arms: {', '.join(known)}")
-    return [arm for arm in arms if arm.id in arm_ids]
-
-
-def done_keys(session: Session) -> set[tuple[str, str, int]]:
-    """(arm, prompt, index) of the runs recording would not redo (`runs_todo`)."""
-    return {run.key for run in session.runs if run.status == "ok" and (run.warmup or DEFAULT_SELECTION.counts(run))}
-
-
-def runs_todo(session: Session, arm: Arm, prompts: set[str] | None = None) -> list[tuple[Prompt, int]]:
-    """The (prompt, run index) pairs of an arm that are not ok yet: what recording it would do
-    (of `prompts` alone when given).
-
-    A measured run the figures leave out for a reason a new recording can change (contended by
-    other traffic, or timed late by a busy client on the user-space clock) is redone too:
-    `--resume` fills a cell whose runs were all contended. Runs kept by the run selection, host
-    contended ones included, are done.
-    """
-    done = done_keys(session)
-    runs = range(session.settings.warmup + session.settings.repeats)
-    return [
-        (prompt, index) for prompt in session.prompts for index in runs
-        if (arm.id, prompt.id, index) not in done and (prompts is None or prompt.id in prompts)
-    ]
 
 
 class _Recorder:

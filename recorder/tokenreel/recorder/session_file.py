@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 from tokenreel.base.safe_text import shown_path
-from tokenreel.recorder.client.stream import one_line
 from tokenreel.recorder.config import Config
 from tokenreel.recorder.runner import new_session
+from tokenreel.recorder.secrets import one_line
 from tokenreel.session.archive import load
 from tokenreel.session.model import Session
 
@@ -101,7 +101,8 @@ def open_session(
     the config changes what it recorded (`merge_config`) without `force_config`."""
     if path.exists() and not force:
         if not (resume or arm_ids):
-            raise ValueError(f"{shown_path(path)} already exists; use --resume to continue it, --arms to add arms, or --force to start over")
+            raise ValueError(f"{shown_path(path)} already exists; use --resume to continue it, --arms to add arms,"
+                             " or --force to start over")
         session = load(path)
         if session.kind == "sweep":
             raise ValueError(f"{shown_path(path)} is a sweep session (tokenreel sweep): record does not add to it;"

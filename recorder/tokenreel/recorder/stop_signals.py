@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -44,8 +45,6 @@ class RecordSignals:
 
     async def run(self, recording: Coroutine[Any, Any, T]) -> T:
         """Await the recording so that a signal cancels it (as asyncio.run does on Ctrl-C)."""
-        import asyncio  # here: `record` installs these handlers first thing, before anything slow loads
-
         if self.signum is not None:  # a signal before the loop started stops here, not in the first await
             recording.close()  # never started: closed, so no "never awaited" warning
             self.check()

@@ -55,7 +55,7 @@ def parse_levels(text: str, limit: int = MAX_LEVEL) -> list[int]:
     """'1,2,4,8' -> [1, 2, 4, 8]; ValueError (one line naming --concurrency) for a non-integer,
     a level below 1 or above `limit`, or levels that do not increase."""
     parts = [part.strip() for part in text.split(",")]
-    levels = []
+    levels: list[int] = []
     for part in parts:
         try:
             level = int(part)

@@ -20,7 +20,7 @@ What is targeted:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from tokenreel.analysis.intervals import Interval, Sample, contrast_interval, first_look, look_sizes, repeated_level, stratified_order
@@ -69,7 +69,7 @@ def check_targets(session: Session, arm_ids: list[str] | None, targets: list[str
         raise ValueError(f"--target-ratio: no ratio {unknown[0]!r} in this recording; choose among: {', '.join(known)}")
 
 
-def targeted(session: Session, arm_ids: list[str] | None, level: float, targets: list[str] = ()) -> dict[str, Interval]:
+def targeted(session: Session, arm_ids: list[str] | None, level: float, targets: Sequence[str] = ()) -> dict[str, Interval]:
     """The intervals the rule waits for (this module's docstring; those named in `targets` when
     any are), by name."""
     every = _intervals(session, arm_ids, level)

@@ -12,25 +12,14 @@ the recorder fell behind (decode tok/s -21%, the server's writes blocked); with 
 and `readany` the fidelity bench keeps up at 50,000 tok/s (decode error <= 0.1%, no blocked
 writes) and its 10,000 tok/s latency p99 drops from ~2 ms to ~0.1 ms.
 
-Token counting without running usage. vLLM and SGLang honour `continuous_usage_stats`, so
-every event carries the cumulative count. llama.cpp ignores it; the recorder asks it (known from
-the arm's fingerprint) for `timings_per_token`, whose `timings.predicted_n` is the same running
-count and, unlike llama.cpp's streamed logprobs (one entry per event: a token whose text was
-held back mid-character has none), includes held-back tokens. Any other arm whose run came
-back without a per-event count (normally the discarded warmup: `token_source` "per_event") gets
-`logprobs` asked for on its later runs, unless the arm names a local `tokenizer`, which costs the
-server nothing (logprobs can slow it; never asked of llama.cpp, where they miss held-back
-tokens). Fields the recorder adds itself (these, and SGLang's `return_spec_tokens_details`) are
-dropped for good, and the run retried at once, if the endpoint answers them with HTTP 400 or
-422; `extra_body` overrides them all.
-
 Each read also gets the kernel's receive time where the platform gives it (Linux, TLS too:
 `recorder.kernel_clock`, issue 13); after the stream those replace the user-space stamps as the
 events' times, which a busy client cannot skew, and the run's Clock says which clock it used.
 
 Every failure becomes a `failed` Run with a one-line error saying what happened and what to do,
 with the chunks received so far kept; the API key is read from the environment per request and
-scrubbed from every message.
+scrubbed from every message. What the request sends is `request_body`'s; every other answer
+the recorder reads is bounded by `bounded_http`.
 """
 
 from __future__ import annotations
@@ -38,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from time import perf_counter_ns
@@ -46,30 +34,30 @@ from typing import Any, Callable
 
 import aiohttp
 import orjson
-from yarl import URL
 
 from tokenreel.analysis.metrics import output_tokens
 from tokenreel.recorder.client import kernel_clock
-from tokenreel.recorder.client.stream import (
-    UNSTATED_MAX_TOKENS,
-    CountText,
-    ImpossibleCount,
-    OverBound,
-    RunBounds,
-    StreamFailure,
-    StreamParser,
-    one_line,
-    tokenizer_counts,
+from tokenreel.recorder.client.bounded_http import MAX_ERROR_BODY_BYTES, MAX_REDIRECTS, Refused, read_bounded, redirect_target
+from tokenreel.recorder.client.request_body import (
+    Timeouts,
+    added_fields,
+    api_key,
+    auth_headers,
+    completions_url,
+    forced_length_note,
+    learning,
+    request_body,
+    requested_max_tokens,
+    resolve_timeouts,
+    token_counter,
 )
-from tokenreel.recorder.config import load_tokenizer, remember_secret, request_extra_body, scrub_secrets
-from tokenreel.recorder.suites import chat_messages, completion_text
-from tokenreel.session.model import CLIENT_BUSY_P99_MS, Arm, Chunks, Prompt, Run, Settings, fingerprint_summary
+from tokenreel.recorder.client.run_bounds import UNSTATED_MAX_TOKENS, ImpossibleCount, OverBound, RunBounds, StreamFailure
+from tokenreel.recorder.client.stream import StreamParser
+from tokenreel.recorder.client.token_counts import CountText
+from tokenreel.recorder.secrets import one_line, scrub_secrets
+from tokenreel.session.model import CLIENT_BUSY_P99_MS, Arm, Chunks, Prompt, Run, Settings
 from tokenreel.session.quarantine import mark_invalid
 
-# connect: TCP+TLS; first_token: send -> first text (covers prefill of long prompts on a cold
-# server); between_chunks: a stall after the first token; total: the whole run (8K tokens at
-# 10 tok/s fits).
-DEFAULT_TIMEOUTS = {"connect": 10.0, "first_token": 300.0, "between_chunks": 60.0, "total": 1800.0}
 MAX_429_RETRIES = 3
 RETRY_AFTER_CAP_S = 60.0
 PROGRESS_EVERY_NS = 100_000_000  # at most 10 progress callbacks per second per run
@@ -82,193 +70,7 @@ DEADLINE_STEP_NS = 100_000_000
 # the loop at 50,000 tok/s without the server's writes blocking (vLLM would merge steps).
 READ_BUFSIZE = 1 << 20
 
-# THE READ BOUNDS RULE (issue 11): every read from the network has a bound that says what it is,
-# is read incrementally and stops at the bound with a one-line reason (`read_bounded`); a stream
-# is bounded per line (`stream.MAX_SSE_LINE_BYTES`), per run in events, bytes and tokens while
-# it streams (THE RUN BOUNDS in `recorder.stream`) and in time (the timeouts).
-MAX_ERROR_BODY_BYTES = 64 << 10  # an HTTP error answer: only its message is wanted
-MAX_METRICS_BYTES = 8 << 20  # /metrics of a busy vLLM with many LoRA labels is ~1 MiB
-MAX_FINGERPRINT_BYTES = 256 << 10  # /version, /v1/models, /server_info, /props each
-MAX_PREFLIGHT_BYTES = 1 << 20  # /v1/models (many models), /tokenize
-# THE REDIRECT RULE: a redirect to another scheme, host or port is refused (it would measure
-# another server); one within the same server is followed, at most this many times.
-MAX_REDIRECTS = 5
-
 ProgressFn = Callable[[int, int], None]  # (tokens so far, ns since request send)
-
-
-@dataclass(frozen=True)
-class Timeouts:
-    """Seconds; see DEFAULT_TIMEOUTS for what each bounds."""
-
-    connect: float
-    first_token: float
-    between_chunks: float
-    total: float
-
-
-def resolve_timeouts(settings: Settings, arm: Arm) -> Timeouts:
-    """Defaults, then the session's [session.timeouts], then the arm's [arms.timeouts]."""
-    merged = {**DEFAULT_TIMEOUTS, **settings.timeouts, **arm.timeouts}
-    return Timeouts(**{key: merged[key] for key in DEFAULT_TIMEOUTS})
-
-
-@dataclass
-class _ArmLearning:
-    """What the recorder learned about an endpoint from its earlier runs in this process."""
-
-    needs_per_token: bool = False  # a run came back without any per-event count
-    rejects_added: set[str] = field(default_factory=set)  # added fields it answered 400/422 to
-
-
-def _learning(arm: Arm) -> _ArmLearning:
-    """Kept on the Arm object itself (not a dataclass field, so never archived): it lasts as long
-    as the recording that holds the arm, and a new recording learns afresh."""
-    learned = arm.__dict__.get("_learned")
-    if learned is None:
-        learned = arm.__dict__["_learned"] = _ArmLearning()
-    return learned
-
-
-def engine_of_arm(arm: Arm) -> str:
-    """The engine its fingerprint names ("vllm", "sglang", "llamacpp"), or ""."""
-    summary = arm.fingerprint.get("summary") if isinstance(arm.fingerprint, dict) else None
-    return str(summary.get("engine", "")) if isinstance(summary, dict) else ""
-
-
-def added_fields(arm: Arm) -> dict[str, Any]:
-    """Request fields the recorder adds for this arm (see the module docstring for why)."""
-    learned, engine = _learning(arm), engine_of_arm(arm)
-    fields: dict[str, Any] = {}
-    if engine == "llamacpp":
-        fields["timings_per_token"] = True
-    if engine == "sglang":
-        fields["return_spec_tokens_details"] = True
-    # Not from llama.cpp: its streamed logprobs miss held-back tokens, and computing them sorts the
-    # whole vocabulary per token (a slower server); timings_per_token is its exact, free count.
-    if learned.needs_per_token and not arm.tokenizer and engine != "llamacpp":
-        fields["logprobs"] = True if arm.api == "chat" else 1
-    return {key: value for key, value in fields.items() if key not in learned.rejects_added}
-
-
-def request_body(
-    arm: Arm, prompt: Prompt, settings: Settings, added: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """The JSON body; the arm's extra_body is merged last so it can override anything.
-
-    `settings.prompt_cache` "fresh" asks a llama.cpp arm (as its fingerprint says) for a whole
-    prefill every run (`cache_prompt: false`): its default reuses the slot's or the host-RAM
-    cache's KV state of a repeated prompt, and TTFT then times a cache restore, not a prefill.
-    vLLM and SGLang take no such per-request field (their prefix cache is a server flag):
-    their cached prompt tokens are recorded and flagged (`Run.engine`)."""
-    body: dict[str, Any] = {"model": arm.model}
-    if arm.api == "chat":
-        body["messages"] = chat_messages(prompt)
-    else:
-        body["prompt"] = completion_text(prompt)
-    body.update(
-        max_tokens=settings.max_tokens,
-        temperature=settings.temperature,
-        ignore_eos=settings.ignore_eos,
-        stream=True,
-        stream_options={"include_usage": True, "continuous_usage_stats": True},
-    )
-    if settings.prompt_cache == "fresh" and fingerprint_summary(arm).get("engine") == "llamacpp":
-        body["cache_prompt"] = False
-    body.update(added or {})
-    body.update(request_extra_body(arm))  # the config's values, where the archived copy is scrubbed
-    return body
-
-
-def _token_counter(arm: Arm) -> CountText | None:
-    """Counting with the arm's local tokenizer; None without one (or if it no longer loads)."""
-    if not arm.tokenizer:
-        return None
-    try:
-        tokenizer = load_tokenizer(arm.tokenizer)
-    except (OSError, ValueError):
-        return None  # checked when the config was loaded; the run is then marked estimated
-    return lambda texts: tokenizer_counts(tokenizer, texts)
-
-
-def api_key(arm: Arm) -> str | None:
-    """The key from the environment variable the arm names; None when there is none to send.
-
-    Every key read is remembered as a secret, so that it is scrubbed from all that is archived,
-    printed or drawn (`config.scrub_secrets`)."""
-    key = (os.environ.get(arm.api_key_env) or None) if arm.api_key_env else None
-    remember_secret(key)
-    return key
-
-
-class Refused(Exception):
-    """A body over its read bound, or a redirect to another server; the message is one line."""
-
-
-async def read_bounded(response: aiohttp.ClientResponse, limit: int, what: str) -> bytes:
-    """The body, read piece by piece; Refused as soon as it passes `limit` bytes (the connection
-    is then closed, not drained)."""
-    if response.content_length is not None and response.content_length > limit:
-        raise Refused(f"{what} of {response.content_length} bytes is over the {_size(limit)} read limit; not read")
-    body = bytearray()
-    while piece := await response.content.read(limit + 1 - len(body)):
-        body += piece
-        if len(body) > limit:
-            raise Refused(f"{what} is over the {_size(limit)} read limit; not read further")
-    return bytes(body)
-
-
-def _size(n: int) -> str:
-    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
-
-
-def redirect_target(response: aiohttp.ClientResponse) -> str | None:
-    """Where a 3xx answer points (absolute), or None when it is no redirect; Refused when it
-    points to another scheme, host or port."""
-    if response.status not in (301, 302, 303, 307, 308):
-        return None
-    location = response.headers.get("Location", "")
-    url = response.url
-    try:
-        target = url.join(URL(location)) if location else None
-    except ValueError:
-        target = None
-    if target is None or not target.host:
-        raise Refused(f"HTTP {response.status} from {url} redirects nowhere usable; fix base_url")
-    if (target.scheme, target.host, target.port) != (url.scheme, url.host, url.port):
-        origin = f"{target.scheme}://{target.host}:{target.port}"
-        raise Refused(
-            f"HTTP {response.status} from {url} redirects to another server ({one_line(origin, 120)}); refused,"
-            " it would measure that server: fix base_url (or metrics_url) to the server itself"
-        )
-    return str(target)
-
-
-async def get_bounded(
-    http: aiohttp.ClientSession, url: str, what: str, limit: int, timeout: float,
-    headers: dict[str, str] | None = None, method: str = "GET", data: bytes | None = None,
-) -> tuple[int, bytes]:
-    """(status, body) of a small request: redirects within the server followed, others refused
-    (Refused), the body bounded; aiohttp and timeout errors propagate."""
-    client_timeout = aiohttp.ClientTimeout(total=timeout)
-    for _ in range(MAX_REDIRECTS + 1):
-        async with http.request(
-            method, url, headers=headers, data=data, timeout=client_timeout, allow_redirects=False
-        ) as response:
-            target = redirect_target(response)
-            if target is None:
-                return response.status, await read_bounded(response, limit, what)
-        url = target
-    raise Refused(f"{what}: more than {MAX_REDIRECTS} redirects; fix the URL")
-
-
-def auth_headers(arm: Arm) -> dict[str, str]:
-    key = api_key(arm)
-    return {"Authorization": f"Bearer {key}"} if key else {}
-
-
-def completions_url(arm: Arm) -> str:
-    return f"{arm.base_url}/chat/completions" if arm.api == "chat" else f"{arm.base_url}/completions"
 
 
 async def stream_run(
@@ -290,8 +92,8 @@ async def stream_run(
             " export it and record again"
         )
         return
-    learned, added = _learning(arm), added_fields(arm)
-    timeouts, counter = resolve_timeouts(settings, arm), _token_counter(arm)
+    learned, added = learning(arm), added_fields(arm)
+    timeouts, counter = resolve_timeouts(settings, arm), token_counter(arm)
     body = request_body(arm, prompt, settings, added)
     try:
         try:
@@ -315,7 +117,7 @@ async def stream_run(
         return
     if run.tokens_estimated:
         learned.needs_per_token = True
-    notes = (_forced_length_note(run, body), request.note)
+    notes = (forced_length_note(run, body), request.note)
     run.status, run.error = "ok", "; ".join(note for note in notes if note)
 
 
@@ -542,24 +344,6 @@ def _retry_after_s(header: str, attempt: int) -> float:
             except (TypeError, ValueError):
                 pass
     return min(max(seconds, 0.0), RETRY_AFTER_CAP_S)
-
-
-def requested_max_tokens(body: dict[str, Any]) -> int | None:
-    """The output length the request asks for (extra_body may rename, change or remove it)."""
-    expected = body.get("max_completion_tokens") or body.get("max_tokens")
-    return expected if type(expected) is int and expected > 0 else None
-
-
-def _forced_length_note(run: Run, body: dict[str, Any]) -> str:
-    """A run that missed its forced length stays ok (its timing is real) but is flagged not like-for-like."""
-    expected = requested_max_tokens(body)
-    n = output_tokens(run)
-    if body.get("ignore_eos") is not True or expected is None or n == expected:
-        return ""
-    return (
-        f"forced length not met: {n} of {expected} tokens (finish_reason {run.finish_reason}); not like-for-like"
-        " with full-length runs, check ignore_eos support and max_model_len"
-    )
 
 
 def _server_message(content: bytes) -> str:

@@ -60,6 +60,6 @@ def _slice(runtime_ns: int | None) -> int | None:
     if policy != SCHED_OTHER:
         return None
     if runtime_ns is None:
-        return runtime
+        return int(runtime)
     wanted = ctypes.create_string_buffer(_ATTR.pack(_ATTR.size, policy, 0, nice, priority, runtime_ns, 0, 0, 0, 0), _ATTR.size)
     return runtime_ns if libc.syscall(calls[0], 0, wanted, 0) == 0 else None

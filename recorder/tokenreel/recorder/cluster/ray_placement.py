@@ -27,13 +27,14 @@ def placements(arms: list[Arm], resources: list[str]) -> list[dict[str, Any]]:
     """Ray actor options for each replica's worker (one entry for arms of one endpoint)."""
     count = replica_count(arms)
     if resources:
-        available = ray.cluster_resources()
+        available = ray.cluster_resources()  # type: ignore[no-untyped-call]  # Ray leaves it unannotated
         for replica, name in enumerate(resources):
             if available.get(name, 0) < 1:
                 raise ValueError(f"[session] ray_resources: no node of the Ray cluster has {name!r} (replica {replica});"
                                  f" start that node with `ray start --resources='{{\"{name}\": 1}}'`")
         return [{"resources": {name: 1}} for name in resources]
-    nodes = {node["NodeManagerAddress"]: node["NodeID"] for node in ray.nodes() if node.get("Alive")}
+    alive = [node for node in ray.nodes() if node.get("Alive")]  # type: ignore[no-untyped-call]  # Ray leaves it unannotated
+    nodes = {node["NodeManagerAddress"]: node["NodeID"] for node in alive}
     here = ray.get_runtime_context().get_node_id()
     options = []
     for replica in range(count):
@@ -50,7 +51,7 @@ def _node_of(url: str, nodes: dict[str, str], here: str, replica: int) -> str:
     """The Ray node id serving `url`: by its host's addresses; loopback is the driver's node."""
     host = urlsplit(url).hostname or ""
     try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)}
+        addresses = {str(info[4][0]) for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)}
     except OSError as exc:
         raise ValueError(f"--ray: replica {replica}'s endpoint {url}: its host does not resolve ({exc.strerror or exc})") from None
     if any(ipaddress.ip_address(address.split("%")[0]).is_loopback for address in addresses):

@@ -29,7 +29,9 @@ from ray.exceptions import RayActorError, RayError
 
 import tokenreel.base.version
 from tokenreel.recorder.cluster.ray_placement import placements
-from tokenreel.recorder.runner import EventFn, RecordResult, done_keys, record_replica, select_arms
+from tokenreel.recorder.events import EventFn
+from tokenreel.recorder.runner import RecordResult, record_replica
+from tokenreel.recorder.todo import done_keys, select_arms
 from tokenreel.session.archive import save
 from tokenreel.session.gpu import GpuCheck
 from tokenreel.session.json_form import session_to_dict
@@ -67,7 +69,8 @@ class ReplicaRecorder:
     """One replica's recorder on its node (module docstring)."""
 
     def info(self) -> WorkerInfo:
-        return WorkerInfo(ray.util.get_node_ip_address(), ray.get_runtime_context().get_node_id(), socket.gethostname(),
+        ip = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]  # Ray leaves it unannotated
+        return WorkerInfo(ip, ray.get_runtime_context().get_node_id(), socket.gethostname(),
                           tokenreel.base.version.__version__, platform.python_version())
 
     def record(self, data: dict[str, Any], arm_ids: list[str] | None, replica: int | None,
@@ -95,7 +98,7 @@ def _record(messages: queue.SimpleQueue[tuple[str, Any]], data: dict[str, Any], 
         result = RecordResult(Path("<the driver's session>"))
         tracker = _Changes(session, result)
         emit: EventFn = lambda event: messages.put(("event", event))  # noqa: E731
-        node = ray.util.get_node_ip_address()
+        node = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]  # Ray leaves it unannotated
         arms = select_arms(session, arm_ids)
         persist = lambda: messages.put(("update", tracker.update(replica)))  # noqa: E731
         asyncio.run(record_replica(session, result, emit, fail_fast, None, arms, replica, persist, node))
@@ -169,7 +172,8 @@ async def record_on_ray(session: Session, path: Path, arm_ids: list[str] | None,
     count = replica_count(arms)
     replicas: list[int | None] = list(range(count)) if count > 1 else [None]
     options = placements(arms, resources)
-    workers = [ReplicaRecorder.options(**where).remote() for where in options]
+    # ray.remote's annotations give back the class itself, not the actor class that has .options
+    workers = [ReplicaRecorder.options(**where).remote() for where in options]  # type: ignore[attr-defined]
     try:
         infos = await _check_workers(workers)  # before the first save: a refusal writes nothing
         save(session, path)
@@ -222,7 +226,8 @@ async def _follow(actor: Any, info: WorkerInfo, worker: int, replica: int | None
             elif kind == "error":
                 result.lost.append(f"{name}'s Ray worker stopped: {payload}; every run it finished is saved")
     except RayActorError:  # the worker's process, or its node, is gone
-        alive = any(node["NodeID"] == info.node_id and node.get("Alive") for node in ray.nodes())
+        nodes = ray.nodes()  # type: ignore[no-untyped-call]  # Ray leaves it unannotated
+        alive = any(node["NodeID"] == info.node_id and node.get("Alive") for node in nodes)
         why = "its process died" if alive else "its node left the cluster"
         result.lost.append(f"{name}'s Ray worker was lost ({why}): every run it finished is saved; the run in flight is not")
     except RayError as exc:  # an object lost with its node, a task that could not run

@@ -16,13 +16,15 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from tokenreel.recorder.client.sse_client import MAX_METRICS_BYTES, Refused, get_bounded
-from tokenreel.recorder.client.stream import one_line
+from tokenreel.recorder.client.bounded_http import MAX_METRICS_BYTES, Refused, get_bounded
+from tokenreel.recorder.options import EngineKind
+from tokenreel.recorder.secrets import one_line
 from tokenreel.session.model import Acceptance
 
 # snapshot field -> metric names (without a `_total` suffix), per engine. SGLang has no spec
@@ -62,7 +64,7 @@ class EngineSnapshot:
     decode_tokens: float | None = None  # SGLang's sglang:realtime_tokens_total{mode="decode"}, every step
     # field -> step of its printed value where coarser than one token (llama.cpp past 1e6); else absent.
     quanta: dict[str, float] = field(default_factory=dict, compare=False, hash=False)
-    engine: str = field(default="", compare=False)  # vllm | sglang | llamacpp: whose names matched
+    engine: EngineKind = field(default=EngineKind.UNKNOWN, compare=False)  # whose metric names matched
     # "name (value)" of each known sample that was not a finite number (NaN, +Inf): never counted.
     not_numbers: tuple[str, ...] = field(default=(), compare=False)
 
@@ -74,18 +76,18 @@ class EngineSnapshot:
 def parse_metrics(text: str) -> EngineSnapshot:
     """Map Prometheus text to a snapshot, summing every label set of each known metric."""
     totals: dict[str, float] = {}
-    engine = ""
+    engine = EngineKind.UNKNOWN
     not_numbers: list[str] = []
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            field_name = _field_of(sample.name, lambda key: sample.labels.get(key))
+            field_name = _field_of(sample.name, sample.labels.get)
             if field_name is None:
                 continue
             if not math.isfinite(sample.value):  # NaN or Inf never counts
                 not_numbers.append(f"{sample.name} ({sample.value})")
                 continue
             totals[field_name] = totals.get(field_name, 0.0) + sample.value
-            engine = engine or sample.name.partition(":")[0]
+            engine = engine or EngineKind.named(sample.name.partition(":")[0])
     return EngineSnapshot(**totals, quanta=printed_quanta(text), engine=engine, not_numbers=tuple(not_numbers))
 
 
@@ -117,7 +119,7 @@ def printed_quanta(text: str) -> dict[str, float]:
         precision = max(precision, _significant_digits(value))
     quanta: dict[str, float] = {}
     for name, labels, value in samples:
-        field_name = _field_of(name, lambda key: _label_value(labels, key))
+        field_name = _field_of(name, partial(_label_value, labels))
         if field_name is None:
             continue
         step = _quantum(value, precision)
@@ -184,7 +186,8 @@ def delta(before: EngineSnapshot, after: EngineSnapshot, field_name: str) -> flo
     A difference smaller than the printed step (a rounded reading) counts as no change, not
     as a restart.
     """
-    a, b = getattr(before, field_name), getattr(after, field_name)
+    a: float | None = getattr(before, field_name)
+    b: float | None = getattr(after, field_name)
     if a is None or b is None or b < a - tolerance(before, after, field_name):
         return None
     return max(0.0, b - a)
@@ -264,7 +267,7 @@ def missing_acceptance(acceptance: Acceptance | None, before: EngineSnapshot | N
     if before is None or after is None:
         return "no /metrics and no per-response spec stats"
     if after.drafts is None and after.accepted_tokens is None:
-        if after.engine == "sglang":
+        if after.engine is EngineKind.SGLANG:
             return ("no spec counters on this endpoint (SGLang has none); for a speculative arm add"
                     " return_spec_tokens_details = true to extra_body")
         if acceptance is not None:

@@ -26,16 +26,11 @@ import aiohttp
 import orjson
 
 from tokenreel.analysis.engine_figures import stated_version
-from tokenreel.recorder.client.sse_client import MAX_FINGERPRINT_BYTES, Refused, api_key, auth_headers, get_bounded
-from tokenreel.recorder.config import (
-    SECRET_MASK,
-    SECRET_VALUE,
-    is_secret_flag,
-    looks_secret,
-    scrub_secret_flags,
-    scrub_secrets,
-    server_root,
-)
+from tokenreel.recorder.client.bounded_http import MAX_FINGERPRINT_BYTES, Refused, get_bounded
+from tokenreel.recorder.client.request_body import api_key, auth_headers
+from tokenreel.recorder.config import server_root
+from tokenreel.recorder.options import EngineKind
+from tokenreel.recorder.secrets import SECRET_MASK, SECRET_VALUE, is_secret_flag, looks_secret, scrub_secret_flags, scrub_secrets
 from tokenreel.session.model import Arm
 
 MAX_STRING_CHARS = 2000
@@ -101,23 +96,23 @@ def summarize(fp: dict[str, Any], model: str = "") -> dict[str, str]:
     return out
 
 
-def engine_of(fp: dict[str, Any]) -> str:
-    """"vllm", "sglang", "llamacpp" or "" from what the endpoints answered."""
+def engine_of(fp: dict[str, Any]) -> EngineKind:
+    """The engine that answered, from what its endpoints said (its models' owned_by first)."""
     models = fp.get("models")
     owners = {c.get("owned_by") for c in models.get("data", []) if isinstance(c, dict)} if isinstance(models, dict) else set()
     props, info = fp.get("props"), fp.get("server_info")
     if "llamacpp" in owners or (isinstance(props, dict) and "default_generation_settings" in props):
-        return "llamacpp"
+        return EngineKind.LLAMACPP
     if "sglang" in owners or (isinstance(info, dict) and ("internal_states" in info or "speculative_algorithm" in info)):
-        return "sglang"
+        return EngineKind.SGLANG
     if "vllm" in owners or isinstance(fp.get("version"), dict):
-        return "vllm"
-    return ""
+        return EngineKind.VLLM
+    return EngineKind.UNKNOWN
 
 
-def _speculative(fp: dict[str, Any], engine: str) -> str:
+def _speculative(fp: dict[str, Any], engine: EngineKind) -> str:
     """Speculative-decoding settings where the engine exposes them; "off" when it says none."""
-    if engine == "sglang":
+    if engine is EngineKind.SGLANG:
         info = fp.get("server_info") or {}
         algorithm = info.get("speculative_algorithm")
         if not algorithm:
@@ -128,7 +123,7 @@ def _speculative(fp: dict[str, Any], engine: str) -> str:
             if info.get(key) is not None:
                 parts.append(f"{label} {info[key]}")
         return ", ".join(parts)
-    if engine == "llamacpp":
+    if engine is EngineKind.LLAMACPP:
         props = fp.get("props") or {}
         settings = props.get("default_generation_settings") or {}
         params = settings.get("params") or {} if isinstance(settings, dict) else {}
@@ -203,7 +198,8 @@ async def _get_json(
 
 def scrubbed_argv(argv: tuple[str, ...] | list[str]) -> list[str]:
     """A launch command as the fingerprint keeps it: secret flags' values masked, keys dropped."""
-    return _clean(list(argv), None, 0)
+    cleaned: list[str] = _clean(list(argv), None, 0)  # a list of strings stays one
+    return cleaned
 
 
 def _clean(value: Any, key: str | None, depth: int) -> Any:

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import aiohttp
 
-from tokenreel.recorder.client.stream import one_line
-from tokenreel.recorder.config import PORT, Launch, scrub_secret_flags, scrub_secrets
+from tokenreel.recorder.config import PORT, Launch
 from tokenreel.recorder.engines.fingerprint import scrubbed_argv
 from tokenreel.recorder.replicas import arm_view
+from tokenreel.recorder.secrets import one_line, scrub_secret_flags, scrub_secrets
 from tokenreel.session.model import Arm
 
 MAX_LOG_BYTES = 8 * 1024 * 1024  # per arm's log, over all its launches: the rest is counted, not kept
@@ -48,7 +48,8 @@ def free_port() -> int:
     """A TCP port free on loopback now (the kernel's pick); the engine binds it a moment later."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def engine_log_path(session_path: Path, arm_id: str) -> Path:

@@ -22,12 +22,14 @@ import aiohttp
 import orjson
 
 import tokenreel.base.version
-from tokenreel.recorder.client.sse_client import MAX_PREFLIGHT_BYTES, Refused, api_key, auth_headers, get_bounded
-from tokenreel.recorder.client.stream import one_line
+from tokenreel.recorder.client.bounded_http import MAX_PREFLIGHT_BYTES, Refused, get_bounded
+from tokenreel.recorder.client.request_body import api_key, auth_headers
 from tokenreel.recorder.config import default_metrics_url, launch_of, server_root
 from tokenreel.recorder.engines.engine_metrics import MetricsUnavailable, fetch_snapshot
 from tokenreel.recorder.engines.fingerprint import card_context_length
+from tokenreel.recorder.options import Api
 from tokenreel.recorder.replicas import replica_arm, replica_name
+from tokenreel.recorder.secrets import one_line
 from tokenreel.recorder.suites import chat_messages, completion_text
 from tokenreel.session.model import Arm, Prompt, Settings
 
@@ -166,7 +168,7 @@ async def _longest_prompt_tokens(http: aiohttp.ClientSession, arm: Arm, prompts:
     longest = 0
     for prompt in prompts:
         body: dict[str, Any] = {"model": arm.model}
-        if arm.api == "chat":
+        if arm.api == Api.CHAT:
             body["messages"] = chat_messages(prompt)
         else:
             body["prompt"] = completion_text(prompt)

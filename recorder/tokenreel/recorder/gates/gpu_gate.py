@@ -30,6 +30,13 @@ from typing import Any, Callable
 from tokenreel.session.gpu import GpuCheck, GpuDevice, GpuProcess
 from tokenreel.session.gpu_validate import bound_gpu
 
+try:
+    import pynvml
+except ImportError:  # an optional extra (tokenreel[gpu]): `read_gpus` says how to install it
+    HAS_NVML = False
+else:
+    HAS_NVML = True
+
 POLL_S = 1.0  # NVML's utilisation is an average over its last sample period (up to a second)
 PROC = Path("/proc")
 GIB = 2**30
@@ -63,9 +70,7 @@ class EngineProcesses:
 
 def read_gpus() -> GpuSnapshot:
     """Read every GPU once; NoNvml (with the reason) when the package or the driver is absent."""
-    try:
-        import pynvml
-    except ImportError:
+    if not HAS_NVML:
         raise NoNvml(
             "NVML not readable: the nvidia-ml-py package is not installed (pip install 'tokenreel[gpu]');"
             " the GPU is not checked or archived"

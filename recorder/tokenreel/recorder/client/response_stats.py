@@ -1,0 +1,90 @@
+"""What the engine said of one request, beside its tokens: speculative-decoding acceptance and
+its own figures (`Acceptance`, `EngineFigures`), each value checked before the archive takes it."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tokenreel.session.model import MAX_COUNT, MAX_TOKENS_PER_SECOND, Acceptance, EngineFigures
+
+
+def response_acceptance(spec: tuple[str, dict[str, Any]] | None) -> Acceptance | None:
+    """Acceptance for this request alone, from vLLM, SGLang or llama.cpp per-response stats."""
+    if spec is None:
+        return None
+    source, d = spec
+    if source == "timings":  # llama.cpp: drafted and accepted tokens, no count of verify steps
+        draft_tokens, accepted = _num(d.get("draft_n")), _num(d.get("draft_n_accepted"))
+        drafts, mean_length, rate = None, None, None
+    elif source == "sglext.spec_tokens_details":
+        drafts, draft_tokens = _num(d.get("spec_verify_ct")), _num(d.get("spec_num_proposed_drafts"))
+        accepted = _num(d.get("spec_num_correct_drafts"))
+        mean_length, rate = _num(d.get("spec_accept_length")), _num(d.get("spec_accept_rate"))
+    else:
+        drafts = _num(d.get("num_spec_steps", d.get("num_drafts")))
+        draft_tokens = _num(d.get("num_draft_tokens"))
+        accepted = _num(d.get("num_accepted_draft_tokens", d.get("num_accepted_tokens")))
+        mean_length, rate = _num(d.get("mean_acceptance_length")), _num(d.get("draft_acceptance_rate"))
+    if drafts and accepted is not None:
+        mean_length = 1.0 + accepted / drafts
+    if draft_tokens and accepted is not None:
+        rate = accepted / draft_tokens
+    if mean_length is None and rate is None:
+        return None
+    return Acceptance(mean_length, rate, drafts, draft_tokens, accepted, source)
+
+
+def engine_figures(timings: dict[str, Any] | None, usage: dict[str, Any] | None) -> tuple[EngineFigures, str]:
+    """The engine's own figures of one request (`EngineFigures`), and what was dropped as impossible.
+
+    llama.cpp's final `timings`: decode = (predicted_n - 1) / predicted_ms, tokenreel's definition
+    (the first token comes from the prompt's batch; see EngineFigures), prompt = prompt_n (the
+    tokens prefilled) + cache_n (those taken from its cache). vLLM and SGLang: `usage.prompt_tokens`
+    and `usage.prompt_tokens_details.cached_tokens` (no per-request decode figure in their stream).
+    """
+    dropped: list[str] = []
+    if timings is not None:
+        predicted_n, predicted_ms = _num(timings.get("predicted_n")), _num(timings.get("predicted_ms"))
+        processed, cached = _count(timings.get("prompt_n")), _count(timings.get("cache_n"))
+        decode = None
+        if predicted_n is not None and predicted_n > 1 and predicted_ms:
+            decode = (predicted_n - 1) * 1000.0 / predicted_ms
+            if decode > MAX_TOKENS_PER_SECOND:
+                dropped.append(f"decode of {decode:g} tok/s (predicted_n {predicted_n:g} in {predicted_ms:g} ms)")
+                decode = None
+        prompt = processed + cached if processed is not None and cached is not None else None
+        return EngineFigures(decode, prompt, cached, "llama.cpp timings"), ", ".join(dropped)
+    if usage is None:
+        return EngineFigures(), ""
+    prompt = _count(usage.get("prompt_tokens"))
+    details = usage.get("prompt_tokens_details")
+    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
+    if cached is not None and prompt is not None and cached > prompt:
+        dropped.append(f"cached_tokens {cached} of a {prompt}-token prompt")
+        cached = None
+    if prompt is None and cached is None:
+        return EngineFigures(), ", ".join(dropped)
+    source = "usage.prompt_tokens_details" if cached is not None else "usage"
+    return EngineFigures(None, prompt, cached, source), ", ".join(dropped)
+
+
+def _count(value: Any) -> int | None:
+    """A token count the archive takes (an integer from 0 to MAX_COUNT), or None."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+        return None
+    return value
+
+
+def _num(value: Any) -> float | None:
+    """A finite non-negative number, or None (the archive accepts nothing else)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return None
+    return float(value)
+
+
+def clean_usage(usage: dict[str, Any] | None) -> dict[str, int] | None:
+    """Keep the integer counts; nested details and nulls are dropped (the archive stores ints)."""
+    if usage is None:
+        return None
+    return {k: v for k, v in usage.items() if isinstance(v, int) and not isinstance(v, bool) and v >= 0}
