@@ -20,7 +20,7 @@ from tokenreel.simulator.profiles import SEED_LADDER, Profile
 from tokenreel.simulator.server import SimCluster, running
 
 FAST = 0.02  # time scale: 50x faster than the profiles' real timing
-# Handed out first, as it takes longest; the Ray group keeps its place, so the two seldom meet.
+# Handed out first, as it takes longest (the worker with it takes the modules as it gets free).
 FIRST_GROUPS = ("engine",)
 
 
