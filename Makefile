@@ -48,10 +48,10 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 
-# The tests on TEST_WORKERS processes (pytest-xdist), each xdist group on one of them
-# (tests/conftest.py: a module's tests, the Ray tests, the real-engine tests), then the 15 slowest.
+# The tests on TEST_WORKERS processes (pytest-xdist), each module's on one of them (tests/conftest.py),
+# then the 15 slowest.
 TEST_WORKERS ?= 2
-PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=15
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 test: $(STAMP) tools engine
 	$(BIN)/python .ci/check_lock.py

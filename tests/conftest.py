@@ -1,11 +1,9 @@
 """Shared fixtures: simulated endpoints on loopback (vLLM-shaped unless a profile names another
 engine: `dataclasses.replace(profile, engine="sglang")`), reached through real sockets.
 
-Under pytest-xdist (`make test` runs `-n 2 --dist loadgroup`) every test gets an xdist group, so a
-group runs on one worker, one test after another: a module's tests by default (its module-scoped
-fixtures, like a recorded ladder or a built wheel, are made once), every test that uses the one
-local Ray head together, and every real-engine test together (their llama-server arms never race
-each other for the two cores).
+Under pytest-xdist (`make test` runs `-n 2 --dist loadfile`) a module's tests run on one worker,
+one after another, so its module-scoped fixtures (a recorded ladder, a built wheel) are made once.
+(xdist_group marks do nothing with pytest 9: xdist 3.8 renames `item._nodeid`, which pytest 9 no longer reads.)
 """
 
 from __future__ import annotations
@@ -20,27 +18,11 @@ from tokenreel.simulator.profiles import SEED_LADDER, Profile
 from tokenreel.simulator.server import SimCluster, running
 
 FAST = 0.02  # time scale: 50x faster than the profiles' real timing
-# Handed out first, as it takes longest (the worker with it takes the modules as it gets free).
-FIRST_GROUPS = ("engine",)
 
 
-def xdist_group(item: pytest.Item) -> str:
-    """The group a test runs in: the engine's, the Ray head's, else its module's."""
-    if item.get_closest_marker("engine"):
-        return "engine"
-    if "ray_head" in getattr(item, "fixturenames", ()):
-        return "ray"
-    return item.nodeid.split("::")[0]
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks into the node ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    groups = {item: xdist_group(item) for item in items}
-    for item, group in groups.items():
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(group))
-    rank = {group: n for n, group in enumerate(FIRST_GROUPS)}
-    items.sort(key=lambda item: rank.get(groups[item], len(rank)))  # stable: modules keep their order
+    """The real-engine tests' modules first: they take longest, so a worker starts them while the other takes the rest."""
+    items.sort(key=lambda item: item.get_closest_marker("engine") is None)  # stable: modules keep their order
 
 
 @pytest.fixture(scope="module")
