@@ -48,17 +48,22 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 
+# The tests on TEST_WORKERS processes (pytest-xdist), each module's on one of them (tests/conftest.py),
+# then the 15 slowest.
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15
+
 test: $(STAMP) tools engine
 	$(BIN)/python .ci/check_lock.py
 	$(MAKE) --no-print-directory lint
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 	$(BIN)/tokenreel verify sessions/ docs/
 
 # Everything but the real-engine tests (pytest -m engine), and no engine build.
 test-fast: $(STAMP) tools
 	$(BIN)/python .ci/check_lock.py
 	$(MAKE) --no-print-directory lint
-	$(BIN)/python -m pytest -q -m "not engine"
+	$(PYTEST) -m "not engine"
 
 # The real-engine tests' llama.cpp (llama-server, llama-quantize: pinned in tests/engines/build.py)
 # and their generated models, built once into $${TOKENREEL_CACHE:-$$HOME/.cache/tokenreel} and

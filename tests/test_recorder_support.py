@@ -36,7 +36,8 @@ def arm_for(cluster: SimCluster, profile_id: str, **changes: Any) -> Arm:
 
 def fast_settings(**changes: Any) -> Settings:
     base = Settings(
-        prompts="builtin:ladder4", max_tokens=96, warmup=0, repeats=1, idle_wait_s=1.0, timeouts=dict(FAST_TIMEOUTS)
+        prompts="builtin:ladder4", max_tokens=96, warmup=0, repeats=1, idle_wait_s=1.0, timeouts=dict(FAST_TIMEOUTS),
+        host_wait_s=0.5,  # not 5 s per arm: these runs are not about the host, and the test run loads it
     )
     return replace(base, **changes)
 
