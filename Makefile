@@ -48,22 +48,28 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 
-# The tests on TEST_WORKERS processes (pytest-xdist), each module's on one of them (tests/conftest.py),
-# then the 15 slowest.
+# The tests on TEST_WORKERS processes (pytest-xdist), each module's on one of them, so its module
+# fixtures (a recorded ladder, a built wheel) are made once; then, one at a time, the modules that
+# must not run beside each other: the real-engine tests (each starts llama-servers) and the Ray
+# tests (one Ray head per process; they count the recorder workers on the machine). Each step ends
+# with its 15 slowest tests.
 TEST_WORKERS ?= 2
-PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15
+ALONE := tests/test_engine_build.py tests/test_engine_llamacpp.py tests/test_engine_sweep.py tests/test_launch.py \
+	tests/test_ray.py tests/test_record_ray.py
+PYTEST := $(BIN)/python -m pytest -q --durations=15
+PARALLEL := $(PYTEST) -n $(TEST_WORKERS) --dist loadfile $(ALONE:%=--ignore=%)
 
-test: $(STAMP) tools engine
+test: $(STAMP) tools engine lint
 	$(BIN)/python .ci/check_lock.py
-	$(MAKE) --no-print-directory lint
-	$(PYTEST)
+	$(PARALLEL)
+	$(PYTEST) $(ALONE)
 	$(BIN)/tokenreel verify sessions/ docs/
 
 # Everything but the real-engine tests (pytest -m engine), and no engine build.
-test-fast: $(STAMP) tools
+test-fast: $(STAMP) tools lint
 	$(BIN)/python .ci/check_lock.py
-	$(MAKE) --no-print-directory lint
-	$(PYTEST) -m "not engine"
+	$(PARALLEL)
+	$(PYTEST) -m "not engine" $(ALONE)
 
 # The real-engine tests' llama.cpp (llama-server, llama-quantize: pinned in tests/engines/build.py)
 # and their generated models, built once into $${TOKENREEL_CACHE:-$$HOME/.cache/tokenreel} and

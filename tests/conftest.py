@@ -3,7 +3,6 @@ engine: `dataclasses.replace(profile, engine="sglang")`), reached through real s
 
 Under pytest-xdist (`make test` runs `-n 2 --dist loadfile`) a module's tests run on one worker,
 one after another, so its module-scoped fixtures (a recorded ladder, a built wheel) are made once.
-(xdist_group marks do nothing with pytest 9: xdist 3.8 renames `item._nodeid`, which pytest 9 no longer reads.)
 """
 
 from __future__ import annotations
@@ -18,11 +17,6 @@ from tokenreel.simulator.profiles import SEED_LADDER, Profile
 from tokenreel.simulator.server import SimCluster, running
 
 FAST = 0.02  # time scale: 50x faster than the profiles' real timing
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The real-engine tests' modules first: they take longest, so a worker starts them while the other takes the rest."""
-    items.sort(key=lambda item: item.get_closest_marker("engine") is None)  # stable: modules keep their order
 
 
 @pytest.fixture(scope="module")
