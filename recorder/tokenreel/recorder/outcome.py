@@ -1,6 +1,6 @@
 """What a finished recording says and how it exits, decided once for `record` and `demo`.
 
-The exit code follows the endpoint, not the machine (issue 21): 1 only when the endpoint failed
+The exit code follows the endpoint, not the machine: 1 only when the endpoint failed
 a run (errors, timeouts, a wrong length, a busy endpoint, other traffic during a run); runs the
 recorder took on a busy machine are kept when their times are exact, and said in one line.
 """

@@ -1,4 +1,4 @@
-"""Replicas (issue 28, item 1): one arm served by several endpoints, one per GPU or node.
+"""Replicas: one arm served by several endpoints, one per GPU or node.
 
 `record` shards the prompts across the replicas, and each replica runs the whole ladder on its
 shard: its arms strictly one after another (on that replica's endpoints, so no two arms ever

@@ -13,7 +13,7 @@ T = TypeVar("T")
 
 
 class RecordSignals:
-    """Ctrl-C and SIGTERM while recording (issue 11, item 8), the one rule: SIGTERM behaves like
+    """Ctrl-C and SIGTERM while recording, the one rule: SIGTERM behaves like
     Ctrl-C. The first stops the recording: during the runs the recording task is cancelled, so
     it stops at its next await with every completed run already saved (never mid-save);
     anywhere else the command stops at its next `check` (raising KeyboardInterrupt there). One line is printed and the exit code is

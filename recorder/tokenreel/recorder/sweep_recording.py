@@ -1,4 +1,4 @@
-"""`tokenreel sweep`: each arm alone, at rising concurrency levels (issue 27, item 1).
+"""`tokenreel sweep`: each arm alone, at rising concurrency levels.
 
 For each arm in turn (never two arms at once), and for each level N in rising order: the idle
 gate (the endpoint must be idle, as before every `record` run), then N warmup requests at once

@@ -31,7 +31,7 @@ from tokenreel.renderer.text import fonts
 from tokenreel.session.archive import read_input
 
 FORMAT = "tokenreel.render"
-# 2 (issue 11): the manifest carries SEAL, the SHA-256 of its own content, so an edit to any of
+# 2: the manifest carries SEAL, the SHA-256 of its own content, so an edit to any of
 # its fields (versions, encoder_args, poster_frame, output...) is detected. Version 1 (no seal)
 # is still read, but verify can then only report it unverified (exit 2).
 VERSION = 2
@@ -40,7 +40,7 @@ SEAL = "manifest_sha256"
 UNSEALED = "a version-1 manifest carries no seal, so edits to it cannot be detected; re-render to write a sealed one"
 SUFFIX = ".render.json"
 VERSION_KEYS = ("tokenreel", "pillow", "numpy", "ffmpeg", "ffmpeg_binary", "python")
-# Written since text shaping (issue 9): how glyphs are laid out and rasterised. Optional when
+# Written since text shaping: how glyphs are laid out and rasterised. Optional when
 # reading, so manifests written before them still verify (they drew with the basic layout).
 LAYOUT_KEYS = ("text_engine", "freetype", "harfbuzz", "uharfbuzz", "freetype_shaped", "freetype-py", "python-bidi")
 PRE_ENGINE_KEYS = ("layout_engine", "raqm", "fribidi")  # written while Pillow's raqm shaped text

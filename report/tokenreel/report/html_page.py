@@ -300,7 +300,7 @@ def _run_contended(run: Run) -> str:
 
 
 def _run_clock(run: Run, selection: RunSelection) -> str:
-    """Which clock stamped the run (issue 13), the client's delay, and what the policy made of it."""
+    """Which clock stamped the run, the client's delay, and what the policy made of it."""
     clock = run.clock
     if clock is None:
         return "user (recorded before kernel times)"

@@ -97,7 +97,7 @@ def acceptance_notes(report: dict[str, Any]) -> list[str]:
 
 def engine_notes(report: dict[str, Any]) -> list[str]:
     """The engine's own figures beside ours: decode agreement and prompt-cache hits, per arm,
-    each missing one said with its reason (a report built before issue 29 has neither)."""
+    each missing one said with its reason (a report built by an older tokenreel has neither)."""
     labels = {a["arm"]: a["label"] for a in report["arms"]}
     lines = []
     for row in report.get("engine_agreement", []):

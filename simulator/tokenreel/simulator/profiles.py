@@ -50,7 +50,7 @@ class Profile:
     original model's, as quantized weights may (`tokenreel report` and `render --answer-badge`
     show it); a drafter arm keeps its target's value, since speculative decoding is lossless.
 
-    Batching (issue 27): b is the number of requests the engine is running (the one timed
+    Batching: b is the number of requests the engine is running (the one timed
     included). A step is one forward pass of the target model over n tokens: n = b plain, or
     n = b * (spec_k + 1) while drafting (each request's k drafts plus its bonus position are
     verified). It costs load(n) plain single-request steps,
@@ -68,7 +68,7 @@ class Profile:
     requests the engine stops drafting (vLLM's speculative_disable_by_batch_size): a plain step
     yielding 1 token, no draft counted. Acceptance stays per category whatever b. With the
     defaults (batch_slope 0, drafting always on) the step time ignores b: requests in flight
-    never slow each other, as before issue 27; batch_flat_tokens >= spec_k + 1 keeps one
+    never slow each other, as without batching; batch_flat_tokens >= spec_k + 1 keeps one
     request memory-bound, so a request alone is timed exactly as without the model.
     """
 

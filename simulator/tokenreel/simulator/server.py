@@ -62,7 +62,7 @@ MAX_PORT = 65535
 
 
 def exposure(host: str) -> str | None:
-    """Where a simulator may listen (issue 11, item 11), the one rule: an explicit IP address
+    """Where a simulator may listen, the one rule: an explicit IP address
     (or "localhost"), never "" or a name that would quietly mean every interface. None for
     loopback; for any other address, the warning to print loudly (the simulator has no
     authentication on its OpenAI routes and is reachable from other machines there).

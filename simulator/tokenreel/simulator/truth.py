@@ -105,7 +105,7 @@ def pair(arm: str, runs: Sequence[Run], streams: Sequence[SentStream]) -> list[t
     pairs = []
     for run in sorted((run for run in runs if run.arm == arm and run.status == "ok"), key=_sent_at):
         if run.response_id is None:
-            raise ValueError(f"{_name(run)}: no response id (recorded before issue 27, or the server sent none); record it again")
+            raise ValueError(f"{_name(run)}: no response id (recorded by an older tokenreel, or the server sent none); record it again")
         stream = by_id.get(run.response_id)
         if stream is None:
             raise ValueError(

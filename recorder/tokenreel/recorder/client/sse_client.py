@@ -13,7 +13,7 @@ and `readany` the fidelity bench keeps up at 50,000 tok/s (decode error <= 0.1%,
 writes) and its 10,000 tok/s latency p99 drops from ~2 ms to ~0.1 ms.
 
 Each read also gets the kernel's receive time where the platform gives it (Linux, TLS too:
-`recorder.kernel_clock`, issue 13); after the stream those replace the user-space stamps as the
+`recorder.kernel_clock`); after the stream those replace the user-space stamps as the
 events' times, which a busy client cannot skew, and the run's Clock says which clock it used.
 
 Every failure becomes a `failed` Run with a one-line error saying what happened and what to do,

@@ -1,6 +1,6 @@
 """Where `record --ray` starts each replica's recorder worker: on the node that serves it.
 
-Timestamps belong next to the engine (issue 28), so a worker goes either where the config's
+Timestamps belong next to the engine, so a worker goes either where the config's
 `[session] ray_resources` names (a Ray custom resource per replica, declared by its node with
 `ray start --resources='{"NAME": 1}'`), or, without it, by node affinity to the node whose IP
 the replica's endpoints resolve to (a loopback endpoint: the driver's own node). A replica whose

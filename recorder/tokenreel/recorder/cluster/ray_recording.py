@@ -1,4 +1,4 @@
-"""`record --ray` (issue 28, item 2): one recorder worker per replica, on the node that serves it.
+"""`record --ray`: one recorder worker per replica, on the node that serves it.
 
 Each replica's worker is a Ray actor placed next to its engines (`ray_placement`), so the
 kernel's receive times are taken there, not across the network. It runs that replica's part of

@@ -1,4 +1,4 @@
-"""Arms that start their own engine (issue 29, item 1): `record` launches an arm's engine for its
+"""Arms that start their own engine: `record` launches an arm's engine for its
 turn and stops it after, so no two launched engines ever share the GPU.
 
 The engine runs in a session (and process group) of its own, without a shell, its output read

@@ -1,4 +1,4 @@
-"""The GPU gate: is the GPU idle before an arm whose engine runs on this machine? (issue 29)
+"""The GPU gate: is the GPU idle before an arm whose engine runs on this machine?
 
 Two arms sharing a GPU measure each other. Before each arm, NVML (the `nvidia-ml-py` package,
 `pip install 'tokenreel[gpu]'`) lists every GPU's compute processes and utilisation. A process

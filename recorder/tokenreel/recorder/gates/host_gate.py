@@ -1,4 +1,4 @@
-"""The host gate: was the engine disturbed by its own host? (issue 21)
+"""The host gate: was the engine disturbed by its own host?
 
 A recording client that wakes late does not make its kernel-clock times wrong, and says nothing
 about the engine's host when the endpoint is remote. What can disturb the arm is CPU pressure on
