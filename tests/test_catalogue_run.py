@@ -31,7 +31,7 @@ def jobs_in(folder: Path) -> list[Job]:
     return catalogue([session], folder / "DIR", BASE, layouts(["320x180"]), ["dark", "light"], ["code-1", "prose-1"])
 
 
-def local_chunks(plan, fmt, ffmpeg, spans, done, stop=None):  # noqa: ANN001, ANN201: a ray_chunks.run_chunks stand-in
+def local_chunks(plan, fmt, ffmpeg, spans, done, stop=None):  # a ray_chunks.run_chunks stand-in
     results = [encode_chunk(plan, fmt, ffmpeg, first, end) for first, end in spans]
     done(sum(end - first for first, end in spans))
     return results
