@@ -64,13 +64,19 @@ def main() -> None:
     args = parser.parse_args()
     if args.compare:
         raise SystemExit(compare(*args.compare))
-    machine = f"{platform.machine()} {platform.platform()}, Python {platform.python_version()}, raqm/FriBiDi present: {features.check('raqm')}"
+    machine = (
+        f"{platform.machine()} {platform.platform()}, Python {platform.python_version()}, "
+        f"raqm/FriBiDi present: {features.check('raqm')}"
+    )
     print(machine)
     renders = {}
     for path in args.manifests:
         result = frame_hashes(path)
         renders[path.name] = result
-        print(f"  {path.name}: {len(result['frames'])} frames rendered; manifest hashes matched: {result['match_manifest']} of {result['manifest_hashes']}")
+        print(
+            f"  {path.name}: {len(result['frames'])} frames rendered; "
+            f"manifest hashes matched: {result['match_manifest']} of {result['manifest_hashes']}"
+        )
     report = {"machine": machine, "versions": fonts.layout_versions(), "renders": renders}
     if args.out:
         args.out.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))

@@ -233,7 +233,9 @@ async def measure(client: StampedClient, floor: FloorReader, server: ReferenceSe
     gap, latency = gap_and_latency_us(arrivals, server.log().write_ns)
     _, fig = await record(client, server, case)
     p99 = float(np.percentile(gap, 99)), float(np.percentile(latency, 99))
-    return Figures(**{**{f.name: getattr(fig, f.name) for f in fields(Figures)}, "floor_gap_p99_us": p99[0], "floor_latency_p99_us": p99[1]})
+    return Figures(
+        **{**{f.name: getattr(fig, f.name) for f in fields(Figures)}, "floor_gap_p99_us": p99[0], "floor_latency_p99_us": p99[1]}
+    )
 
 
 def figures(run: Run, log: StreamLog, case: Case, built_ns: int, cpu_ns: int) -> Figures:
@@ -321,7 +323,10 @@ async def wakeup_cpu_us(period_s: float, wakeups: int) -> float:
 async def session_figures(client: StampedClient, server: ReferenceServer, tokens: int, judged: bool) -> None:
     """Record `tokens` one per event, save the session, time loading it and weigh it."""
     case = Case(SESSION_TOK_S, 1, tokens)
-    print(f"\n{tokens:,}-token session: recorded by the real client at {SESSION_TOK_S:,} tok/s, 1 token per event ({tokens / SESSION_TOK_S:.0f} s)")
+    print(
+        f"\n{tokens:,}-token session: recorded by the real client at {SESSION_TOK_S:,} tok/s, "
+        f"1 token per event ({tokens / SESSION_TOK_S:.0f} s)"
+    )
     run, fig = await record(client, server, case)
     print(HEADER)
     print(row(case, fig, verdict(case, fig)))
@@ -338,8 +343,14 @@ async def session_figures(client: StampedClient, server: ReferenceServer, tokens
             loads.append(time.perf_counter() - start)
     load_s, per_token = statistics.median(loads), size / tokens
     mark = (lambda ok: "PASS" if ok else "FAIL") if judged else (lambda ok: "(quick: not judged)")
-    print(f"  archive {size / 2**20:.1f} MiB = {per_token:.1f} bytes/token (target < {BYTES_PER_TOKEN_TARGET:g})   {mark(per_token < BYTES_PER_TOKEN_TARGET)}")
-    print(f"  load    median {load_s:.2f} s   runs {' '.join(f'{s:.2f}' for s in loads)} (target < {LOAD_TARGET_S:g} s)   {mark(load_s < LOAD_TARGET_S)}")
+    print(
+        f"  archive {size / 2**20:.1f} MiB = {per_token:.1f} bytes/token (target < {BYTES_PER_TOKEN_TARGET:g})   "
+        f"{mark(per_token < BYTES_PER_TOKEN_TARGET)}"
+    )
+    print(
+        f"  load    median {load_s:.2f} s   runs {' '.join(f'{s:.2f}' for s in loads)} (target < {LOAD_TARGET_S:g} s)   "
+        f"{mark(load_s < LOAD_TARGET_S)}"
+    )
 
 
 @dataclass(frozen=True)
@@ -416,7 +427,8 @@ def hog() -> None:
 
 CLOCK_HEADER = (
     f"{'load':<10} {'tok/s':>6} {'runs':>4} | {'TTFT err kernel p50':>19} {'p99':>6} | {'user p50':>8} {'p99':>6}"
-    f" | {'decode worst kernel':>19} {'user':>8} | {'shared':>6} {'first':>5} {'last':>5} | {'delay p99':>9} {'busy':>4} | {'window p99':>10}"
+    f" | {'decode worst kernel':>19} {'user':>8} | {'shared':>6} {'first':>5} {'last':>5}"
+    f" | {'delay p99':>9} {'busy':>4} | {'window p99':>10}"
 )
 
 
@@ -428,9 +440,11 @@ def clock_row(load: str, tok_s: int, runs: list[ClockRun]) -> str:
     worst = {name: max((r.decode_err_pct[name] for r in runs), key=abs) for name in ("kernel", "user")}
     shared = sum(r.shared_events for r in runs) / max(sum(r.token_events for r in runs), 1) * 100
     return (
-        f"{load:<10} {tok_s:>6,} {len(runs):>4} | {pct(kernel, 50):>16.3f} ms {pct(kernel, 99):>6.3f} | {pct(user, 50):>5.3f} ms {pct(user, 99):>6.3f}"
+        f"{load:<10} {tok_s:>6,} {len(runs):>4} | {pct(kernel, 50):>16.3f} ms {pct(kernel, 99):>6.3f}"
+        f" | {pct(user, 50):>5.3f} ms {pct(user, 99):>6.3f}"
         f" | {worst['kernel']:>+18.4f}% {worst['user']:>+7.3f}% | {shared:>5.1f}% {sum(r.first_shared for r in runs):>5}"
-        f" {sum(r.last_shared for r in runs):>5} | {statistics.median(r.delay_p99_ms for r in runs):>6.2f} ms {sum(r.busy for r in runs):>4}"
+        f" {sum(r.last_shared for r in runs):>5} | {statistics.median(r.delay_p99_ms for r in runs):>6.2f} ms"
+        f" {sum(r.busy for r in runs):>4}"
         f" | {pct([r.window_ms for r in runs], 99):>7.3f} ms"
     )
 
@@ -527,8 +541,13 @@ def main() -> None:
         args.repeats, args.seconds, args.min_events, args.max_seconds, args.session_tokens = 1, 0.2, 100, 1.0, 100_000
         args.load_runs = 5
     clock = time.get_clock_info("perf_counter")
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), "?")
-    print(f"machine: {os.cpu_count()} CPUs ({cpu}), load average {os.getloadavg()[0]:.2f}, Python {platform.python_version()}, aiohttp {aiohttp.__version__}")
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), "?"
+    )
+    print(
+        f"machine: {os.cpu_count()} CPUs ({cpu}), load average {os.getloadavg()[0]:.2f}, "
+        f"Python {platform.python_version()}, aiohttp {aiohttp.__version__}"
+    )
     print(f"clock: perf_counter_ns = {clock.implementation} in client and server (one machine, one clock)")
     if "CLOCK_MONOTONIC" not in clock.implementation:
         sys.exit("perf_counter is not CLOCK_MONOTONIC here: client and server stamps cannot be compared")

@@ -242,7 +242,10 @@ def main() -> None:
         if args.mp4_only:
             alone, _, _, alone_cpu = ffmpeg_alone(session_file, options, work, args.repeats)
             wall, _, _, cpu = timed("(b) render, workers=1", args.repeats, render_command(session_file, work / "w1.mp4", 1))
-            print(f"\n{args.text}: render / ffmpeg alone {wall / alone:5.2f} (wall), {cpu / alone_cpu:5.2f} (CPU)   video s / render s {video_s / wall:5.2f}")
+            print(
+                f"\n{args.text}: render / ffmpeg alone {wall / alone:5.2f} (wall), {cpu / alone_cpu:5.2f} (CPU)   "
+                f"video s / render s {video_s / wall:5.2f}"
+            )
             return
 
         webm = {}

@@ -206,7 +206,10 @@ def main() -> None:
     counts = [int(n) for n in args.replicas.split(",")]
     where = f", on Ray ({args.ray}: one recorder worker per replica)" if args.ray else ""
     print(f"seed ladder, {PROMPTS}, {args.max_tokens} tokens, 1 warmup + {args.repeats} run(s), time scale {args.time_scale}{where}")
-    print(f"{'replicas':>8} {'wall':>8} {'speed-up':>8} {'recording':>9} {'speed-up':>8} | {'pooled':>7} {'95 % interval':>15} | per replica (last vs first) | vs one replica on its shard | recorder vs simulator log")
+    print(
+        f"{'replicas':>8} {'wall':>8} {'speed-up':>8} {'recording':>9} {'speed-up':>8} | {'pooled':>7} {'95 % interval':>15}"
+        " | per replica (last vs first) | vs one replica on its shard | recorder vs simulator log"
+    )
     base_wall = base_recording = one = None
     with tempfile.TemporaryDirectory(prefix="tokenreel-replicas-") as tmp:
         for count in counts:

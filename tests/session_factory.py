@@ -97,7 +97,9 @@ def _run(arm_id: str, prompt_id: str, index: int, chunks: Chunks, acceptance: fl
     )
 
 
-def suite(arms: Sequence[tuple[str, str, int]], categories: Sequence[str] = ("prose", "code", "reasoning"), per_category: int = 2) -> Session:
+def suite(
+    arms: Sequence[tuple[str, str, int]], categories: Sequence[str] = ("prose", "code", "reasoning"), per_category: int = 2
+) -> Session:
     """A suite of per_category prompts in each category ("prose-1", ...), one run per arm and
     prompt: arm (id, label, ms per token) streams 24 words, a little slower on some prompts than
     others (by prompt and arm alike), so its speed-up over another arm varies and has an interval."""

@@ -65,7 +65,8 @@ def test_sessions_without_the_clock_still_load_and_save(tmp_path: Path) -> None:
     ("change", "field", "problem"),
     [
         (lambda run: run["chunks"].update(client_delay_us=[1]), "runs[0].chunks.client_delay_us", "has 1 entries"),
-        (lambda run: run["chunks"].update(client_delay_us=[-1] * len(run["chunks"]["t_ns"])), "runs[0].chunks.client_delay_us[0]", "microseconds"),
+        (lambda run: run["chunks"].update(client_delay_us=[-1] * len(run["chunks"]["t_ns"])),
+         "runs[0].chunks.client_delay_us[0]", "microseconds"),
         (lambda run: run["clock"].update(source="tsc"), "runs[0].clock.source", "must be one of kernel, user"),
         (lambda run: run["clock"].update(delay_p99_ms=float("nan")), "runs[0].clock.delay_p99_ms", "finite"),
         (lambda run: run.update(client_busy="yes"), "runs[0].client_busy", "true or false"),

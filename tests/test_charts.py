@@ -164,7 +164,10 @@ def test_category_speedups_are_the_reports(demo: Session, demo_charts: Path) -> 
         assert f"| {category.capitalize()} |" in markdown and f"| {speedup} |" in markdown
         assert speedup in texts
     title = ET.parse(demo_charts / "categories.svg").getroot().find(f"{SVG}title").text
-    assert f"code {report['ladder'][-1]['label']}: {multiplier(report['categories']['code'][last] / report['categories']['code'][base])}" in title
+    assert (
+        f"code {report['ladder'][-1]['label']}: "
+        f"{multiplier(report['categories']['code'][last] / report['categories']['code'][base])}"
+    ) in title
 
 
 def test_race_curve_reaches_each_arms_tokens_at_its_last_token(demo: Session) -> None:

@@ -101,7 +101,9 @@ def test_four_prompts_cannot_tell_and_say_why(tmp_path: Path) -> None:
     result = invoke("compare", SEED, copy)
     assert result.exit_code == 3
     note = "n = 4 prompts: no interval (it needs 6)"
-    assert result.stderr.strip() == f"can't tell yet: ladder (decode tok/s, gated, ±2 %): 6 can't tell yet (all: {note}); 12 cells (not gated): 12 same"
+    assert result.stderr.strip() == (
+        f"can't tell yet: ladder (decode tok/s, gated, ±2 %): 6 can't tell yet (all: {note}); 12 cells (not gated): 12 same"
+    )
     assert f"| Original · bf16 | 97.1 | 97.1 | 0.00 % | — | 1.00x | 1.00x | can't tell yet: {note} |" in result.stdout
     code, data = compare_json(SEED, copy)
     assert code == 3 and data["outcome"] == CANT_TELL
@@ -266,7 +268,9 @@ def test_cells_without_a_run_lead_the_verdict(tmp_path: Path) -> None:
     result = invoke("compare", SEED, edited(tmp_path, "busy.json", contend))
     assert result.exit_code == 1
     line = result.stderr.strip()
-    assert line.startswith("NOT reproduced: 6 of 12 cells have no usable run on one side (bf16 / reasoning-1: no usable run in B: all 2 runs contended")
+    assert line.startswith(
+        "NOT reproduced: 6 of 12 cells have no usable run on one side (bf16 / reasoning-1: no usable run in B: all 2 runs contended"
+    )
     assert "; and 3 more)" in line and line.endswith("; 6 cells (not gated): 6 same")
 
 
@@ -392,7 +396,10 @@ def test_an_arm_5_percent_off_is_named_and_exits_1(tmp_path: Path, factor: float
     result = invoke("compare", a, b)
     assert result.exit_code == 1
     assert f"spec / quant {verdict} ({prior} [" in result.stderr and result.stderr.startswith("NOT reproduced: ladder")
-    assert f"- spec decode {verdict} (" in result.stdout and f"- spec / base {verdict} ({prior} [{prior}, {prior}]), outside ±2 %" in result.stdout
+    assert (
+        f"- spec decode {verdict} (" in result.stdout
+        and f"- spec / base {verdict} ({prior} [{prior}, {prior}]), outside ±2 %" in result.stdout
+    )
     code, data = compare_json(a, b)
     assert gated_verdicts(data) == {"base": "same", "quant": "same", "spec": verdict,
                                     "quant / base": "same", "spec / base": verdict, "spec / quant": verdict}

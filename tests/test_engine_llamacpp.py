@@ -89,7 +89,8 @@ def write_config(tmp: Path, name: str, servers: dict[str, Server], api: str = "c
     suite.write_text("".join(json.dumps(p) + "\n" for p in (prompts or PROMPTS)))
     lines = [
         "[session]", f'name = "{name}"', f'prompts = "{suite.name}"', f"max_tokens = {max_tokens}",
-        "ignore_eos = true", "temperature = 0", f'prompt_cache = "{prompt_cache}"', f"warmup = {warmup}", f"repeats = {repeats}", "idle_wait_s = 30", "",
+        "ignore_eos = true", "temperature = 0", f'prompt_cache = "{prompt_cache}"', f"warmup = {warmup}", f"repeats = {repeats}",
+        "idle_wait_s = 30", "",
     ]
     for arm_id, server in servers.items():
         lines += ["[[arms]]", f'id = "{arm_id}"', f'base_url = "{server.base_url}"', 'model = "tiny"',
@@ -195,7 +196,9 @@ def test_archived_engine_figures_agree_with_ours(ladder) -> None:
         if figures is None or figures.source != "llama.cpp timings" or figures.decode_tok_s is None:
             wrong.append(f"{run.arm}/{run.prompt}/{run.index}: engine figures {figures}")
         elif abs(figures.decode_tok_s - engine_timing.predicted_per_second) > 0.01 + 1e-4 * figures.decode_tok_s:
-            wrong.append(f"{run.arm}/{run.prompt}/{run.index}: archived {figures.decode_tok_s}, logged {engine_timing.predicted_per_second}")
+            wrong.append(
+                f"{run.arm}/{run.prompt}/{run.index}: archived {figures.decode_tok_s}, logged {engine_timing.predicted_per_second}"
+            )
         elif figures.cached_prompt_tokens != 0 or not figures.prompt_tokens:
             wrong.append(f"{run.arm}/{run.prompt}/{run.index}: prompt {figures.prompt_tokens}, cached {figures.cached_prompt_tokens}")
     assert not wrong, "\n".join(wrong)

@@ -44,7 +44,9 @@ def saturated_psi(path: Path) -> Iterator[Path]:
         staged = path.with_name(path.name + ".new")
         while not stop.is_set():  # replaced whole, as the kernel's file is read whole
             total = (time.monotonic_ns() - start) // 1000
-            staged.write_text(f"some avg10=100.00 avg60=100.00 avg300=100.00 total={total}\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+            staged.write_text(
+                f"some avg10=100.00 avg60=100.00 avg300=100.00 total={total}\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+            )
             os.replace(staged, path)
             time.sleep(0.005)
 

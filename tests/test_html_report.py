@@ -177,7 +177,8 @@ def test_charts_are_inline_svg(browser: Chromium, demo_html: Path) -> None:
     try:
         charts = page.evaluate(
             "Array.from(document.querySelectorAll('figure.chart')).map(f => ({id: f.id,"
-            " svgs: f.querySelectorAll('svg').length, width: f.querySelector('svg') ? f.querySelector('svg').getBoundingClientRect().width : 0,"
+            " svgs: f.querySelectorAll('svg').length,"
+            " width: f.querySelector('svg') ? f.querySelector('svg').getBoundingClientRect().width : 0,"
             " shapes: f.querySelectorAll('path, rect, line, polyline').length}))"
         )
     finally:
@@ -252,7 +253,9 @@ def test_play_at_4x_then_pause_shows_the_tokens_of_the_clock(browser: Chromium, 
         page.close()
 
 
-HOSTILE = ["</script><script>document.title='pwned'</script>", " <img src=x onerror=\"document.title='img'\">", " <b>bold</b>", " &amp; done"]
+HOSTILE = [
+    "</script><script>document.title='pwned'</script>", " <img src=x onerror=\"document.title='img'\">", " <b>bold</b>", " &amp; done"
+]
 
 
 def test_answer_text_is_shown_as_text(browser: Chromium, tmp_path: Path) -> None:

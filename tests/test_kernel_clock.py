@@ -284,7 +284,9 @@ def test_a_busy_run_whose_first_token_shared_its_read_keeps_its_decode_not_its_t
     assert run.client_busy is True and DEFAULT_SELECTION.counts(run) and not DEFAULT_SELECTION.counts_ttft(run)
     from tokenreel.recorder.runner import new_session
 
-    session = new_session("s", Settings(max_tokens=4, ignore_eos=False, warmup=0), [PROMPT], [Arm(id="a", label="a", base_url="http://x/v1", model="m")])
+    session = new_session(
+        "s", Settings(max_tokens=4, ignore_eos=False, warmup=0), [PROMPT], [Arm(id="a", label="a", base_url="http://x/v1", model="m")]
+    )
     session.runs.append(run)
     assert usable_runs(session, "a", "p1") == [run]
 

@@ -107,7 +107,8 @@ def assert_one_at_a_time(session: Session, expected: int) -> None:
     (sim_arm("a", ready_url="ftp://127.0.0.1:{port}/health"), "arms[0].ready_url", "http://"),
     ({"id": "a", "base_url": "http://127.0.0.1:{port}/v1", "model": "m"}, "arms[0].base_url", "{port}"),
     (sim_arm("a", base_url="http://127.0.0.1:8000/v1"), "arms[0].base_url", "with {port} too"),
-    ({"id": "a", "base_url": "http://127.0.0.1:8000/v1", "model": "m", "ready_timeout_s": 5}, "arms[0].ready_timeout_s", "goes with launch"),
+    ({"id": "a", "base_url": "http://127.0.0.1:8000/v1", "model": "m", "ready_timeout_s": 5},
+     "arms[0].ready_timeout_s", "goes with launch"),
 ])
 def test_bad_launch_keys_are_one_line_naming_the_field(tmp_path: Path, arm: dict, field: str, words: str) -> None:
     with pytest.raises(ConfigError) as caught:
@@ -129,7 +130,8 @@ def test_launch_keys_load_and_a_key_in_the_command_is_scrubbed(tmp_path: Path) -
 
 def test_sweep_refuses_launch_in_one_line(tmp_path: Path) -> None:
     config = write_config(tmp_path, [sim_arm("a")])
-    done = subprocess.run([sys.executable, "-m", "tokenreel", "sweep", "--config", str(config), "--concurrency", "1,2", "--out", str(tmp_path / "w.json")],
+    done = subprocess.run([sys.executable, "-m", "tokenreel", "sweep", "--config", str(config), "--concurrency", "1,2",
+                           "--out", str(tmp_path / "w.json")],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert "arm 'a' has launch" in done.stderr and len(done.stderr.strip().splitlines()) == 1

@@ -1,8 +1,9 @@
 """The distribution: one wheel and one sdist that hold the whole program under the one name `tokenreel`.
 
 Each top-level code folder of the checkout (core/, recorder/, renderer/, simulator/, report/, cli/,
-assets/) is a source root holding its part of the `tokenreel` namespace package. These tests build the sdist and the wheel (`python -m build --no-isolation`: the
-venv's locked setuptools, nothing fetched) from a copy of the checkout, so no stale build/ or
+assets/) is a source root holding its part of the `tokenreel` namespace package. These tests build
+the sdist and the wheel (`python -m build --no-isolation`: the venv's locked setuptools, nothing
+fetched) from a copy of the checkout, so no stale build/ or
 *.egg-info can add or hide files, and check them against the source tree file by file.
 (.ci/wheel goes on from there: it installs the wheel into a fresh venv and runs it.)
 """

@@ -177,7 +177,8 @@ def test_without_ray_or_a_cluster_or_with_another_tokenreel_nothing_is_written(r
     for setup, address, said in [
         ("import sys; sys.modules['ray'] = None; ", "local", "tokenreel: --ray needs Ray, an optional extra: pip install 'tokenreel[ray]'"),
         ("", "127.0.0.1:9", "--ray 127.0.0.1:9: no Ray cluster answers there"),
-        ("import tokenreel.base.version; tokenreel.base.version.__version__ = '0.0.0-other'; ", ray_head, "install the same tokenreel[ray] on every node"),
+        ("import tokenreel.base.version; tokenreel.base.version.__version__ = '0.0.0-other'; ", ray_head,
+         "install the same tokenreel[ray] on every node"),
     ]:
         result = subprocess.run([sys.executable, "-c", setup + as_tokenreel, "record", "--config", str(config), "--out",
                                  str(out), "--ray", address], capture_output=True, text=True, timeout=300)

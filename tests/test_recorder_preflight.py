@@ -22,7 +22,10 @@ from tokenreel.session.model import Arm, Settings
 
 def generation_requests(cluster) -> int:
     """Completions requests the simulated engines received (their own request log)."""
-    return sum(len(httpx.get(f"{cluster.root_url(pid)}/sim/requests", headers=cluster.control_headers).json()["requests"]) for pid in cluster.servers)
+    return sum(
+        len(httpx.get(f"{cluster.root_url(pid)}/sim/requests", headers=cluster.control_headers).json()["requests"])
+        for pid in cluster.servers
+    )
 
 
 def test_three_problems_listed_at_once_in_under_a_second_without_recording(tmp_path: Path, make_sim) -> None:

@@ -10,7 +10,8 @@ import pytest
 from tokenreel.recorder.client import wakeup
 
 pytestmark = pytest.mark.skipif(
-    sys.platform != "linux" or platform.machine() not in wakeup._SYSCALLS, reason="sched_setattr numbers known for Linux x86_64/aarch64/riscv64"
+    sys.platform != "linux" or platform.machine() not in wakeup._SYSCALLS,
+    reason="sched_setattr numbers known for Linux x86_64/aarch64/riscv64",
 )
 
 

@@ -63,7 +63,9 @@ def test_markers_go_and_their_text_is_styled() -> None:
     assert "─" * 5 in shown.text and shown.styles[shown.text.index("─")] == RULE
     rows = shown.text.split("\n")
     table = [row for row in rows if row.startswith(("arm", "base", "spec"))]
-    assert len({len(row) for row in table}) == 1 and all(row.index(n) == table[0].index("tok/s") for row, n in zip(table[1:], ("41.2", "97.0"), strict=False))
+    assert len({len(row) for row in table}) == 1 and all(
+        row.index(n) == table[0].index("tok/s") for row, n in zip(table[1:], ("41.2", "97.0"), strict=False)
+    )
     ((start, end, language),) = shown.code
     assert language == "python" and shown.text[start:end].startswith("def accept(draft, target):\n")
 

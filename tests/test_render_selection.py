@@ -42,7 +42,9 @@ def test_an_arm_without_a_usable_run_is_refused_unless_arms_leaves_it_out(tmp_pa
     assert result.exit_code == 2 and not (tmp_path / "v.mp4").exists()
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("tokenreel: arms: arm 'spec' has no usable measured run of prompt 'p1' (all 2 runs failed: the server closed")
+    assert lines[0].startswith(
+        "tokenreel: arms: arm 'spec' has no usable measured run of prompt 'p1' (all 2 runs failed: the server closed"
+    )
     assert lines[0].endswith("a video leaves an arm out only when asked: render the others with --arms bf16,nvfp4, or record the arm again")
     plan = build_plan(archive.load(path), RenderOptions(arms=("bf16", "nvfp4"), title_s="0", hold_s="0"))
     assert [t.id for t in plan.arms] == ["bf16", "nvfp4"] and plan.reference_is_baseline and not plan.warnings
@@ -101,7 +103,9 @@ def test_the_demo_asks_for_the_arms_it_races_and_says_so() -> None:
     """render refuses to drop an arm unasked; the demo, whose recording a busy machine can cost a
     run, names the arms with a usable run and says which it left out."""
     arms, note = race_arms(three_arms(), "p1")
-    assert arms == ("bf16", "nvfp4") and note == "note: the video races bf16, nvfp4 only: spec has no usable run of p1 (the report says why)"
+    assert arms == ("bf16", "nvfp4") and note == (
+        "note: the video races bf16, nvfp4 only: spec has no usable run of p1 (the report says why)"
+    )
     complete = three_arms()
     for r in complete.runs:
         r.status, r.error = "ok", None

@@ -159,7 +159,9 @@ def test_tiles_are_cell_sized_and_emoji_keep_their_colours(size: int) -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(
-    st.lists(st.sampled_from([*"ab \t\n\r.", "漢", "🚀", "\ufe0f", "\u0301", "\x07", "\u200d", "\U0001f3fd", "x" * 25]), max_size=60).map("".join),
+    st.lists(
+        st.sampled_from([*"ab \t\n\r.", "漢", "🚀", "\ufe0f", "\u0301", "\x07", "\u200d", "\U0001f3fd", "x" * 25]), max_size=60
+    ).map("".join),
     st.integers(min_value=1, max_value=30),
     st.lists(st.integers(min_value=0, max_value=120), max_size=12),
 )
@@ -240,7 +242,9 @@ def test_wrapped_code_rows_keep_their_indent_plus_a_hanging_indent() -> None:
     ]
     # the same text as prose keeps wrapping to column 0
     layout = layout_stream(text, content_styles(text, code=False), [len(text)], cols=24)
-    assert [shown(line) for line in layout.lines] == ["total = compute(a, b, c,", "d)", "    if total:", "        return total + ", "10", ""]
+    assert [shown(line) for line in layout.lines] == [
+        "total = compute(a, b, c,", "d)", "    if total:", "        return total + ", "10", ""
+    ]
 
 
 @pytest.mark.parametrize(

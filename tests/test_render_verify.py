@@ -86,7 +86,9 @@ def test_missing_session_is_reported(rendered: Path, tmp_path: Path) -> None:
     (tmp_path / "session.json").rename(tmp_path / "elsewhere.json")
     [result] = verify.verify([rendered])
     assert result.status == verify.SESSION_MISSING
-    assert result.message == f"cannot re-render: the session file it was rendered from, {tmp_path / 'session.json'}, is missing (put it back there)"
+    assert result.message == (
+        f"cannot re-render: the session file it was rendered from, {tmp_path / 'session.json'}, is missing (put it back there)"
+    )
 
 
 def test_paths_are_said_without_the_manifests_hops(tmp_path: Path) -> None:

@@ -41,7 +41,9 @@ def test_golden_crops(name: str) -> None:
     """Each case draws the pixels of its committed crop (make golden redraws them)."""
     kept = np.asarray(Image.open(golden.path(name)).convert("RGB"))
     drawn = golden.draw(name)
-    assert golden.pixels_sha256(drawn) == golden.pixels_sha256(kept), f"{name}: other pixels than tests/golden/{name}.png (make golden, then look)"
+    assert golden.pixels_sha256(drawn) == golden.pixels_sha256(kept), (
+        f"{name}: other pixels than tests/golden/{name}.png (make golden, then look)"
+    )
 
 
 def test_levels_come_from_python_bidi_and_reorder_as_it_does() -> None:
@@ -85,7 +87,9 @@ def test_an_rtl_paragraph_is_right_aligned_in_reading_order_and_streams_from_the
     # the first word is rightmost: its glyphs lie right of the second word's
     xs = {p.order: p.glyph.x4 for p in line.pieces if p.glyph is not None}
     first_word = ARABIC.index(" ")
-    assert min(x for k, x in xs.items() if k < first_word) > max(x for k, x in xs.items() if first_word < k < 2 * first_word - 1 and k < ARABIC.index(" ", first_word + 1))
+    assert min(x for k, x in xs.items() if k < first_word) > max(
+        x for k, x in xs.items() if first_word < k < 2 * first_word - 1 and k < ARABIC.index(" ", first_word + 1)
+    )
 
 
 def test_embedded_numbers_and_latin_keep_their_order_and_no_gap_wider_than_the_fonts() -> None:
@@ -101,7 +105,10 @@ def test_embedded_numbers_and_latin_keep_their_order_and_no_gap_wider_than_the_f
     # consecutive glyphs: a gap is at most a space's advance (plus a pixel of rounding)
     pens = sorted(p.glyph.x4 for p in line.pieces if p.glyph is not None)
     widest_space = max(raster.scale4(shaping.advance(" ", f), f, 24 * 64) for f in (fonts.ARABIC, fonts.REGULAR))
-    glyph_w = max(raster.scale4(shaping.advance(c, f), f, 24 * 64) for c in "2024codeالعدد" for f in (fonts.ARABIC, fonts.REGULAR) if ord(c) in fonts.coverage(f))
+    glyph_w = max(
+        raster.scale4(shaping.advance(c, f), f, 24 * 64)
+        for c in "2024codeالعدد" for f in (fonts.ARABIC, fonts.REGULAR) if ord(c) in fonts.coverage(f)
+    )
     assert max(b - a for a, b in zip(pens, pens[1:], strict=False)) <= glyph_w + widest_space + raster.SUBPIXEL
 
 
@@ -121,7 +128,9 @@ def _hidden_fribidi(tmp_path: Path) -> dict[str, str]:
     lib.mkdir()
     shutil.copy(_ctypes.__file__, lib / "libfribidi.so.0")
     env = {**os.environ, "LD_LIBRARY_PATH": f"{lib}:{os.environ.get('LD_LIBRARY_PATH', '')}"}
-    check = subprocess.run([sys.executable, "-c", "from PIL import features; print(features.check('raqm'))"], env=env, capture_output=True, text=True)
+    check = subprocess.run(
+        [sys.executable, "-c", "from PIL import features; print(features.check('raqm'))"], env=env, capture_output=True, text=True
+    )
     assert check.stdout.strip() == "False", check.stderr
     return env
 

@@ -71,7 +71,8 @@ class Server:
 
     def command(self) -> list[str]:
         cmd = [str(build.binary("llama-server")), *self.args, "--host", "127.0.0.1", "--port", str(self.port),
-               "-np", str(self.parallel), "-c", str(2048 * self.parallel), "-t", str(self.threads), "-tb", str(self.threads_batch), "--poll", "0", "--no-webui"]
+               "-np", str(self.parallel), "-c", str(2048 * self.parallel), "-t", str(self.threads), "-tb", str(self.threads_batch),
+               "--poll", "0", "--no-webui"]
         return cmd + (["--metrics"] if self.metrics else [])
 
     def start(self) -> Server:
