@@ -51,11 +51,13 @@ lint: $(STAMP)
 # The tests on TEST_WORKERS processes (pytest-xdist), each module's on one of them, so its module
 # fixtures (a recorded ladder, a built wheel) are made once; then, one at a time, the modules that
 # must not run beside each other: the real-engine tests (each starts llama-servers) and the Ray
-# tests (one Ray head per process; they count the recorder workers on the machine). Each step ends
-# with its 15 slowest tests.
+# tests (one Ray head per process; they count the recorder workers on the machine), and the tests
+# whose assertions are measured speeds (a sweep's crossover, replicas at once, a busy host's times).
+# Each step ends with its 15 slowest tests.
 TEST_WORKERS ?= 2
 ALONE := tests/test_engine_build.py tests/test_engine_llamacpp.py tests/test_engine_sweep.py tests/test_launch.py \
-	tests/test_ray.py tests/test_record_ray.py
+	tests/test_ray.py tests/test_record_ray.py tests/test_replicas.py tests/test_sweep_report.py tests/test_sweep_charts.py \
+	tests/test_busy_host.py
 PYTEST := $(BIN)/python -m pytest -q --durations=15
 PARALLEL := $(PYTEST) -n $(TEST_WORKERS) --dist loadfile $(ALONE:%=--ignore=%)
 

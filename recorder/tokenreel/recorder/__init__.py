@@ -3,7 +3,7 @@ archived.
 
 - config.py: The recording config (TOML): session settings, the prompt suite and the arms in ladder order.
 - events.py: The recorder's progress events: small frozen records a live display draws (`cli.progress`).
-- options.py: The recorder's enumerated values, as str-valued enums: the TOML, the archive and every message
+- enums.py: The recorder's enumerated values, as str-valued enums: the TOML, the archive and every message
   hold the same strings as before, while the code compares members, not spellings.
 - outcome.py: What a finished recording says and how it exits, decided once for `record` and `demo`.
 - prompt_sets.py: Someone else's prompt set (JSONL, CSV or Parquet) turned into a tokenreel suite.

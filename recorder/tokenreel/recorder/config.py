@@ -19,7 +19,7 @@ from tokenizers import Tokenizer
 from tokenreel import assets
 from tokenreel.base.files import read_input
 from tokenreel.base.safe_text import shown_path
-from tokenreel.recorder.options import Api, Choice, PromptCache
+from tokenreel.recorder.enums import Api, Choice, PromptCache
 from tokenreel.recorder.secrets import is_secret_flag, remember_secret, scrub_secret_fields, scrub_secret_flags
 from tokenreel.recorder.suites import load_prompts
 from tokenreel.session.model import Arm, Prompt, Settings, replica_count

@@ -23,7 +23,7 @@ from typing import Any
 from tokenreel.analysis.metrics import output_tokens
 from tokenreel.recorder.client.token_counts import CountText, tokenizer_counts
 from tokenreel.recorder.config import load_tokenizer, request_extra_body
-from tokenreel.recorder.options import Api, EngineKind, PromptCache
+from tokenreel.recorder.enums import Api, EngineKind, PromptCache
 from tokenreel.recorder.secrets import remember_secret
 from tokenreel.recorder.suites import chat_messages, completion_text
 from tokenreel.session.model import Arm, Prompt, Run, Settings

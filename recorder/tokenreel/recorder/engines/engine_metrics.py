@@ -23,7 +23,7 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from tokenreel.recorder.client.bounded_http import MAX_METRICS_BYTES, Refused, get_bounded
-from tokenreel.recorder.options import EngineKind
+from tokenreel.recorder.enums import EngineKind
 from tokenreel.recorder.secrets import one_line
 from tokenreel.session.model import Acceptance
 

@@ -29,7 +29,7 @@ from tokenreel.analysis.engine_figures import stated_version
 from tokenreel.recorder.client.bounded_http import MAX_FINGERPRINT_BYTES, Refused, get_bounded
 from tokenreel.recorder.client.request_body import api_key, auth_headers
 from tokenreel.recorder.config import server_root
-from tokenreel.recorder.options import EngineKind
+from tokenreel.recorder.enums import EngineKind
 from tokenreel.recorder.secrets import SECRET_MASK, SECRET_VALUE, is_secret_flag, looks_secret, scrub_secret_flags, scrub_secrets
 from tokenreel.session.model import Arm
 

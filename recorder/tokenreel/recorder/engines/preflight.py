@@ -27,7 +27,7 @@ from tokenreel.recorder.client.request_body import api_key, auth_headers
 from tokenreel.recorder.config import default_metrics_url, launch_of, server_root
 from tokenreel.recorder.engines.engine_metrics import MetricsUnavailable, fetch_snapshot
 from tokenreel.recorder.engines.fingerprint import card_context_length
-from tokenreel.recorder.options import Api
+from tokenreel.recorder.enums import Api
 from tokenreel.recorder.replicas import replica_arm, replica_name
 from tokenreel.recorder.secrets import one_line
 from tokenreel.recorder.suites import chat_messages, completion_text
