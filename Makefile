@@ -49,29 +49,22 @@ lint: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 
 # The tests on TEST_WORKERS processes (pytest-xdist), each module's on one of them, so its module
-# fixtures (a recorded ladder, a built wheel) are made once; then, one at a time, the modules that
-# must not run beside each other: the real-engine tests (each starts llama-servers) and the Ray
-# tests (one Ray head per process; they count the recorder workers on the machine), and the tests
-# whose assertions are measured speeds (a sweep's crossover, replicas at once, a busy host's times).
-# Each step ends with its 15 slowest tests.
-TEST_WORKERS ?= 2
-ALONE := tests/test_engine_build.py tests/test_engine_llamacpp.py tests/test_engine_sweep.py tests/test_launch.py \
-	tests/test_ray.py tests/test_record_ray.py tests/test_replicas.py tests/test_sweep_report.py tests/test_sweep_charts.py \
-	tests/test_busy_host.py
-PYTEST := $(BIN)/python -m pytest -q --durations=15
-PARALLEL := $(PYTEST) -n $(TEST_WORKERS) --dist loadfile $(ALONE:%=--ignore=%)
+# fixtures (a recorded ladder, a built wheel) are made once. The modules that must not run beside
+# each other (real engines and measured speeds; Ray: SERIAL in tests/conftest.py, whose scheduler
+# applies whatever --dist says) are handed out first, each unit run in order on one worker while the
+# other workers take the rest. Ends with the 15 slowest tests.
+TEST_WORKERS ?= 3
+PYTEST := $(BIN)/python -m pytest -q --durations=15 -n $(TEST_WORKERS) --dist loadfile
 
 test: $(STAMP) tools engine lint
 	$(BIN)/python .ci/check_lock.py
-	$(PARALLEL)
-	$(PYTEST) $(ALONE)
+	$(PYTEST)
 	$(BIN)/tokenreel verify sessions/ docs/
 
 # Everything but the real-engine tests (pytest -m engine), and no engine build.
 test-fast: $(STAMP) tools lint
 	$(BIN)/python .ci/check_lock.py
-	$(PARALLEL)
-	$(PYTEST) -m "not engine" $(ALONE)
+	$(PYTEST) -m "not engine"
 
 # The real-engine tests' llama.cpp (llama-server, llama-quantize: pinned in tests/engines/build.py)
 # and their generated models, built once into $${TOKENREEL_CACHE:-$$HOME/.cache/tokenreel} and

@@ -1,8 +1,10 @@
 """Shared fixtures: simulated endpoints on loopback (vLLM-shaped unless a profile names another
 engine: `dataclasses.replace(profile, engine="sglang")`), reached through real sockets.
 
-Under pytest-xdist (`make test` runs `-n 2 --dist loadfile`) a module's tests run on one worker,
-one after another, so its module-scoped fixtures (a recorded ladder, a built wheel) are made once.
+Under pytest-xdist (`make test` runs `-n 3`) a module's tests run on one worker, one after
+another, so its module-scoped fixtures (a recorded ladder, a built wheel) are made once; the
+modules of each of the SERIAL units run one after another on one worker while the other workers
+take the other modules.
 """
 
 from __future__ import annotations
@@ -12,11 +14,55 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 
 import pytest
+from xdist.remote import Producer
+from xdist.scheduler import LoadScopeScheduling
+from xdist.workermanage import WorkerController
 
 from tokenreel.simulator.profiles import SEED_LADDER, Profile
 from tokenreel.simulator.server import SimCluster, running
 
 FAST = 0.02  # time scale: 50x faster than the profiles' real timing
+
+# Modules that must not run beside each other, in units, each run in the order given on one
+# worker, the units handed out first, to different workers. The real-engine tests (each starts
+# llama-servers), then the tests whose assertions are measured speeds (a sweep's crossover, 4 slots
+# above 1, replicas at once): by then the other workers are mostly done. Apart from those, the Ray
+# tests (one Ray head each; they count the recorder workers on the machine).
+SERIAL = {
+    "engines, then measured speeds": (
+        "test_engine_build.py", "test_engine_llamacpp.py", "test_launch.py", "test_busy_host.py",
+        "test_sweep_charts.py", "test_sweep_report.py", "test_replicas.py", "test_engine_sweep.py",
+    ),
+    "ray": ("test_ray.py", "test_record_ray.py"),
+}
+UNIT = {name: unit for unit, names in SERIAL.items() for name in names}
+RANK = {name: index for index, name in enumerate(UNIT)}
+
+
+class Serial(LoadScopeScheduling):
+    """xdist's module-at-a-time scheduling (`--dist loadfile`), but with each SERIAL unit's modules
+    as one unit of work, a worker's first. A scheduler rather than `xdist_group` markers: the
+    locked pytest ignores the node ids that `--dist loadgroup` rewrites, so those group nothing."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        module = nodeid.split("::", 1)[0]
+        return UNIT.get(module.rsplit("/", 1)[-1], module)
+
+    def _assign_work_unit(self, node: WorkerController) -> None:
+        first = next((unit for unit in SERIAL if unit in self.workqueue), None)
+        if first is not None and not self.assigned_work[node]:
+            self.workqueue.move_to_end(first, last=False)
+        super()._assign_work_unit(node)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> Serial:
+    """Every `-n` run schedules with Serial, whatever `--dist` says."""
+    return Serial(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The SERIAL modules in SERIAL's order (a stable sort: the rest keep theirs)."""
+    items.sort(key=lambda item: RANK.get(item.path.name, -1))
 
 
 @pytest.fixture(scope="module")
