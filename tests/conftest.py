@@ -55,6 +55,7 @@ class Serial(LoadScopeScheduling):
         super()._assign_work_unit(node)
 
 
+@pytest.hookimpl(optionalhook=True)  # a run without xdist (-p no:xdist) has no such hook
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> Serial:
     """Every `-n` run schedules with Serial, whatever `--dist` says."""
     return Serial(config, log)

@@ -153,9 +153,10 @@ def test_early_stop_is_reported_not_like_for_like(tmp_path: Path, make_sim) -> N
     assert report["like_for_like_prompts"] == 0
 
 
-def run_cli(*args: str, **kwargs) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess[str]:
+    """`tokenreel ARGS` in a subprocess; `timeout` bounds a hang, it is no speed test."""
     return subprocess.run(
-        [sys.executable, "-m", "tokenreel", *map(str, args)], capture_output=True, text=True, timeout=120, **kwargs
+        [sys.executable, "-m", "tokenreel", *map(str, args)], capture_output=True, text=True, timeout=timeout, **kwargs
     )
 
 

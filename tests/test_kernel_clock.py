@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from time import perf_counter_ns
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import aiohttp
 import orjson
@@ -49,11 +49,25 @@ TAIL = _chunked(b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tok
 ) + b"0\r\n\r\n"
 
 
-class SseServer:
-    """One-connection-at-a-time SSE server: `script(send)` writes the body; `send` returns the
-    perf_counter_ns just after the kernel took the bytes."""
+class Write(NamedTuple):
+    """perf_counter_ns just before a write and just after the kernel took its bytes: the kernel's
+    receive time lies between (the server is a thread of the test's process, so under load the
+    "after" stamp can wait some ms for the GIL)."""
 
-    def __init__(self, script: Callable[[Callable[[bytes], int]], None], tls: ssl.SSLContext | None = None) -> None:
+    before: int
+    after: int
+
+
+def near(t: int, write: Write) -> bool:
+    """`t` is the write's time within 0.5 ms: inside [before, after], 0.5 ms either side."""
+    return write.before - 0.5 * MS <= t <= write.after + 0.5 * MS
+
+
+class SseServer:
+    """One-connection-at-a-time SSE server: `script(send)` writes the body; `send` returns its
+    `Write` stamps."""
+
+    def __init__(self, script: Callable[[Callable[[bytes], Write]], None], tls: ssl.SSLContext | None = None) -> None:
         self.script, self.tls = script, tls
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
@@ -83,9 +97,10 @@ class SseServer:
                 while len(body) < length:
                     body += conn.recv(65536)
 
-                def send(data: bytes) -> int:
+                def send(data: bytes) -> Write:
+                    before = perf_counter_ns()
                     conn.sendall(data)
-                    return perf_counter_ns()
+                    return Write(before, perf_counter_ns())
 
                 send(HEAD)
                 self.script(send)
@@ -124,7 +139,7 @@ def record(server: SseServer, connector: Callable[[], aiohttp.BaseConnector | No
     return run, built
 
 
-def run_with_a_blocked_loop(script: Callable[[Callable[[bytes], int], Callable[[], None], Callable[[], None]], None]) -> tuple[Run, int]:
+def run_with_a_blocked_loop(script: Callable[[Callable[[bytes], Write], Callable[[], None], Callable[[], None]], None]) -> tuple[Run, int]:
     """One run whose server `script(send, hold, release)` can block the client's event loop:
     after a 20 ms "prefill" (the client waits in its loop), `hold()` returns once the loop is
     inside a blocking call, which ends 50 ms after the script calls `release()`."""
@@ -140,7 +155,7 @@ def run_with_a_blocked_loop(script: Callable[[Callable[[bytes], int], Callable[[
         loop_holder[0].call_soon_threadsafe(block)
         started.wait(5)
 
-    def serve(send: Callable[[bytes], int]) -> None:
+    def serve(send: Callable[[bytes], Write]) -> None:
         time.sleep(0.02)
         script(send, hold, released.set)
 
@@ -152,12 +167,12 @@ def run_with_a_blocked_loop(script: Callable[[Callable[[bytes], int], Callable[[
         return record(server, connector)
 
 
-def blocked_run() -> tuple[Run, int, list[int]]:
+def blocked_run() -> tuple[Run, int, list[Write]]:
     """The issue's scenario: event 1 is written while the client's loop is blocked for 50 ms,
     then the server pauses 100 ms. Returns (run, its request's build stamp, the server's writes)."""
-    writes: list[int] = []
+    writes: list[Write] = []
 
-    def script(send: Callable[[bytes], int], hold: Callable[[], None], release: Callable[[], None]) -> None:
+    def script(send: Callable[[bytes], Write], hold: Callable[[], None], release: Callable[[], None]) -> None:
         hold()  # the loop cannot read until 50 ms after the write
         writes.append(send(_chunked(_event("Hello", 1, role=True))))
         release()
@@ -180,10 +195,10 @@ def test_a_blocked_client_loop_does_not_move_the_archived_time() -> None:
     assert first == 0 and run.clock is not None and run.clock.source == "kernel", run.clock
     archived = built + chunks.t_ns[first]
     user = archived + chunks.client_delay_us[first] * 1000
-    assert abs(archived - writes[0]) <= 0.5 * MS, (archived - writes[0]) / MS
-    assert user - writes[0] >= 50 * MS, (user - writes[0]) / MS
+    assert near(archived, writes[0]), (archived - writes[0].before) / MS
+    assert user - writes[0].after >= 50 * MS, (user - writes[0].after) / MS
     for i, write in zip((1, 2), writes[1:], strict=False):
-        assert abs(built + chunks.t_ns[i] - write) <= 0.5 * MS
+        assert near(built + chunks.t_ns[i], write), (built + chunks.t_ns[i] - write.before) / MS
     assert run.client_busy is True and run.clock.delay_max_ms is not None and run.clock.delay_max_ms >= 50
     assert not run.clock.first_shared and DEFAULT_SELECTION.counts_ttft(run)  # exact: kept, TTFT too
 
@@ -223,9 +238,9 @@ def test_tls_streams_get_kernel_times(tmp_path: Path) -> None:
     server_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server_tls.load_cert_chain(cert, key)
     client_tls = ssl.create_default_context(cafile=str(cert))
-    writes: list[int] = []
+    writes: list[Write] = []
 
-    def script(send: Callable[[bytes], int]) -> None:
+    def script(send: Callable[[bytes], Write]) -> None:
         for i, text in enumerate(("One", " two", " three")):
             time.sleep(0.02)
             writes.append(send(_chunked(_event(text, i + 1, role=i == 0))))
@@ -240,13 +255,13 @@ def test_tls_streams_get_kernel_times(tmp_path: Path) -> None:
     assert run.chunks.content[:3] == ["One", " two", " three"]
     for i, write in enumerate(writes):
         # The kernel time precedes the user stamp, and both follow the write.
-        assert abs(built + run.chunks.t_ns[i] - write) <= 0.5 * MS, (built + run.chunks.t_ns[i] - write) / MS
+        assert near(built + run.chunks.t_ns[i], write), (built + run.chunks.t_ns[i] - write.before) / MS
     assert len(run.chunks.client_delay_us) == len(run.chunks)
 
 
 @pytest.mark.parametrize("way", ["plain session", "no platform support"])
 def test_without_kernel_times_the_run_says_user_clock_and_why(way: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    def script(send: Callable[[bytes], int]) -> None:
+    def script(send: Callable[[bytes], Write]) -> None:
         for i, text in enumerate(("a", "b")):
             time.sleep(0.01)
             send(_chunked(_event(text, i + 1, role=i == 0)))
@@ -268,7 +283,7 @@ def test_a_busy_run_whose_first_token_shared_its_read_keeps_its_decode_not_its_t
     """Block the loop across the first two tokens: one read takes both, so the first token has the
     second's time; the run is flagged and kept, its TTFT left out of TTFT figures."""
 
-    def script(send: Callable[[bytes], int], hold: Callable[[], None], release: Callable[[], None]) -> None:
+    def script(send: Callable[[bytes], Write], hold: Callable[[], None], release: Callable[[], None]) -> None:
         hold()
         send(_chunked(_event("Hello", 1, role=True)))
         time.sleep(0.01)
