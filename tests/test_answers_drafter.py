@@ -93,7 +93,7 @@ def test_a_divergence_on_a_gpu_is_explained_in_one_line(tmp_path: Path):
     q4_line, spec_line = answers.gpu_notes  # in arm order
     assert spec_line == (
         f"q4-spec diverges from q4 at token 21 of {N} at the earliest (1 of 1 prompts): drafting on a GPU is not"
-        " token-identical (its target verifies several tokens in one batch, and GPU kernels round differently by"
+        " token-identical (its target verifies several tokens in one batch, and its kernels round differently by"
         " batch shape)")
     assert q4_line.startswith("q4: runs differ among themselves on 1 prompt(s) (only the warmups differ) on a GPU")
     assert build_answers(three_arms(DRAFTED, gpu=False)).gpu_notes == []  # no GPU declared: no GPU story
@@ -116,6 +116,17 @@ base_url = "http://127.0.0.1:2/v1"
 model = "m"
 {spec}
 """
+
+
+def test_a_divergence_in_bf16_on_a_cpu_is_explained_too() -> None:
+    """A CPU engine serving bf16 (declared, or in the launch command) rounds by batch shape too."""
+    s = three_arms(DRAFTED, warmup=[*QUANTIZED[:7], " warm", *QUANTIZED[8:]], gpu=False)
+    s.arm("q4-spec").settings["quantization"] = "bf16"
+    s.arm("q4").fingerprint = {"launch": ["vllm", "serve", "tiny", "--dtype", "bfloat16"]}
+    q4_line, spec_line = build_answers(s).gpu_notes
+    assert "drafting in 16-bit floats on the CPU is not token-identical" in spec_line, spec_line
+    assert q4_line.startswith("q4: runs differ among themselves on 1 prompt(s) (only the warmups differ) in 16-bit"
+                              " floats on the CPU"), q4_line
 
 
 @pytest.mark.parametrize("line, hint", [

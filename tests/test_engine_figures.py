@@ -97,7 +97,7 @@ def test_engine_agreement_in_the_json_and_the_drafter_observed(make_sim: Any, tm
 
 
 def test_an_engine_that_says_nothing_is_said_missing_with_the_reason(make_sim: Any, tmp_path: Path) -> None:
-    cluster = make_sim([seed("nvfp4")])  # vLLM-shaped: usage without prompt details
+    cluster = make_sim([seed("nvfp4", engine="sglang")])  # usage without prompt details
     session = new_session("v", fast_settings(max_tokens=16), [PROMPTS[0]], [arm_for(cluster, "nvfp4")])
     asyncio.run(record(session, tmp_path / "v.json"))
     [run] = session.runs
@@ -110,7 +110,7 @@ def test_an_engine_that_says_nothing_is_said_missing_with_the_reason(make_sim: A
     assert "prompt-cache hits unknown: the engine does not say which prompt tokens came from its cache" in to_markdown(report, session)
 
 
-def _parse(*events: dict[str, Any]) -> tuple[EngineFigures | None, str]:
+def parse_stream(*events: dict[str, Any]) -> tuple[EngineFigures | None, str]:
     parser = StreamParser(Chunks(), RunBounds.of(64))
     parser.feed(1_000_000, b"".join(b"data: " + orjson.dumps(e) + b"\n\n" for e in events) + b"data: [DONE]\n\n")
     outcome = parser.finish()
@@ -121,9 +121,9 @@ def test_vllm_and_sglang_cached_tokens_are_read() -> None:
     token = {"choices": [{"index": 0, "delta": {"content": "hi"}}]}
     usage = {"choices": [], "usage": {"prompt_tokens": 40, "completion_tokens": 1,
                                       "prompt_tokens_details": {"cached_tokens": 32}}}
-    engine, _ = _parse(token, usage)
+    engine, _ = parse_stream(token, usage)
     assert engine == EngineFigures(None, 40, 32, "usage.prompt_tokens_details") and engine.cache_hit
-    engine, note = _parse(token, {**usage, "usage": {**usage["usage"], "prompt_tokens_details": {"cached_tokens": 41}}})
+    engine, note = parse_stream(token, {**usage, "usage": {**usage["usage"], "prompt_tokens_details": {"cached_tokens": 41}}})
     assert engine == EngineFigures(None, 40, None, "usage") and "cached_tokens 41 of a 40-token prompt" in note
 
 
@@ -132,10 +132,10 @@ def test_llamacpp_timings_decode_leaves_out_the_first_token() -> None:
     token = {"choices": [{"index": 0, "delta": {"content": "hi"}}]}
     timings = {"choices": [], "timings": {"prompt_n": 1, "cache_n": 9, "predicted_n": 101, "predicted_ms": 500.0,
                                           "predicted_per_second": 202.0}}
-    engine, _ = _parse(token, timings)
+    engine, _ = parse_stream(token, timings)
     assert engine == EngineFigures(200.0, 10, 9, "llama.cpp timings")
     absurd = {"choices": [], "timings": {"prompt_n": 1, "cache_n": 0, "predicted_n": 64, "predicted_ms": 1e-9}}
-    engine, note = _parse(token, absurd)
+    engine, note = parse_stream(token, absurd)
     assert engine is not None and engine.decode_tok_s is None and "impossible decode" in note
 
 

@@ -146,6 +146,24 @@ def test_check_defers_a_launched_arms_endpoint_to_its_turn(tmp_path: Path) -> No
     assert not (tmp_path / "s.engines").exists()  # nothing was started
 
 
+def test_check_names_the_flags_a_launched_vllm_needs_for_its_own_figures(tmp_path: Path) -> None:
+    """Without --enable-per-request-metrics vLLM sends no per-request timing (no engine agreement);
+    a drafter without --per-request-spec-decode-metrics no acceptance per request."""
+    vllm = tmp_path / "bin" / "vllm"
+    vllm.parent.mkdir()
+    vllm.write_text("#!/bin/sh\nexit 0\n")
+    vllm.chmod(0o755)
+    spec = [str(vllm), "serve", "tiny", "--port", "{port}", "--speculative-config", '{"method": "ngram"}']
+    flagged = [str(vllm), "serve", "tiny", "--port", "{port}", "--enable-per-request-metrics"]
+    config = write_config(tmp_path, [sim_arm("plain", launch=spec), sim_arm("flagged", launch=flagged)])
+    done = record(config, tmp_path / "s.json", "--check", timeout=120)
+    assert done.returncode == 0, done.stderr
+    said = done.stdout + done.stderr
+    assert "plain: vllm serve without --enable-per-request-metrics" in said, said
+    assert "plain: vllm serve with a drafter but without --per-request-spec-decode-metrics" in said, said
+    assert "flagged: vllm serve" not in said, said
+
+
 def test_the_engine_log_and_the_failure_line_never_hold_the_key(tmp_path: Path) -> None:
     key = "sk-engine-log-secret-4242424242"
     argv = [sys.executable, "-c", "import sys; print('args', sys.argv[1:], flush=True); sys.exit(3)", "--api-key", key]

@@ -10,7 +10,7 @@ import pytest
 from aiohttp import web
 
 from tests.test_recorder_support import serve
-from tokenreel.recorder.engines.fingerprint import fingerprint
+from tokenreel.recorder.engines.fingerprint import fingerprint, scrubbed_argv
 from tokenreel.session.model import Arm
 
 KEY = "sk-fingerprint-SENTINEL"
@@ -116,3 +116,14 @@ def test_sglang_launch_command_keeps_everything_but_the_key(monkeypatch: pytest.
         "engine": "sglang", "version": "0.5.23", "max_model_len": "8192", "quantization": "fp8",
         "speculative": "EAGLE3, steps 3, draft tokens 4",
     }
+
+
+def test_a_launch_commands_environment_is_kept_unless_secret() -> None:
+    """HF_HUB_OFFLINE=1 is what ran and stays; a secret name's value (HF_TOKEN=...) and a value
+    that looks like a key are masked."""
+    argv = ["env", "HF_HUB_OFFLINE=1", "VLLM_CPU_KVCACHE_SPACE=2", "HF_TOKEN=plain-secret-42",
+            "OTHER=hf_abcdefghijklmnopqrstuvwxyz0123", "vllm", "serve", "tiny", "--api-key", "sk-launch-secret"]
+    kept = scrubbed_argv(argv)
+    assert kept[:5] == ["env", "HF_HUB_OFFLINE=1", "VLLM_CPU_KVCACHE_SPACE=2", "HF_TOKEN=***", "OTHER=***"]
+    assert "hf_abcdefghijklmnopqrstuvwxyz0123" not in repr(kept) and "sk-launch-secret" not in repr(kept)
+    assert kept[-5:] == ["vllm", "serve", "tiny", "--api-key", "***"]

@@ -14,9 +14,10 @@ answer" means; the report and the video badge both ask it.
   settings), whose greedy tokens speculative decoding must keep.
 - Runs of one arm on one prompt are compared among themselves, warmups included (a warmup's
   text is archived like any run's): at temperature 0 each should repeat the first measured run.
-- On a GPU, a text that differs at temperature 0 is explained in one line (`gpu_divergences`):
-  its kernels reduce in an order that depends on the batch shape (a verify step's several
-  tokens, a prompt computed whole or read back from the cache), so a near-tie can flip.
+- On a GPU, or in 16-bit floats on a CPU, a text that differs at temperature 0 is explained in
+  one line (`gpu_divergences`): the kernels reduce in an order that depends on the batch shape
+  (a verify step's several tokens, a prompt computed whole or read back from the cache), and
+  with few mantissa bits a near-tie can flip.
 - Token figures are event-granular: the common prefix in tokens counts the tokens of the events
   whose text lies wholly inside the common character prefix (an event carrying several tokens,
   as under speculative decoding, counts only once all of its text matched), on whichever of
@@ -345,12 +346,30 @@ def on_gpu(session: Session, arm_id: str) -> bool:
     return not session.simulated and any(GPU_WORDS.search(v) for v in session.arm(arm_id).settings.values())
 
 
+# A 16-bit float dtype in the declared settings or the launch command (--dtype bfloat16, bf16).
+HALF_WORDS = re.compile(r"\b(bf16|bfloat16|fp16|float16|half)\b", re.I)
+
+
+def rounding_place(session: Session, arm_id: str) -> str:
+    """Where the arm's kernels round by batch shape ("on a GPU", "in 16-bit floats on the CPU"),
+    as the declared settings and the launch command say; "" when they say neither."""
+    if on_gpu(session, arm_id):
+        return "on a GPU"
+    arm = session.arm(arm_id)
+    launch = arm.fingerprint.get("launch") if isinstance(arm.fingerprint, dict) else None
+    words = [*arm.settings.values(), *(launch if isinstance(launch, list) else [])]
+    half = not session.simulated and any(isinstance(w, str) and HALF_WORDS.search(w) for w in words)
+    return "in 16-bit floats on the CPU" if half else ""
+
+
 def gpu_divergences(session: Session, prompts: list[PromptAnswers], differing: list[Nondeterminism]) -> list[str]:
-    """One line per arm on a GPU whose answer differs from the arm it drafts for, or whose runs
-    differ among themselves: where first, and why that is no bug at temperature 0."""
+    """One line per arm on a GPU (or in 16-bit floats on a CPU) whose answer differs from the arm
+    it drafts for, or whose runs differ among themselves: where first, and why that is no bug at
+    temperature 0."""
     lines = []
     for arm in session.arms:
-        if not on_gpu(session, arm.id):
+        place = rounding_place(session, arm.id)
+        if not place:
             continue
         target = drafted_arm(session.arms, arm)
         rows = [row for p in prompts for row in p.arms if row.arm == arm.id and row.identical is False]
@@ -359,13 +378,13 @@ def gpu_divergences(session: Session, prompts: list[PromptAnswers], differing: l
             tokens = max((output_tokens(r) for r in session.runs if r.arm == arm.id and not r.warmup), default=0)
             lines.append(f"{arm.id} diverges from {target.arm} at token {first.diverges_at_token} of {tokens} at the"
                          f" earliest ({len(rows)} of {sum(1 for p in prompts for row in p.arms if row.arm == arm.id)}"
-                         " prompts): drafting on a GPU is not token-identical (its target verifies several tokens"
-                         " in one batch, and GPU kernels round differently by batch shape)")
+                         f" prompts): drafting {place} is not token-identical (its target verifies several tokens"
+                         " in one batch, and its kernels round differently by batch shape)")
         cells = [n for n in differing if n.arm == arm.id]
         if cells:
             warmups = sum(n.warmups_only for n in cells)
             which = "only the warmups differ" if warmups == len(cells) else f"only the warmups on {warmups}"
-            lines.append(f"{arm.id}: runs differ among themselves on {len(cells)} prompt(s) ({which}) on a GPU:"
+            lines.append(f"{arm.id}: runs differ among themselves on {len(cells)} prompt(s) ({which}) {place}:"
                          " batch-dependent kernels (a warmup computes its prompt whole, a repeat may read it back"
                          " from the prompt cache), not a bug")
     return lines

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from statistics import median
-from typing import NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from tokenreel.analysis.metrics import run_metrics
 from tokenreel.analysis.selection import RunSelection
@@ -17,10 +17,13 @@ from tokenreel.session.model import Run, Session
 
 # What each prompt-cache policy (`Settings.prompt_cache`) means, as every view says it.
 PROMPT_CACHE_TEXT = {
-    "fresh": "every run a fresh prefill (llama.cpp arms are sent cache_prompt: false; vLLM and SGLang"
-    " prefix caches are server flags, their cache hits are flagged)",
+    "fresh": "every run a fresh prefill (llama.cpp arms are sent cache_prompt: false, vLLM arms a cache_salt"
+    " of their own; SGLang's prefix cache is a server flag: cache hits are flagged)",
     "engine": "the engines' own prompt-cache defaults (recorded before tokenreel asked for a fresh prefill)",
 }
+# What a vLLM arm without its own per-request timing needs, as every view says it.
+VLLM_PER_REQUEST_FLAG = "--enable-per-request-metrics"
+VLLM_PER_REQUEST_NOTE = f"vLLM sends its per-request timing only when started with {VLLM_PER_REQUEST_FLAG}"
 # llama.cpp's build_info is "b<number>-<commit>"; a build configured without them says "b0-unknown".
 _LLAMACPP_BUILD = re.compile(r"b(\d+)-(.+)")
 
@@ -81,17 +84,26 @@ def engine_agreement(session: Session, selection: RunSelection) -> list[EngineAg
             "worst_pct": max(differences) if differences else None,
         }
         if not differences:
-            entry["note"] = _no_engine_decode(runs)
+            entry["note"] = _no_engine_decode(runs, engine_name(arm.fingerprint))
         out.append(entry)
     return out
 
 
-def _no_engine_decode(runs: list[Run]) -> str:
+def engine_name(fingerprint: dict[str, Any]) -> str:
+    """The engine an arm's fingerprint names ("vllm", "sglang", "llamacpp"), or ""."""
+    summary = fingerprint.get("summary")
+    name = summary.get("engine") if isinstance(summary, dict) else None
+    return name if isinstance(name, str) else ""
+
+
+def _no_engine_decode(runs: list[Run], engine: str) -> str:
     if not runs:
         return "no measured run in the figures"
     if all(r.engine is None for r in runs):
         return "recorded before tokenreel archived the engine's figures"
     sources = sorted({r.engine.source for r in runs if r.engine and r.engine.source})
+    if engine == "vllm":
+        return f"{VLLM_PER_REQUEST_NOTE} (it sent only {', '.join(sources) or 'no per-request figures'})"
     if sources:
         return f"the engine gives no per-request decode rate (it sent only {', '.join(sources)})"
     return "the engine sent no per-request figures (no llama.cpp timings, no usage prompt details)"

@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from tokenreel.analysis.acceptance import Pooled, pool, spread
 from tokenreel.analysis.intervals import LEVEL, MIN_PER_CATEGORY, Interval, Pair, ratio_interval
 from tokenreel.analysis.metrics import RunMetrics, run_metrics
 from tokenreel.analysis.selection import DEFAULT_SELECTION, RunSelection, client_busy_inexact, first_token_late, host_contended
@@ -54,6 +55,12 @@ class Cell:
     host_note: str = ""  # why the host's pressure is unknown (a remote endpoint, no PSI here)
     e2e_s: float | None = None  # median seconds from request send to the last token
     replica: int | None = None  # the replica that served its runs (None: the arm has one)
+    # The acceptance counts summed over the runs (tokenreel.analysis.acceptance); None where some
+    # run lacked one, and then acceptance_pooled is False: the length is the runs' median.
+    acceptance_drafts: float | None = None
+    acceptance_draft_tokens: float | None = None
+    acceptance_accepted: float | None = None
+    acceptance_pooled: bool = False
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,8 @@ class LadderRow:
     vs_prior_ci95_note: str = ""
     vs_first_ci95: list[float] | None = None
     vs_first_ci95_note: str = ""
+    acceptance_pooled: bool = False  # 1 + Σaccepted / Σdrafts over the arm's counted runs
+    acceptance_length_prompts: list[float] | None = None  # [lowest, highest] of its prompts' lengths
 
 
 ITSELF = "the arm itself: no interval"  # an arm's ratio to itself (the first row's), always 1
@@ -139,8 +148,7 @@ def _cell(session: Session, arm_id: str, prompt_id: str, category: str, selectio
         note = f"runs differ in length ({', '.join(str(n) for n in sorted(lengths))} tokens)"
     elif forced and lengths != {session.settings.max_tokens}:
         note = f"stopped at {next(iter(lengths))} of {session.settings.max_tokens} tokens"
-    acceptance = [r.acceptance.mean_length for r in runs if r.acceptance is not None]
-    rates = [r.acceptance.rate for r in runs if r.acceptance is not None]
+    acceptance = pool([r.acceptance for r in runs if r.acceptance is not None])
     approximate = any(r.acceptance.approximate for r in runs if r.acceptance and r.acceptance.mean_length is not None)
     contended = _contended(measured_ok)
     return Cell(
@@ -155,11 +163,11 @@ def _cell(session: Session, arm_id: str, prompt_id: str, category: str, selectio
         e2e_tok_s=_median([f.e2e_tok_s for f in figures]),
         e2e_s=_median([f.e2e_s for f in figures]),
         spread_tok_s=(max(decodes) - min(decodes)) if decodes else None,
-        acceptance_length=_median(list(acceptance)),
+        acceptance_length=acceptance.length,
         like_for_like=not note,
         contended=contended,
         note=note,
-        acceptance_rate=_median(list(rates)),
+        acceptance_rate=acceptance.rate,
         replica=runs[0].replica,
         acceptance_approximate=approximate,
         acceptance_note=_acceptance_note(runs),
@@ -172,6 +180,10 @@ def _cell(session: Session, arm_id: str, prompt_id: str, category: str, selectio
         host_contended=sum(1 for r in measured_ok if host_contended(r)),
         host_pressure_pct=max((r.host.some_pct for r in measured_ok if r.host is not None), default=None),
         host_note=next((r.host_note for r in measured_ok if r.host is None and r.host_note), ""),
+        acceptance_drafts=acceptance.drafts,
+        acceptance_draft_tokens=acceptance.draft_tokens,
+        acceptance_accepted=acceptance.accepted,
+        acceptance_pooled=acceptance.pooled,
     )
 
 
@@ -284,6 +296,12 @@ def build_cells(session: Session, selection: RunSelection = DEFAULT_SELECTION) -
     return result
 
 
+def _cell_acceptance(cell: Cell) -> Pooled:
+    """A cell's acceptance as `pool` takes it: its counts where it had them, else its figures."""
+    return Pooled(cell.acceptance_length, cell.acceptance_rate, cell.acceptance_drafts,
+                  cell.acceptance_draft_tokens, cell.acceptance_accepted)
+
+
 def common_prompts(session: Session, cells: list[Cell]) -> list[str]:
     """Prompts that every arm has a cell for, in suite order."""
     have: dict[str, set[str]] = {}
@@ -301,6 +319,7 @@ def build_ladder(session: Session, cells: list[Cell], baseline: str | None = Non
     for arm in session.arms:
         mine = [c for c in cells if c.arm == arm.id and c.prompt in shared]
         means[arm.id] = mean_of([c.decode_tok_s for c in mine])
+        acceptance = pool([_cell_acceptance(c) for c in mine if c.acceptance_length is not None or c.acceptance_rate is not None])
         rows.append(
             LadderRow(
                 arm=arm.id,
@@ -309,11 +328,13 @@ def build_ladder(session: Session, cells: list[Cell], baseline: str | None = Non
                 vs_prior=None,
                 vs_first=None,
                 ttft_s=mean_of([c.ttft_s for c in mine]),
-                acceptance_length=mean_of([c.acceptance_length for c in mine]),
+                acceptance_length=acceptance.length,
                 prompts=len(mine),
-                acceptance_rate=mean_of([c.acceptance_rate for c in mine]),
+                acceptance_rate=acceptance.rate,
                 acceptance_approximate=any(c.acceptance_approximate for c in mine),
                 acceptance_note=_row_acceptance_note(mine),
+                acceptance_pooled=acceptance.pooled,
+                acceptance_length_prompts=spread([c.acceptance_length for c in mine]),
             )
         )
     reference_id = baseline or (rows[0].arm if rows else None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenreel.session.fields import FieldReader
-from tokenreel.session.model import MAX_COUNT, MAX_TOKENS_PER_SECOND, EngineFigures
+from tokenreel.session.model import MAX_COUNT, MAX_ENGINE_MS, MAX_TOKENS_PER_SECOND, EngineFigures
 
 
 def read_engine_figures(r: FieldReader, data: Any, where: str) -> EngineFigures | None:
@@ -22,9 +22,16 @@ def read_engine_figures(r: FieldReader, data: Any, where: str) -> EngineFigures 
         prompt_tokens=r.get(d, "prompt_tokens", where, r.opt_int, None),
         cached_prompt_tokens=r.get(d, "cached_prompt_tokens", where, r.opt_int, None),
         source=r.get(d, "source", where, r.str_, ""),
+        ttft_ms=r.get(d, "ttft_ms", where, r.opt_num, None),
+        queue_ms=r.get(d, "queue_ms", where, r.opt_num, None),
+        generation_ms=r.get(d, "generation_ms", where, r.opt_num, None),
     )
     if figures.decode_tok_s is not None and figures.decode_tok_s > MAX_TOKENS_PER_SECOND:
         raise r.fail(f"{where}.decode_tok_s", f"{figures.decode_tok_s:g} tok/s is more than the limit of {MAX_TOKENS_PER_SECOND:,}")
+    for name in ("ttft_ms", "queue_ms", "generation_ms"):
+        value = getattr(figures, name)
+        if value is not None and value > MAX_ENGINE_MS:
+            raise r.fail(f"{where}.{name}", f"{value:g} ms is more than a week")
     for name in ("prompt_tokens", "cached_prompt_tokens"):
         value = getattr(figures, name)
         if value is not None and value > MAX_COUNT:

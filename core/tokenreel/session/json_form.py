@@ -66,6 +66,9 @@ def _arm_to_dict(arm: Arm) -> dict[str, Any]:
 # Run's parts that are flat dataclasses of scalars, and its fields left out of the file when None.
 _FLAT_PARTS = frozenset(("gate", "acceptance", "clock", "host", "engine"))
 _ABSENT_WHEN_NONE = frozenset(("level", "replica", "node", "response_id", "engine"))
+# Fields of a flat part left out when None (members added to format version 1 later: older
+# files load and save again to the same bytes).
+_PART_ABSENT_WHEN_NONE = frozenset(("ttft_ms", "queue_ms", "generation_ms"))
 
 
 def run_to_dict(run: Run) -> dict[str, Any]:
@@ -80,7 +83,8 @@ def run_to_dict(run: Run) -> dict[str, Any]:
             if name not in _ABSENT_WHEN_NONE:
                 out[name] = None
         elif name in _FLAT_PARTS:
-            out[name] = {field: getattr(value, field) for field in value.__dataclass_fields__}
+            out[name] = {field: part for field in value.__dataclass_fields__
+                         if (part := getattr(value, field)) is not None or field not in _PART_ABSENT_WHEN_NONE}
         else:
             out[name] = value
     return out

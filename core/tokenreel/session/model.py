@@ -67,6 +67,7 @@ GPU_WAIT_S = 30.0
 # The fastest decode any figure may claim: 600 x the fastest single-request decode published
 # (~17 k tok/s, 2026); it bounds running counts while streaming and an engine's decode figure.
 MAX_TOKENS_PER_SECOND = 10_000_000
+MAX_ENGINE_MS = MAX_OFFSET_NS / 1e6  # an engine's own duration of one request: at most a week
 # `Settings.prompt_cache`: "fresh": a fresh prefill every run where a request can ask for one
 # (llama.cpp `cache_prompt: false`; extra_body overrides); "engine": the engines' defaults.
 PROMPT_CACHE_POLICIES = ("fresh", "engine")
@@ -263,14 +264,20 @@ class EngineFigures:
     """What the engine said of one request. `decode_tok_s` is tokenreel's decode
     (tokenreel.analysis.metrics: tokens after the first over first to last token); from llama.cpp's
     `timings`: (predicted_n - 1) / predicted_ms, not predicted_per_second, which older builds
-    computed over all predicted_n tokens. `cached_prompt_tokens`: prompt tokens its cache served
+    computed over all predicted_n tokens; from vLLM's per-request `metrics`: (completion_tokens -
+    1) / generation_time_ms. `cached_prompt_tokens`: prompt tokens its cache served
     (llama.cpp `cache_n`, vLLM/SGLang `usage.prompt_tokens_details.cached_tokens`): a TTFT with
-    any is no whole prefill. None: not said. `source`: where they came from ("" for nowhere)."""
+    any is no whole prefill. The three durations are vLLM's (`metrics`): its TTFT (scheduled to
+    first token, so without queueing or HTTP), its queue time, its first to last output token.
+    None: not said. `source`: where they came from ("" for nowhere)."""
 
     decode_tok_s: float | None = None
     prompt_tokens: int | None = None
     cached_prompt_tokens: int | None = None
     source: str = ""
+    ttft_ms: float | None = None
+    queue_ms: float | None = None
+    generation_ms: float | None = None
 
     @property
     def cache_hit(self) -> bool:

@@ -33,7 +33,11 @@ SECRET_KEY = re.compile(
     r"api[_-]?key|secret|passw|auth|credential|cookie|bearer|(^|[_-])(access_)?token$", re.IGNORECASE
 )
 VOCAB_TOKEN_KEY = re.compile(r"(bos|eos|eot|eog|pad|unk|sep|cls|mask|nl|fim_(pre|suf|mid|pad|rep|sep))_token", re.I)
-SECRET_VALUE = re.compile(r"^(sk-|hf_|ghp_|gho_|github_pat_|xox[abp]-|bearer\s)", re.IGNORECASE)
+# Keys' own prefixes are lower case and go on with a letter or digit: HF_HUB_OFFLINE=1 is no key.
+SECRET_VALUE = re.compile(r"^(?:(?:sk-|hf_|ghp_|gho_|github_pat_|xox[abp]-)[A-Za-z0-9]|(?i:bearer)\s)")
+# An environment assignment of a launch command (HF_TOKEN=..., HF_HUB_OFFLINE=1): kept verbatim
+# unless its name or its value is a secret by the rules above.
+ENV_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.DOTALL)
 SECRET_MASK = "***"
 
 # Every secret this process knows (the module docstring's rule).
@@ -62,6 +66,16 @@ def known_secrets() -> list[str]:
 def looks_secret(name: str) -> bool:
     """A field name whose value is a secret (api_key, client_secret, access_token; not max_tokens)."""
     return bool(SECRET_KEY.search(name)) and not VOCAB_TOKEN_KEY.fullmatch(name)
+
+
+def scrub_env_assignment(text: str) -> str:
+    """NAME=VALUE with the value masked (and remembered) where the name or the value looks
+    secret; else as is."""
+    match = ENV_ASSIGNMENT.fullmatch(text)
+    if match is None or not match[2] or not (looks_secret(match[1]) or SECRET_VALUE.match(match[2])):
+        return text
+    remember_secret(match[2])
+    return f"{match[1]}={SECRET_MASK}"
 
 
 def scrub_secret_fields(value: Any) -> Any:

@@ -7,7 +7,9 @@ empty text (the detokenizer holds the text back for the next chunk), and so does
 model's opening special token; reasoning text in `delta.reasoning`; finish_reason on the last
 token chunk; then, with include_usage, a usage chunk (`choices: []`) that carries the
 per-request `metrics` (with `metrics.speculative_decoding` for a speculative profile).
-`continuous_usage_stats` puts a cumulative usage on every chunk.
+`continuous_usage_stats` puts a cumulative usage on every chunk. `system_fingerprint`
+(`vllm-<version>-<config hash>`) rides on the final chunk only: the usage chunk, or without
+include_usage the chunk with finish_reason (vLLM's chat_completion/serving.py).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from tokenreel.simulator.shape import Context, Emitter, Engine, chat_logprob_ent
 from tokenreel.simulator.wire import BadRequest, ends_mid_utf8, json_response, logprob, openai_error, sse, usage
 
 VERSION = "0.33.0"
-FINGERPRINT = f"vllm-{VERSION}"
+FINGERPRINT = f"vllm-{VERSION}-5eed1ad0"  # vLLM: its version and the first 8 of its config hash
 ROLE_DELTA = {"role": "assistant", "content": ""}
 ROLE_CHOICE = {"index": 0, "delta": ROLE_DELTA, "logprobs": None, "finish_reason": None}
 
@@ -48,11 +50,12 @@ class VllmEmitter(Emitter):
             "object": obj,
             "created": ctx.created,
             "model": ctx.model,
-            "system_fingerprint": FINGERPRINT,
         }
 
-    def _event(self, choices: list[dict[str, Any]], with_usage: bool, **extra: Any) -> bytes:
+    def _event(self, choices: list[dict[str, Any]], with_usage: bool, final: bool = False, **extra: Any) -> bytes:
         out: dict[str, Any] = {**self.envelope, "choices": choices}
+        if final:
+            out["system_fingerprint"] = FINGERPRINT
         if with_usage:
             out["usage"] = usage(self.ctx.plan.prompt_tokens, self.completion)
         out.update(extra)
@@ -105,7 +108,7 @@ class VllmEmitter(Emitter):
             choice["stop_reason"] = None
         if ctx.body.get("return_token_ids"):
             choice["token_ids"] = [token_id(t) for t in tokens]
-        return head + self._event([choice], ctx.continuous_usage)
+        return head + self._event([choice], ctx.continuous_usage, final=last and not ctx.include_usage)
 
     def _logprobs(self, tokens: list[str]) -> dict[str, Any]:
         """One entry per token: chat `content[]`, completions `tokens[]` and friends."""
@@ -127,28 +130,32 @@ class VllmEmitter(Emitter):
         if not self.ctx.include_usage:
             return b""
         extra = {"metrics": self.request_metrics()} if self.ctx.profile.request_metrics else {}
-        return self._event([], True, **extra)
+        return self._event([], True, final=True, **extra)
 
     def request_metrics(self) -> dict[str, Any]:
-        """--enable-per-request-metrics, with --per-request-spec-decode-metrics summary."""
+        """--enable-per-request-metrics (vLLM's PerRequestMetrics: its TTFT from scheduling, no
+        queue here, first to last output token), with --per-request-spec-decode-metrics summary."""
         ctx = self.ctx
-        prompt_ms, predicted_ms = ctx.timings_ms()
+        prompt_ms, generation_ms = ctx.timings_ms()
         out: dict[str, Any] = {
-            "num_prompt_tokens": ctx.plan.prompt_tokens,
-            "num_generation_tokens": self.completion,
-            "time_to_first_token_ms": round(prompt_ms, 3),
-            "decode_time_ms": round(predicted_ms, 3),
+            "time_to_first_token_ms": prompt_ms,
+            "generation_time_ms": generation_ms,
+            "queue_time_ms": 0.0,
         }
+        if self.completion > 1:
+            out["mean_itl_ms"] = generation_ms / (self.completion - 1)
+        if prompt_ms + generation_ms > 0:
+            out["tokens_per_second"] = self.completion / (prompt_ms + generation_ms) * 1000
         if ctx.profile.spec_k:
             stats = spec_stats(ctx.plan, ctx.profile.spec_k, ctx.drafted)
             out["speculative_decoding"] = {
-                "num_spec_steps": stats.steps,
-                "num_spec_tokens": ctx.profile.spec_k,
-                "num_draft_tokens": stats.draft_tokens,
-                "num_accepted_draft_tokens": stats.accepted,
                 "mean_acceptance_length": stats.mean_length,
                 "draft_acceptance_rate": stats.rate,
                 "acceptance_histogram": stats.histogram,
+                "num_spec_steps": stats.steps,
+                "num_accepted_draft_tokens": stats.accepted,
+                "num_draft_tokens": stats.draft_tokens,
+                "num_spec_tokens": ctx.profile.spec_k,
             }
         return out
 

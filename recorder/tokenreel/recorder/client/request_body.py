@@ -9,7 +9,9 @@ held back mid-character has none), includes held-back tokens. Any other arm whos
 back without a per-event count (normally the discarded warmup: `token_source` "per_event") gets
 `logprobs` asked for on its later runs, unless the arm names a local `tokenizer`, which costs the
 server nothing (logprobs can slow it; never asked of llama.cpp, where they miss held-back
-tokens). Fields the recorder adds itself (these, and SGLang's `return_spec_tokens_details`) are
+tokens). A fresh prefill (`prompt_cache = "fresh"`) on vLLM is a per-request `cache_salt` no other
+request shares (vLLM keys its prefix cache by it; a repeated prompt otherwise reuses up to all of
+its KV blocks). Fields the recorder adds itself (these, and SGLang's `return_spec_tokens_details`) are
 dropped for good, and the run retried at once, if the endpoint answers them with HTTP 400 or
 422; `extra_body` overrides them all.
 """
@@ -17,6 +19,7 @@ dropped for good, and the run retried at once, if the endpoint answers them with
 from __future__ import annotations
 
 import os
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,12 +76,14 @@ def engine_of_arm(arm: Arm) -> EngineKind:
     return EngineKind.named(str(summary.get("engine", ""))) if isinstance(summary, dict) else EngineKind.UNKNOWN
 
 
-def added_fields(arm: Arm) -> dict[str, Any]:
+def added_fields(arm: Arm, settings: Settings) -> dict[str, Any]:
     """Request fields the recorder adds for this arm (see the module docstring for why)."""
     learned, engine = learning(arm), engine_of_arm(arm)
     fields: dict[str, Any] = {}
     if engine is EngineKind.LLAMACPP:
         fields["timings_per_token"] = True
+    if engine is EngineKind.VLLM and settings.prompt_cache == PromptCache.FRESH:
+        fields["cache_salt"] = f"tokenreel-{uuid.uuid4().hex}"  # unique: it is sent, never archived
     if engine is EngineKind.SGLANG:
         fields["return_spec_tokens_details"] = True
     # Not from llama.cpp: its streamed logprobs miss held-back tokens, and computing them sorts the
@@ -96,8 +101,8 @@ def request_body(
     `settings.prompt_cache` "fresh" asks a llama.cpp arm (as its fingerprint says) for a whole
     prefill every run (`cache_prompt: false`): its default reuses the slot's or the host-RAM
     cache's KV state of a repeated prompt, and TTFT then times a cache restore, not a prefill.
-    vLLM and SGLang take no such per-request field (their prefix cache is a server flag):
-    their cached prompt tokens are recorded and flagged (`Run.engine`)."""
+    vLLM gets a `cache_salt` instead (`added_fields`); SGLang takes no such per-request field (its
+    prefix cache is a server flag): its cached prompt tokens are recorded and flagged (`Run.engine`)."""
     body: dict[str, Any] = {"model": arm.model}
     if arm.api == Api.CHAT:
         body["messages"] = chat_messages(prompt)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tokenreel.session.model import MAX_COUNT, MAX_TOKENS_PER_SECOND, Acceptance, EngineFigures
+from tokenreel.session.model import MAX_COUNT, MAX_ENGINE_MS, MAX_TOKENS_PER_SECOND, Acceptance, EngineFigures
 
 
 def response_acceptance(spec: tuple[str, dict[str, Any]] | None) -> Acceptance | None:
@@ -35,24 +35,23 @@ def response_acceptance(spec: tuple[str, dict[str, Any]] | None) -> Acceptance |
     return Acceptance(mean_length, rate, drafts, draft_tokens, accepted, source)
 
 
-def engine_figures(timings: dict[str, Any] | None, usage: dict[str, Any] | None) -> tuple[EngineFigures, str]:
+def engine_figures(
+    timings: dict[str, Any] | None, usage: dict[str, Any] | None, metrics: dict[str, Any] | None = None
+) -> tuple[EngineFigures, str]:
     """The engine's own figures of one request (`EngineFigures`), and what was dropped as impossible.
 
     llama.cpp's final `timings`: decode = (predicted_n - 1) / predicted_ms, tokenreel's definition
     (the first token comes from the prompt's batch; see EngineFigures), prompt = prompt_n (the
     tokens prefilled) + cache_n (those taken from its cache). vLLM and SGLang: `usage.prompt_tokens`
-    and `usage.prompt_tokens_details.cached_tokens` (no per-request decode figure in their stream).
+    and `usage.prompt_tokens_details.cached_tokens`; vLLM started with --enable-per-request-metrics
+    adds `metrics` to the usage chunk: decode = (completion_tokens - 1) / generation_time_ms (its
+    first output token to its last), and its TTFT and queue time.
     """
     dropped: list[str] = []
     if timings is not None:
         predicted_n, predicted_ms = _num(timings.get("predicted_n")), _num(timings.get("predicted_ms"))
         processed, cached = _count(timings.get("prompt_n")), _count(timings.get("cache_n"))
-        decode = None
-        if predicted_n is not None and predicted_n > 1 and predicted_ms:
-            decode = (predicted_n - 1) * 1000.0 / predicted_ms
-            if decode > MAX_TOKENS_PER_SECOND:
-                dropped.append(f"decode of {decode:g} tok/s (predicted_n {predicted_n:g} in {predicted_ms:g} ms)")
-                decode = None
+        decode = _decode(predicted_n, predicted_ms, "predicted_n", dropped)
         prompt = processed + cached if processed is not None and cached is not None else None
         return EngineFigures(decode, prompt, cached, "llama.cpp timings"), ", ".join(dropped)
     if usage is None:
@@ -63,10 +62,34 @@ def engine_figures(timings: dict[str, Any] | None, usage: dict[str, Any] | None)
     if cached is not None and prompt is not None and cached > prompt:
         dropped.append(f"cached_tokens {cached} of a {prompt}-token prompt")
         cached = None
+    if metrics is not None and metrics.get("generation_time_ms") is not None:
+        generation_ms = _num(metrics.get("generation_time_ms"))
+        decode = _decode(_num(usage.get("completion_tokens")), generation_ms, "completion_tokens", dropped)
+        figures = EngineFigures(decode, prompt, cached, "vllm metrics", _ms(metrics.get("time_to_first_token_ms")),
+                                _ms(metrics.get("queue_time_ms")), generation_ms)
+        return figures, ", ".join(dropped)
     if prompt is None and cached is None:
         return EngineFigures(), ", ".join(dropped)
     source = "usage.prompt_tokens_details" if cached is not None else "usage"
     return EngineFigures(None, prompt, cached, source), ", ".join(dropped)
+
+
+def _decode(tokens: float | None, ms: float | None, name: str, dropped: list[str]) -> float | None:
+    """(tokens - 1) per second over `ms` (the first token to the last); None, and said in
+    `dropped`, when beyond MAX_TOKENS_PER_SECOND."""
+    if tokens is None or tokens <= 1 or not ms:
+        return None
+    decode = (tokens - 1) * 1000.0 / ms
+    if decode > MAX_TOKENS_PER_SECOND:
+        dropped.append(f"decode of {decode:g} tok/s ({name} {tokens:g} in {ms:g} ms)")
+        return None
+    return decode
+
+
+def _ms(value: Any) -> float | None:
+    """A duration in ms the archive takes (finite, 0 to a week), or None."""
+    ms = _num(value)
+    return ms if ms is not None and ms <= MAX_ENGINE_MS else None
 
 
 def _count(value: Any) -> int | None:

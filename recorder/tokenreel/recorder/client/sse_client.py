@@ -92,7 +92,7 @@ async def stream_run(
             " export it and record again"
         )
         return
-    learned, added = learning(arm), added_fields(arm)
+    learned, added = learning(arm), added_fields(arm, settings)
     timeouts, counter = resolve_timeouts(settings, arm), token_counter(arm)
     body = request_body(arm, prompt, settings, added)
     try:

@@ -67,6 +67,7 @@ class StreamParser:
         self._finish_reason: str | None = None
         self._spec: tuple[str, dict[str, Any]] | None = None
         self._timings: dict[str, Any] | None = None  # llama.cpp's last `timings` (the final one is whole)
+        self._metrics: dict[str, Any] | None = None  # vLLM's per-request `metrics` (on the usage chunk)
         self._response_id: str | None = None
         # Body offset just past each event's last byte, to find the read that delivered it
         # (`recorder.kernel_clock.apply`); `_fed` counts the body bytes fed so far.
@@ -214,6 +215,9 @@ class StreamParser:
         predicted = None
         if not _SPEC_KEYS.isdisjoint(event):
             self._note_spec(event)
+            metrics = event.get("metrics")
+            if type(metrics) is dict:
+                self._metrics = metrics
             timings = event.get("timings")
             if type(timings) is dict:
                 self._timings = timings
@@ -313,7 +317,7 @@ class StreamParser:
                 f"{self._non_finite} event(s) held a number JSON does not allow (NaN, Infinity or one past a double,"
                 " such as 1e400), read as not a number and left out of every figure; check the server"
             )
-        engine, dropped = engine_figures(self._timings, self._usage)
+        engine, dropped = engine_figures(self._timings, self._usage, self._metrics)
         if dropped:
             notes.append(f"the engine reported an impossible {dropped}; dropped from its figures")
         return Outcome(

@@ -30,7 +30,15 @@ from tokenreel.recorder.client.bounded_http import MAX_FINGERPRINT_BYTES, Refuse
 from tokenreel.recorder.client.request_body import api_key, auth_headers
 from tokenreel.recorder.config import server_root
 from tokenreel.recorder.enums import EngineKind
-from tokenreel.recorder.secrets import SECRET_MASK, SECRET_VALUE, is_secret_flag, looks_secret, scrub_secret_flags, scrub_secrets
+from tokenreel.recorder.secrets import (
+    SECRET_MASK,
+    SECRET_VALUE,
+    is_secret_flag,
+    looks_secret,
+    scrub_env_assignment,
+    scrub_secret_flags,
+    scrub_secrets,
+)
 from tokenreel.session.model import Arm
 
 MAX_STRING_CHARS = 2000
@@ -222,9 +230,11 @@ def _clean(value: Any, key: str | None, depth: int) -> Any:
         # argv lists: ["--api-key", "X"] keeps the flag, scrubs its value
         items = [SECRET_MASK if i and isinstance(items[i - 1], str) and is_secret_flag(items[i - 1]) else v
                  for i, v in enumerate(items)]
-        return [v for v, raw in zip(items, value, strict=False) if v == SECRET_MASK or not _secret_value(raw, key)]
+        masked = f"={SECRET_MASK}"  # an environment assignment with its value masked stays: its name says what ran
+        return [v for v, raw in zip(items, value, strict=False)
+                if v == SECRET_MASK or (isinstance(v, str) and v != raw and v.endswith(masked)) or not _secret_value(raw, key)]
     if isinstance(value, str):
-        value = scrub_secrets(value)  # before the cut below: no part of a key survives
+        value = scrub_env_assignment(scrub_secrets(value))  # before the cut below: no part of a key survives
         if "-" in value:
             value = scrub_secret_flags(value)
         if len(value) > MAX_STRING_CHARS:

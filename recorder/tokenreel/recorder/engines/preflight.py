@@ -22,6 +22,7 @@ import aiohttp
 import orjson
 
 import tokenreel.base.version
+from tokenreel.analysis.engine_figures import VLLM_PER_REQUEST_FLAG
 from tokenreel.recorder.client.bounded_http import MAX_PREFLIGHT_BYTES, Refused, get_bounded
 from tokenreel.recorder.client.request_body import api_key, auth_headers
 from tokenreel.recorder.config import default_metrics_url, launch_of, server_root
@@ -81,7 +82,22 @@ async def _launched(arm: Arm) -> ArmCheck:
         check.problems.append(f"launch: {command!r} is not an executable file nor on PATH; fix the arm's launch command")
     else:
         check.notes.append(f"launches {command} at its turn (endpoint checked once it answers)")
+    _check_vllm_flags(check, list(launch.argv))
     return check
+
+
+def _check_vllm_flags(check: ArmCheck, argv: list[str]) -> None:
+    """A launched `vllm serve` without the flags that make it say its own per-request figures:
+    without them the report has no engine agreement (and a drafter no acceptance per request)."""
+    words = {word.split("=", 1)[0] for word in argv}
+    if not any(word.rsplit("/", 1)[-1] == "vllm" for word in argv) or "serve" not in words:
+        return
+    if VLLM_PER_REQUEST_FLAG not in words:
+        check.warnings.append(f"vllm serve without {VLLM_PER_REQUEST_FLAG}: no engine agreement for this arm; add the flag")
+    drafter = bool(words & {"--speculative-config", "-sc"})
+    if drafter and "--per-request-spec-decode-metrics" not in words:
+        check.warnings.append("vllm serve with a drafter but without --per-request-spec-decode-metrics summary: its"
+                              " acceptance comes from /metrics counters only; add the flag")
 
 
 def _check_key(check: ArmCheck, arm: Arm) -> None:
@@ -114,6 +130,8 @@ async def check_arm(http: aiohttp.ClientSession, arm: Arm, prompts: list[Prompt]
     else:
         card = _model_card(check, arm, answer.body)
         await _check_context(http, check, arm, card, prompts, settings)
+        if card is not None and card.get("owned_by") == "vllm":  # the flag is not to be seen before a run
+            check.notes.append(f"vLLM: its own per-request timing (engine agreement) needs {VLLM_PER_REQUEST_FLAG}")
     await _check_metrics(http, check, arm)
     return check
 
