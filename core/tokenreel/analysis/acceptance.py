@@ -39,8 +39,8 @@ NONE = Pooled(None, None)
 def pool(items: Sequence[Acceptance | Pooled]) -> Pooled:
     """1 + Σaccepted / Σdrafts and Σaccepted / Σdraft tokens over `items` (runs' acceptance, or
     cells' pooled figures); where some item lacks a count, the median of the items' own figures."""
-    lengths = [a for a in items if _length(a) is not None]
-    rates = [a for a in items if _rate(a) is not None]
+    lengths = [v for a in items if (v := a.mean_length if isinstance(a, Acceptance) else a.length) is not None]
+    rates = [a.rate for a in items if a.rate is not None]
     if not lengths and not rates:
         return NONE
     drafts = _sum([a.drafts for a in items])
@@ -49,11 +49,11 @@ def pool(items: Sequence[Acceptance | Pooled]) -> Pooled:
     if drafts and accepted is not None and len(lengths) == len(items):
         length: float | None = 1.0 + accepted / drafts
     else:
-        length, drafts = (statistics.median(_length(a) or 0.0 for a in lengths) if lengths else None), None
+        length, drafts = (statistics.median(lengths) if lengths else None), None
     if draft_tokens and accepted is not None and len(rates) == len(items):
         rate: float | None = accepted / draft_tokens
     else:
-        rate, draft_tokens = (statistics.median(_rate(a) or 0.0 for a in rates) if rates else None), None
+        rate, draft_tokens = (statistics.median(rates) if rates else None), None
     return Pooled(length, rate, drafts, draft_tokens, accepted if drafts is not None or draft_tokens is not None else None)
 
 
@@ -61,14 +61,6 @@ def spread(lengths: Sequence[float | None]) -> list[float] | None:
     """[lowest, highest] of the per-prompt acceptance lengths, shown beside the pooled figure."""
     present = [v for v in lengths if v is not None]
     return [min(present), max(present)] if len(present) > 1 else None
-
-
-def _length(a: Acceptance | Pooled) -> float | None:
-    return a.mean_length if isinstance(a, Acceptance) else a.length
-
-
-def _rate(a: Acceptance | Pooled) -> float | None:
-    return a.rate
 
 
 def _sum(values: list[float | None]) -> float | None:

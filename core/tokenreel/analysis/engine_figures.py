@@ -91,7 +91,7 @@ def engine_agreement(session: Session, selection: RunSelection) -> list[EngineAg
 
 def engine_name(fingerprint: dict[str, Any]) -> str:
     """The engine an arm's fingerprint names ("vllm", "sglang", "llamacpp"), or ""."""
-    summary = fingerprint.get("summary")
+    summary = fingerprint.get("summary") if isinstance(fingerprint, dict) else None
     name = summary.get("engine") if isinstance(summary, dict) else None
     return name if isinstance(name, str) else ""
 

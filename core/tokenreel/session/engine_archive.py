@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenreel.session.fields import FieldReader
-from tokenreel.session.model import MAX_COUNT, MAX_ENGINE_MS, MAX_TOKENS_PER_SECOND, EngineFigures
+from tokenreel.session.model import ENGINE_DURATIONS, MAX_COUNT, MAX_ENGINE_MS, MAX_TOKENS_PER_SECOND, EngineFigures
 
 
 def read_engine_figures(r: FieldReader, data: Any, where: str) -> EngineFigures | None:
@@ -28,7 +28,7 @@ def read_engine_figures(r: FieldReader, data: Any, where: str) -> EngineFigures 
     )
     if figures.decode_tok_s is not None and figures.decode_tok_s > MAX_TOKENS_PER_SECOND:
         raise r.fail(f"{where}.decode_tok_s", f"{figures.decode_tok_s:g} tok/s is more than the limit of {MAX_TOKENS_PER_SECOND:,}")
-    for name in ("ttft_ms", "queue_ms", "generation_ms"):
+    for name in ENGINE_DURATIONS:
         value = getattr(figures, name)
         if value is not None and value > MAX_ENGINE_MS:
             raise r.fail(f"{where}.{name}", f"{value:g} ms is more than a week")

@@ -68,6 +68,7 @@ GPU_WAIT_S = 30.0
 # (~17 k tok/s, 2026); it bounds running counts while streaming and an engine's decode figure.
 MAX_TOKENS_PER_SECOND = 10_000_000
 MAX_ENGINE_MS = MAX_OFFSET_NS / 1e6  # an engine's own duration of one request: at most a week
+ENGINE_DURATIONS = ("ttft_ms", "queue_ms", "generation_ms")  # EngineFigures' durations, in ms
 # `Settings.prompt_cache`: "fresh": a fresh prefill every run where a request can ask for one
 # (llama.cpp `cache_prompt: false`; extra_body overrides); "engine": the engines' defaults.
 PROMPT_CACHE_POLICIES = ("fresh", "engine")

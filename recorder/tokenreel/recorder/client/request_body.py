@@ -23,6 +23,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from tokenreel.analysis.engine_figures import engine_name
 from tokenreel.analysis.metrics import output_tokens
 from tokenreel.recorder.client.token_counts import CountText, tokenizer_counts
 from tokenreel.recorder.config import load_tokenizer, request_extra_body
@@ -72,8 +73,7 @@ def learning(arm: Arm) -> ArmLearning:
 
 def engine_of_arm(arm: Arm) -> EngineKind:
     """The engine its fingerprint's summary names (UNKNOWN when it names none)."""
-    summary = arm.fingerprint.get("summary") if isinstance(arm.fingerprint, dict) else None
-    return EngineKind.named(str(summary.get("engine", ""))) if isinstance(summary, dict) else EngineKind.UNKNOWN
+    return EngineKind.named(engine_name(arm.fingerprint))
 
 
 def added_fields(arm: Arm, settings: Settings) -> dict[str, Any]:
