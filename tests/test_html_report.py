@@ -23,10 +23,11 @@ from tests.browser import Chromium, Page, chromium_executable
 from tests.test_recorder_support import arm_for, chat_prompt, fast_settings
 from tokenreel.analysis.ladder import median_run
 from tokenreel.analysis.selection import RunSelection
+from tokenreel.base.safe_text import esc
 from tokenreel.cli import app
 from tokenreel.recorder.runner import new_session, record
 from tokenreel.report import build_report, render_report, to_html
-from tokenreel.report.wording import INTERVAL_MEANING, ratio_text
+from tokenreel.report.wording import INTERVAL_MEANING, NO_HEADLINE, ratio_text
 from tokenreel.session.archive import load
 from tokenreel.session.model import Chunks, Clock, HostPressure, Run, Session
 from tokenreel.simulator.server import SimCluster
@@ -377,7 +378,7 @@ def test_the_page_opens_on_the_headline_and_fits_the_screen(browser: Chromium, d
 def test_a_one_arm_page_says_there_is_no_comparison() -> None:
     session = sf.session([("a", "Arm A", [sf.stream(sf.words(8), 50 * sf.MS, 20 * sf.MS)])])
     page = render_report(session, "html")
-    assert '<p class="claim none">One arm: no comparison to claim.</p>' in page
+    assert f'<p class="claim none">{esc(NO_HEADLINE)}</p>' in page
     assert 'class="claim-text"' not in page
 
 

@@ -27,6 +27,7 @@ from tokenreel.analysis.intervals import ratio_interval
 from tokenreel.analysis.ladder import Cell, common_prompts, interval_level, mean_of, median_run, paired
 from tokenreel.analysis.metrics import RunMetrics, run_metrics
 from tokenreel.analysis.selection import DEFAULT_SELECTION, RunSelection
+from tokenreel.analysis.serving_config import real_acceptance_arms
 from tokenreel.session.model import Run, Session
 
 METRICS = ("decode", "e2e")  # a race's (a video's) metrics
@@ -166,7 +167,9 @@ def scope_text(speedup: Speedup) -> str:
 
 
 def headline(session: Session, cells: list[Cell], metric: str = "decode") -> Speedup | None:
-    """The session's headline: its last arm against its first, over the suite."""
-    if len(session.arms) < 2:
+    """The session's headline: its last arm against its first, over the suite; an arm whose
+    engine forced acceptance (`tokenreel.analysis.serving_config`) is never one of them."""
+    arms = real_acceptance_arms(session.arms)
+    if len(arms) < 2:
         return None
-    return suite_speedup(session, cells, metric, session.arms[-1].id, session.arms[0].id)
+    return suite_speedup(session, cells, metric, arms[-1], arms[0])

@@ -13,6 +13,7 @@ from typing import Any, NotRequired, TypedDict
 
 from tokenreel.analysis.metrics import run_metrics
 from tokenreel.analysis.selection import RunSelection
+from tokenreel.analysis.serving_config import serving_identity
 from tokenreel.session.model import Run, Session
 
 # What each prompt-cache policy (`Settings.prompt_cache`) means, as every view says it.
@@ -153,10 +154,12 @@ def stated_version(version: str) -> str:
     return version
 
 
-def arm_fingerprint(session: Session, arm: str, summary: dict[str, str]) -> dict[str, str]:
-    """The fingerprint summary as the report states it: the version as `stated_version` says it,
-    and a drafter seen in the stream named as observed, with what /props said beside it."""
-    out = dict(summary)
+def arm_fingerprint(session: Session, arm: str) -> dict[str, str]:
+    """The fingerprint as the report states it (`serving_identity`: the endpoints' summary, the
+    launch command's dtype, quantization and speculative settings, vLLM's config hash, the
+    synthetic-acceptance label): the version as `stated_version` says it, and a drafter seen in
+    the stream named as observed, with what the endpoint said beside it."""
+    out = serving_identity(session.arm(arm))
     if "version" in out:
         out["version"] = stated_version(out["version"])
     observed = observed_drafter(session, arm)

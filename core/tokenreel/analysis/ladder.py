@@ -22,6 +22,7 @@ from tokenreel.analysis.acceptance import Pooled, pool, spread
 from tokenreel.analysis.intervals import LEVEL, MIN_PER_CATEGORY, Interval, Pair, ratio_interval
 from tokenreel.analysis.metrics import RunMetrics, run_metrics
 from tokenreel.analysis.selection import DEFAULT_SELECTION, RunSelection, client_busy_inexact, first_token_late, host_contended
+from tokenreel.analysis.serving_config import synthetic_text
 from tokenreel.session.model import Run, Session
 
 
@@ -95,6 +96,8 @@ class LadderRow:
     vs_first_ci95_note: str = ""
     acceptance_pooled: bool = False  # 1 + Σaccepted / Σdrafts over the arm's counted runs
     acceptance_length_prompts: list[float] | None = None  # [lowest, highest] of its prompts' lengths
+    # SYNTHETIC_LABEL and where it was seen, for an arm whose engine forced acceptance; "" otherwise.
+    synthetic_acceptance: str = ""
 
 
 ITSELF = "the arm itself: no interval"  # an arm's ratio to itself (the first row's), always 1
@@ -335,6 +338,7 @@ def build_ladder(session: Session, cells: list[Cell], baseline: str | None = Non
                 acceptance_note=_row_acceptance_note(mine),
                 acceptance_pooled=acceptance.pooled,
                 acceptance_length_prompts=spread([c.acceptance_length for c in mine]),
+                synthetic_acceptance=synthetic_text(arm),
             )
         )
     reference_id = baseline or (rows[0].arm if rows else None)

@@ -20,7 +20,7 @@ CELL_KEYS = (
 
 
 # Per arm in the csv (one row per cell): what the endpoint said and what the config declared.
-ARM_CSV_KEYS = ("arm_fingerprint", "arm_settings")
+ARM_CSV_KEYS = ("arm_fingerprint", "arm_settings", "arm_synthetic_acceptance")
 
 
 # Per arm, its ladder ratios over the suite with their 95 % intervals (empty, and the note says
@@ -76,6 +76,7 @@ def to_csv(report: Report) -> str:
             **{k: csv_value(cell[k]) for k in CELL_KEYS},
             "arm_fingerprint": fingerprint_text(arm["fingerprint"], "; "),
             "arm_settings": "; ".join(f"{k}={v}" for k, v in arm["settings"].items()),
+            "arm_synthetic_acceptance": ladder[cell["arm"]]["synthetic_acceptance"],
             **_ratio_columns("arm", ladder[cell["arm"]], ("vs_prior", "vs_first")),
             **_ratio_columns("category", by_category[cell["category"], cell["arm"]], ("vs_first",)),
             **{f"{name}_{stat}": latency[name][stat] for name, _, _ in LATENCY_FIGURES for stat in LATENCY_STATS},

@@ -18,7 +18,7 @@ from tokenreel.analysis.replica_ladders import replica_ladders
 from tokenreel.analysis.selection import DEFAULT_SELECTION, RunSelection, host_contended
 from tokenreel.report.wording import LATENCY_FIGURES
 from tokenreel.session.gpu import gpu_hardware
-from tokenreel.session.model import Arm, Run, Session, fingerprint_summary
+from tokenreel.session.model import Arm, Run, Session
 
 REPORT_FORMAT = "tokenreel.report"
 REPORT_VERSION = 1
@@ -163,7 +163,7 @@ def _arm_entry(session: Session, arm: Arm) -> dict[str, Any]:
     return {
         "arm": arm.id,
         "label": arm.label,
-        "fingerprint": arm_fingerprint(session, arm.id, fingerprint_summary(arm)),
+        "fingerprint": arm_fingerprint(session, arm.id),
         "settings": dict(arm.settings),
         "token_counts": ",".join(sorted({r.token_source for r in runs})),
         "tokens_estimated": any(r.tokens_estimated for r in runs),

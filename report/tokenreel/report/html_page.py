@@ -27,6 +27,7 @@ from tokenreel.report.html_shell import THEME, arm_name, html_table, inline_svg,
 from tokenreel.report.wording import (
     ESTIMATED_NOTE,
     LATENCY_FIGURES,
+    NO_HEADLINE,
     STEP_MARKS,
     acceptance_notes,
     acceptance_text,
@@ -45,6 +46,7 @@ from tokenreel.report.wording import (
     rate_text,
     ratio_text,
     repeats_summary,
+    synthetic_notes,
 )
 from tokenreel.session.model import Run, Session
 
@@ -89,7 +91,7 @@ def _header(report: Report, session: Session) -> str:
 def _headline(claim: dict[str, Any] | None) -> str:
     """The story first: the report's headline claim in its own words (no figure computed here)."""
     if claim is None:
-        return '<p class="claim none">One arm: no comparison to claim.</p>'
+        return f'<p class="claim none">{esc(NO_HEADLINE)}</p>'
     interval = claim["interval_text"] or claim["ci95_note"]  # the interval, or why there is none
     return (
         f'<p class="claim"><span class="claim-text">{esc(claim["text"])}</span>'
@@ -110,11 +112,15 @@ def _ladder(report: Report, colors: dict[str, str]) -> str:
         rows.append([
             _step(i), arm_name(row["label"], colors[row["arm"]]), f"{esc(decode)}{bar}", _ratio(row["vs_prior"], row["vs_prior_ci95"]),
             _ratio(row["vs_first"], row["vs_first_ci95"]), figure(row["ttft_s"], 2, " s"),
-            esc(acceptance_text(row["acceptance_length"], row["acceptance_approximate"])), esc(rate_text(row["acceptance_rate"])),
+            esc(acceptance_text(row["acceptance_length"], row["acceptance_approximate"], row["synthetic_acceptance"])),
+            esc(rate_text(row["acceptance_rate"])),
         ])
     notes = [f"<p class=note>{esc(ladder_note(report))}</p>", f"<p class=note>{esc(interval_legend(report))}</p>"]
     if estimated:
         notes.append(f"<p class=note>{_markdown_inline(ESTIMATED_NOTE)}</p>")
+    if synthetic := synthetic_notes(report):
+        items = "".join(f"<li>{esc(line.removeprefix('- '))}</li>" for line in synthetic)
+        notes.append(f"<p class=note>Synthetic acceptance (the engine forced its drafts' acceptance):</p><ul class=note>{items}</ul>")
     acceptance = [line.removeprefix("- ") for line in acceptance_notes(report) if line.startswith("- ")]
     if acceptance:
         items = "".join(f"<li>{esc(line)}</li>" for line in acceptance)

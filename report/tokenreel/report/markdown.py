@@ -12,6 +12,7 @@ from tokenreel.report.data import Report
 from tokenreel.report.wording import (
     ESTIMATED_NOTE,
     LATENCY_FIGURES,
+    NO_HEADLINE,
     STEP_MARKS,
     acceptance_notes,
     acceptance_text,
@@ -31,6 +32,7 @@ from tokenreel.report.wording import (
     ratio_text,
     repeats_summary,
     run_names,
+    synthetic_notes,
 )
 from tokenreel.session.model import Session
 
@@ -144,7 +146,7 @@ def _ratios_table(report: Report, labels: dict[str, str]) -> list[str]:
 def _headline(claim: dict[str, Any] | None) -> list[str]:
     """The story first, in the report's own words (the video's end card says the same)."""
     if claim is None:
-        return ["One arm: no comparison to claim.", ""]
+        return [NO_HEADLINE, ""]
     interval = f" ({claim['interval_text']})" if claim["interval_text"] else ""
     return [f"**{claim['text']}**{interval}: {claim['arm_label']} vs {claim['vs_label']}, {claim['scope_text']}."
             f" Speed-up in {claim['definition']}.", ""]
@@ -166,9 +168,12 @@ def to_markdown(report: Report, session: Session) -> str:
         lines.append(
             f"| {mark} | {row['label']} | {decode} | {ratio_text(row['vs_prior'], row['vs_prior_ci95'])} "
             f"| {ratio_text(row['vs_first'], row['vs_first_ci95'])} | {figure(row['ttft_s'], 2, ' s')} "
-            f"| {acceptance_text(row['acceptance_length'], row['acceptance_approximate'])} | {rate_text(row['acceptance_rate'])} |"
+            f"| {acceptance_text(row['acceptance_length'], row['acceptance_approximate'], row['synthetic_acceptance'])}"
+            f" | {rate_text(row['acceptance_rate'])} |"
         )
     lines += ["", ladder_note(report), "", interval_legend(report), ""]
+    if synthetic := synthetic_notes(report):
+        lines += ["Synthetic acceptance (the engine forced its drafts' acceptance):", "", *synthetic, ""]
     lines += _ratios_table(report, labels)
     if estimated_arms:
         lines += [ESTIMATED_NOTE, ""]

@@ -17,7 +17,7 @@ from rich.text import Text
 from tokenreel.analysis.claims import claim_text, headline, scope_text
 from tokenreel.analysis.figures import figure
 from tokenreel.analysis.ladder import ITSELF, build_cells, build_ladder, category_table
-from tokenreel.report.wording import ratio_text
+from tokenreel.report.wording import acceptance_text, ratio_text
 from tokenreel.session.model import Session
 
 MIN_LABEL = 6  # a label column narrower than this would say nothing ("Orig…")
@@ -111,10 +111,8 @@ def summary_tables(session: Session) -> list[Table]:
     for column in ("Decode tok/s", "vs prior", "vs first", "TTFT s", "Accept. len") + (("Accept. rate",) if rates else ()):
         table.number_column(column)
     for i, row in enumerate(ladder, start=1):
-        length = figure(row.acceptance_length, 2)
-        if row.acceptance_approximate and row.acceptance_length is not None:
-            length = f"≈{length}"  # from counters printed in rounded steps
         rate = (figure(None if row.acceptance_rate is None else row.acceptance_rate * 100, 0, " %"),) if rates else ()
+        length = acceptance_text(row.acceptance_length, row.acceptance_approximate, row.synthetic_acceptance)
         table.add_row(
             str(i),
             Text(row.label),

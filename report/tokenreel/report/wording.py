@@ -11,6 +11,7 @@ from typing import Any
 from tokenreel.analysis.figures import figure, multiplier
 from tokenreel.analysis.ladder import ITSELF
 from tokenreel.analysis.latency import MISSING_REASONS, PERCENTILE_METHOD
+from tokenreel.analysis.serving_config import SYNTHETIC_LABEL
 
 STEP_MARKS = "①②③④⑤⑥⑦⑧⑨⑩"
 
@@ -20,6 +21,10 @@ ESTIMATED_NOTE = (
     " `tokenizer` was configured, so each event counted as one token (the server's final total, if any, on"
     " the last event): decode speed and TPOT are approximate."
 )
+
+
+# Where the report has no headline: fewer than two arms whose acceptance is the model's own.
+NO_HEADLINE = "No comparison to claim: fewer than two arms (an arm with synthetic acceptance is never in the headline)."
 
 
 def fingerprint_text(items: dict[str, str], sep: str = " · ") -> str:
@@ -54,10 +59,19 @@ def latency_gaps(latency: dict[str, Any]) -> list[str]:
     return missing
 
 
-def acceptance_text(value: float | None, approximate: bool) -> str:
-    """Acceptance length to 2 decimals; ≈ marks one from counters printed in rounded steps."""
+def acceptance_text(value: float | None, approximate: bool, synthetic: str = "") -> str:
+    """Acceptance length to 2 decimals; ≈ marks one from counters printed in rounded steps; an arm
+    whose engine forced acceptance says so beside it (`SYNTHETIC_LABEL`)."""
     text = figure(value, 2)
-    return f"≈{text}" if approximate and value is not None else text
+    text = f"≈{text}" if approximate and value is not None else text
+    return f"{text} ({SYNTHETIC_LABEL})" if synthetic else text
+
+
+def synthetic_notes(report: dict[str, Any]) -> list[str]:
+    """One line per arm whose engine forced acceptance: where it was seen, and that its
+    acceptance and speed-ups are not the model's and never the headline's."""
+    return [f"- {row['label']}: {row['synthetic_acceptance']}; its acceptance and speed-ups are the engine's forced"
+            " figures, never the headline's" for row in report["ladder"] if row.get("synthetic_acceptance")]
 
 
 def rate_text(value: float | None) -> str:

@@ -289,6 +289,8 @@ class _Request:
             outcome.token_source, outcome.usage, outcome.finish_reason, outcome.acceptance, outcome.response_id,
             outcome.engine,
         )
+        if outcome.system_fingerprint:  # vLLM's config hash rides only on the stream: the arm's fingerprint keeps it
+            self.arm.fingerprint["system_fingerprint"] = outcome.system_fingerprint
         self.note = outcome.note
         reads = stamped if isinstance(stamped, str) else kernel_clock.release(stamped)
         offsets = (offset, kernel_clock.realtime_offset_ns())

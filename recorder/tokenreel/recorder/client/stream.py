@@ -47,6 +47,7 @@ class Outcome:
     note: str = ""  # what the run should say although it is ok (invalid text replaced)
     response_id: str | None = None  # the first event's `id` (Run.response_id)
     engine: EngineFigures | None = None  # what the engine said of the request (Run.engine)
+    system_fingerprint: str | None = None  # the last event's `system_fingerprint` (vLLM: on the final chunk only)
 
 
 class StreamParser:
@@ -69,6 +70,7 @@ class StreamParser:
         self._timings: dict[str, Any] | None = None  # llama.cpp's last `timings` (the final one is whole)
         self._metrics: dict[str, Any] | None = None  # vLLM's per-request `metrics` (on the usage chunk)
         self._response_id: str | None = None
+        self._system_fingerprint: str | None = None
         # Body offset just past each event's last byte, to find the read that delivered it
         # (`recorder.kernel_clock.apply`); `_fed` counts the body bytes fed so far.
         self.event_ends: list[int] = []
@@ -225,6 +227,9 @@ class StreamParser:
                     predicted = timings["predicted_n"]
         if self._response_id is None:
             self._note_id(event.get("id"))
+        fingerprint = event.get("system_fingerprint")
+        if type(fingerprint) is str and len(fingerprint) <= MAX_RESPONSE_ID:
+            self._system_fingerprint = fingerprint
         self._check(t_ns, cum, predicted, ids_n)
         self.chunks.append(t_ns, 0, content, reasoning, tool)
         self.event_ends.append(self._line_end)
@@ -322,7 +327,7 @@ class StreamParser:
             notes.append(f"the engine reported an impossible {dropped}; dropped from its figures")
         return Outcome(
             source, usage, self._finish_reason, response_acceptance(self._spec), "; ".join(notes), self._response_id,
-            engine,
+            engine, self._system_fingerprint,
         )
 
 def _text(value: Any) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import aiohttp
@@ -23,11 +23,12 @@ import orjson
 
 import tokenreel.base.version
 from tokenreel.analysis.engine_figures import VLLM_PER_REQUEST_FLAG
+from tokenreel.analysis.serving_config import serving_identity
 from tokenreel.recorder.client.bounded_http import MAX_PREFLIGHT_BYTES, Refused, get_bounded
 from tokenreel.recorder.client.request_body import api_key, auth_headers
 from tokenreel.recorder.config import default_metrics_url, launch_of, server_root
 from tokenreel.recorder.engines.engine_metrics import MetricsUnavailable, fetch_snapshot
-from tokenreel.recorder.engines.fingerprint import card_context_length
+from tokenreel.recorder.engines.fingerprint import card_context_length, fingerprint, scrubbed_argv
 from tokenreel.recorder.enums import Api
 from tokenreel.recorder.replicas import replica_arm, replica_name
 from tokenreel.recorder.secrets import one_line
@@ -65,9 +66,41 @@ async def preflight(arms: list[Arm], prompts: list[Prompt], settings: Settings) 
         checks = list(await asyncio.gather(*(
             check_arm(http, arm, prompts, settings) if launch_of(arm) is None else _launched(arm) for arm, _ in targets
         )))
+        identities = await asyncio.gather(*(_identity(http, arm) for arm in arms))
     for check, (_, name) in zip(checks, targets, strict=False):
         check.arm = name
+    _check_identical(checks, arms, identities)
     return checks
+
+
+async def _identity(http: aiohttp.ClientSession, arm: Arm) -> dict[str, str]:
+    """The arm's fingerprint as the report will state it (`serving_identity`): its endpoint's
+    answers, or for a launched arm what its command says; with its model and declared settings."""
+    launch = launch_of(arm)
+    said = {"launch": scrubbed_argv(launch.argv)} if launch is not None else await fingerprint(http, arm)
+    identity = serving_identity(replace(arm, fingerprint=said))
+    return identity | {"model": arm.model} | {f"settings {k}": v for k, v in arm.settings.items()}
+
+
+def _check_identical(checks: list[ArmCheck], arms: list[Arm], identities: list[dict[str, str]]) -> None:
+    """Two reachable arms whose fingerprint, model and settings are all alike cannot be told apart
+    in the report: said once, on the later arm, naming both."""
+    usable = {c.arm for c in checks if not c.problems}
+    seen: dict[tuple[tuple[str, str], ...], str] = {}
+    by_arm = {c.arm: c for c in checks}
+    for arm, identity in zip(arms, identities, strict=True):
+        if arm.id not in usable and replica_name(arm.id, 0) not in usable:
+            continue
+        key = tuple(sorted(identity.items()))
+        if key in seen:
+            check = by_arm.get(arm.id) or by_arm[replica_name(arm.id, 0)]
+            shown = " · ".join(f"{k} {v}" for k, v in identity.items() if k != "model") or "nothing"
+            check.warnings.append(
+                f"arms {seen[key]} and {arm.id} have identical fingerprints ({shown}) and the same model: the"
+                " report cannot tell them apart; launch them with the flags that differ (--dtype, --quantization,"
+                " --speculative-config) or declare what differs in [arms.settings]")
+        else:
+            seen[key] = arm.id
 
 
 async def _launched(arm: Arm) -> ArmCheck:
