@@ -7,8 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tokenreel.analysis.engine_figures import stated_version
+from tokenreel.analysis.serving_config import serving_identity
 from tokenreel.session.gpu import gpu_hardware
 from tokenreel.session.model import Arm, Session, fingerprint_summary
+
+# What tells two arms of one engine apart on the small print ("vllm 0.32.0 (bfloat16, ngram, k 4, config 5eed1ad0)").
+DISTINGUISHING = ("dtype", "quantization", "speculative", "config_hash")
 
 
 @dataclass(frozen=True)
@@ -24,11 +28,14 @@ class EndFacts:
 def _engine(arm: Arm) -> str:
     """"vllm 0.11.2": the engine and version the endpoint's fingerprint said; without a version,
     the config's declared engine (it says more), else the engine's bare name."""
-    summary = fingerprint_summary(arm)
+    summary = serving_identity(arm)
     name, version = summary.get("engine", ""), summary.get("version", "")
+    said = ", ".join(summary[k] if k != "config_hash" else f"config {summary[k]}" for k in DISTINGUISHING if k in summary)
     if version and not stated_version(version).startswith("unknown"):  # a llama.cpp "b0-unknown" says nothing
-        return f"{name} {version}".strip()
-    return arm.settings.get("engine") or name
+        engine = f"{name} {version}".strip()
+    else:
+        engine = arm.settings.get("engine") or name
+    return f"{engine} ({said})" if engine and said else engine
 
 
 def _joined(values: list[str], missing: str) -> str:

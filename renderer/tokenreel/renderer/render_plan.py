@@ -16,6 +16,7 @@ from PIL import Image
 from tokenreel.analysis.claims import Speedup, suite_speedup
 from tokenreel.analysis.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, median_run, missing_cells
 from tokenreel.analysis.selection import RunSelection
+from tokenreel.analysis.serving_config import SYNTHETIC_LABEL, synthetic_acceptance
 from tokenreel.base.safe_text import shown_path
 from tokenreel.base.theme import Theme
 from tokenreel.renderer.end_facts import EndFacts, end_facts
@@ -163,6 +164,8 @@ def _warnings(session: Session, runs: list[Run], tracks: list[ArmTrack]) -> list
             out.append(f"arm {run.arm} run {run.index} was contended: {run.contention_detail or 'no detail'}")
         if run.tokens_estimated:
             out.append(f"arm {run.arm} run {run.index}: per-chunk token counts are estimated (the server sent none); shown with ≈")
+        if where := synthetic_acceptance(session.arm(run.arm)):
+            out.append(f"arm {run.arm}: {SYNTHETIC_LABEL} ({where}); the video has no end card")
     return out
 
 
@@ -231,7 +234,8 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
     tracks = speed_ups(runs, [arm_track(session, run, align) for run in runs], metric, scope)
     if options.answer_badge:
         tracks = answer_marks(session, runs, tracks)
-    hold_frames = round(hold_s * options.fps)
+    # An arm whose engine forced acceptance is never on an end card (its speed-up is not the model's).
+    hold_frames = 0 if any(synthetic_acceptance(session.arm(run.arm)) for run in runs) else round(hold_s * options.fps)
     pause_frames = round(PAUSE * options.fps) if hold_frames else 0  # the final state, then the card
     replay_frames = max(first_frame_showing(t.t_ns[-1], options.fps, speed) for t in tracks) + 1 + pause_frames
     _check_duration(replay_frames, options, speed)
