@@ -61,6 +61,8 @@ def demo_charts(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def expected_names(session: Session) -> set[str]:
     stems = ["ladder", "categories", "itl", *(f"race-{p.id}" for p in session.prompts)]
+    if any(e["rates"] for e in build_report(session)["acceptance_positions"]):
+        stems.append("positions")  # a drafter arm with per-position counts
     return {f"{stem}.{fmt}" for stem in stems for fmt in ("png", "svg")}
 
 

@@ -6,6 +6,12 @@ short ones, and a figure averaged over per-request lengths is another, smaller f
 against 1.39 on the same 64 ngram runs). Pooling needs the counts; where some run gave only its
 length (an engine that counts no verify steps), the median of the per-run figures stands in and
 `pooled` is False.
+
+Per draft position the same pooling holds: the rate at position i is Σ accepted at i / Σ verify
+steps that reached i. Where the engine counts the drafts that reached each position (vLLM's
+`spec_decode_num_draft_tokens_per_pos`, its per-request histogram by draft length) those are the
+denominator; else every verify step is, as vLLM's and llama.cpp's own per-position rates take it
+(the same thing when every draft had the full k tokens). docs/acceptance.md has the definitions.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from tokenreel.session.model import Acceptance
 
@@ -26,11 +33,32 @@ class Pooled:
     drafts: float | None = None  # Σ verify steps (None: some run did not count them)
     draft_tokens: float | None = None  # Σ tokens proposed
     accepted: float | None = None  # Σ draft tokens accepted
+    # Per draft position: Σ accepted there and Σ verify steps counted as reaching it (`basis`).
+    per_position: PerPosition | None = None
 
     @property
     def pooled(self) -> bool:
         """True when the length is 1 + Σaccepted / Σdrafts, not a median of per-run lengths."""
         return self.drafts is not None and self.accepted is not None
+
+
+# "drafted": the engine counted the drafts that reached each position; "drafts": every verify
+# step is the denominator at every position (exact when every draft had the full k tokens).
+Basis = Literal["drafted", "drafts"]
+
+
+@dataclass(frozen=True)
+class PerPosition:
+    """Acceptance per draft position, summed over runs (index 0: the first drafted token)."""
+
+    accepted: tuple[float, ...]
+    reached: tuple[float, ...]  # verify steps that reached each position, by `basis`
+    basis: Basis
+
+    @property
+    def rates(self) -> list[float | None]:
+        """Σ accepted at i / Σ verify steps that reached i (None where none reached it)."""
+        return [a / r if r else None for a, r in zip(self.accepted, self.reached, strict=True)]
 
 
 NONE = Pooled(None, None)
@@ -54,7 +82,46 @@ def pool(items: Sequence[Acceptance | Pooled]) -> Pooled:
         rate: float | None = accepted / draft_tokens
     else:
         rate, draft_tokens = (statistics.median(rates) if rates else None), None
-    return Pooled(length, rate, drafts, draft_tokens, accepted if drafts is not None or draft_tokens is not None else None)
+    counted = accepted if drafts is not None or draft_tokens is not None else None
+    return Pooled(length, rate, drafts, draft_tokens, counted, pool_positions(items))
+
+
+def pool_positions(items: Sequence[Acceptance | Pooled]) -> PerPosition | None:
+    """Per-position counts summed over `items`; None unless every item has them for the same
+    number of positions. The denominator is the drafts that reached each position where every
+    item counted those, else every verify step (which then every item must have counted)."""
+    parts = [_positions(a) for a in items]
+    if not parts or any(p is None for p in parts):
+        return None
+    known = [p for p in parts if p is not None]
+    if len({len(p.accepted) for p in known}) != 1:
+        return None
+    basis: Basis = "drafted" if all(p.basis == "drafted" for p in known) else "drafts"
+    reached: list[tuple[float, ...]] = []
+    for item, part in zip(items, known, strict=True):
+        if basis == part.basis:
+            reached.append(part.reached)
+        elif item.drafts is None:
+            return None
+        else:
+            reached.append((item.drafts,) * len(part.accepted))
+    accepted = tuple(sum(column) for column in zip(*(p.accepted for p in known), strict=True))
+    return PerPosition(accepted, tuple(sum(column) for column in zip(*reached, strict=True)), basis)
+
+
+def _positions(item: Acceptance | Pooled) -> PerPosition | None:
+    """One item's per-position counts as a PerPosition (a run's, with its denominator chosen)."""
+    if isinstance(item, Pooled):
+        return item.per_position
+    accepted = item.accepted_per_position
+    if not accepted:
+        return None
+    drafted = item.drafted_per_position
+    if drafted is not None and len(drafted) == len(accepted):
+        return PerPosition(tuple(accepted), tuple(drafted), "drafted")
+    if item.drafts is None:
+        return None
+    return PerPosition(tuple(accepted), (item.drafts,) * len(accepted), "drafts")
 
 
 def spread(lengths: Sequence[float | None]) -> list[float] | None:

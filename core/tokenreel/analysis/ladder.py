@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from tokenreel.analysis.acceptance import Pooled, pool, spread
+from tokenreel.analysis.acceptance import PerPosition, Pooled, pool, spread
 from tokenreel.analysis.intervals import LEVEL, MIN_PER_CATEGORY, Interval, Pair, ratio_interval
 from tokenreel.analysis.metrics import RunMetrics, run_metrics
 from tokenreel.analysis.selection import DEFAULT_SELECTION, RunSelection, client_busy_inexact, first_token_late, host_contended
@@ -59,6 +59,7 @@ class Cell:
     # The acceptance counts summed over the runs (tokenreel.analysis.acceptance); None where some
     # run lacked one, and then acceptance_pooled is False: the length is the runs' median.
     acceptance_drafts: float | None = None
+    acceptance_per_position: PerPosition | None = None  # counts per draft position, summed over runs
     acceptance_draft_tokens: float | None = None
     acceptance_accepted: float | None = None
     acceptance_pooled: bool = False
@@ -98,6 +99,7 @@ class LadderRow:
     acceptance_length_prompts: list[float] | None = None  # [lowest, highest] of its prompts' lengths
     # SYNTHETIC_LABEL and where it was seen, for an arm whose engine forced acceptance; "" otherwise.
     synthetic_acceptance: str = ""
+    acceptance_per_position: PerPosition | None = None  # pooled over its cells (tokenreel.analysis.acceptance)
 
 
 ITSELF = "the arm itself: no interval"  # an arm's ratio to itself (the first row's), always 1
@@ -187,6 +189,7 @@ def _cell(session: Session, arm_id: str, prompt_id: str, category: str, selectio
         acceptance_draft_tokens=acceptance.draft_tokens,
         acceptance_accepted=acceptance.accepted,
         acceptance_pooled=acceptance.pooled,
+        acceptance_per_position=acceptance.per_position,
     )
 
 
@@ -302,7 +305,7 @@ def build_cells(session: Session, selection: RunSelection = DEFAULT_SELECTION) -
 def _cell_acceptance(cell: Cell) -> Pooled:
     """A cell's acceptance as `pool` takes it: its counts where it had them, else its figures."""
     return Pooled(cell.acceptance_length, cell.acceptance_rate, cell.acceptance_drafts,
-                  cell.acceptance_draft_tokens, cell.acceptance_accepted)
+                  cell.acceptance_draft_tokens, cell.acceptance_accepted, cell.acceptance_per_position)
 
 
 def common_prompts(session: Session, cells: list[Cell]) -> list[str]:
@@ -339,6 +342,7 @@ def build_ladder(session: Session, cells: list[Cell], baseline: str | None = Non
                 acceptance_pooled=acceptance.pooled,
                 acceptance_length_prompts=spread([c.acceptance_length for c in mine]),
                 synthetic_acceptance=synthetic_text(arm),
+                acceptance_per_position=acceptance.per_position,
             )
         )
     reference_id = baseline or (rows[0].arm if rows else None)

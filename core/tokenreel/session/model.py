@@ -42,6 +42,8 @@ MAX_COUNT = MAX_CHUNKS_PER_RUN * MAX_TOKENS_PER_EVENT  # usage and spec-decode c
 # Acceptance length is 1 + accepted / verify steps: at most 1 + the draft window, which no
 # drafter takes near this; anything above (or below 1) is a server bug, not a measurement.
 MAX_ACCEPTANCE_LENGTH = 1000.0
+# Draft positions an acceptance may count per position (a draft window no drafter comes near).
+MAX_DRAFT_POSITIONS = 256
 MAX_RESPONSE_ID = 256  # characters of a server's response id kept (a longer one is not kept)
 
 # "invalid": the server sent a value the archive cannot hold (`tokenreel.session.quarantine`);
@@ -69,6 +71,8 @@ GPU_WAIT_S = 30.0
 MAX_TOKENS_PER_SECOND = 10_000_000
 MAX_ENGINE_MS = MAX_OFFSET_NS / 1e6  # an engine's own duration of one request: at most a week
 ENGINE_DURATIONS = ("ttft_ms", "queue_ms", "generation_ms")  # EngineFigures' durations, in ms
+# Acceptance's per-position counts: written only when set (added to format version 1 later).
+ACCEPTANCE_POSITIONS = ("accepted_per_position", "drafted_per_position")
 # `Settings.prompt_cache`: "fresh": a fresh prefill every run where a request can ask for one
 # (llama.cpp `cache_prompt: false`; extra_body overrides); "engine": the engines' defaults.
 PROMPT_CACHE_POLICIES = ("fresh", "engine")
@@ -217,6 +221,11 @@ class Acceptance:
     source: str = ""  # "metrics" (counter differences) or the per-response field it came from
     approximate: bool = False  # some count came from counters printed in rounded steps (llama.cpp)
     note: str = ""  # why it is approximate, and the bound rounding puts on the length
+    # Per draft position (index 0: the first drafted token): draft tokens accepted there, and the
+    # verify steps whose draft reached it where the engine counts those (None: it does not, and
+    # every verify step is the denominator, as vLLM's and llama.cpp's own per-position rates).
+    accepted_per_position: list[float] | None = None
+    drafted_per_position: list[float] | None = None
 
 
 @dataclass

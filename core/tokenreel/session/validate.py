@@ -29,6 +29,7 @@ from tokenreel.session.engine_archive import read_engine_figures
 from tokenreel.session.fields import FieldReader, T
 from tokenreel.session.gpu_validate import gpu_check
 from tokenreel.session.model import (
+    ACCEPTANCE_POSITIONS,
     CLIENT_BUSY_P99_MS,
     CLOCK_SOURCES,
     FORMAT,
@@ -42,6 +43,7 @@ from tokenreel.session.model import (
     MAX_ACCEPTANCE_LENGTH,
     MAX_CHUNKS_PER_RUN,
     MAX_COUNT,
+    MAX_DRAFT_POSITIONS,
     MAX_OFFSET_NS,
     MAX_RESPONSE_ID,
     MAX_RUNS,
@@ -206,7 +208,23 @@ def _acceptance(r: FieldReader, data: Any, where: str) -> Acceptance | None:
         source=r.get(d, "source", where, r.str_, ""),
         approximate=r.get(d, "approximate", where, r.bool_, False),
         note=r.get(d, "note", where, r.str_, ""),
+        accepted_per_position=r.get(d, "accepted_per_position", where, _position_counts(r), None),
+        drafted_per_position=r.get(d, "drafted_per_position", where, _position_counts(r), None),
     )
+
+
+def _position_counts(r: FieldReader) -> Callable[[Any, str], list[float] | None]:
+    """An acceptance's per-position counts: null, or a list of at most MAX_DRAFT_POSITIONS
+    non-negative numbers (§7.4)."""
+    def read(value: Any, where: str) -> list[float] | None:
+        if value is None:
+            return None
+        items = r.list_(value, where)
+        if len(items) > MAX_DRAFT_POSITIONS:
+            raise r.fail(where, f"has {len(items)} positions, more than {MAX_DRAFT_POSITIONS}")
+        return [r.nonneg_num(item, f"{where}[{i}]") for i, item in enumerate(items)]
+
+    return read
 
 
 def _clock(r: FieldReader, data: Any, where: str) -> Clock | None:
@@ -473,6 +491,11 @@ def bound_acceptance(run: Run) -> None:
         if not (math.isfinite(value) and low <= value <= high):
             setattr(acceptance, name, None)
             dropped.append(f"{label} {value:g} (outside {low:g} to {high:g})")
+    for name in ACCEPTANCE_POSITIONS:
+        counts = getattr(acceptance, name)
+        if isinstance(counts, list) and any(isinstance(v, (int, float)) and v > MAX_COUNT for v in counts):
+            setattr(acceptance, name, None)
+            dropped.append(f"{name.replace('_', ' ')} (a count above {MAX_COUNT:g})")
     if dropped:
         note = f"the server reported an impossible {', '.join(dropped)}; dropped"
         run.acceptance_note = f"{run.acceptance_note}; {note}" if run.acceptance_note else note

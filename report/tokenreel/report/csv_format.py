@@ -21,6 +21,18 @@ CELL_KEYS = (
 
 # Per arm in the csv (one row per cell): what the endpoint said and what the config declared.
 ARM_CSV_KEYS = ("arm_fingerprint", "arm_settings", "arm_synthetic_acceptance")
+# Per arm, its acceptance rate per draft position at full precision ("; " between positions 1..k),
+# and the denominator it was taken over (or why the drafter arm has none); empty for other arms.
+POSITION_CSV_KEYS = ("arm_position_rates", "arm_position_basis")
+
+
+def _position_columns(entry: dict[str, Any] | None) -> dict[str, Any]:
+    if entry is None:
+        return dict.fromkeys(POSITION_CSV_KEYS, "")
+    if entry["rates"] is None:
+        return {"arm_position_rates": "", "arm_position_basis": f"missing: {entry['missing']}"}
+    rates = "; ".join("" if r is None else repr(r) for r in entry["rates"])
+    return {"arm_position_rates": rates, "arm_position_basis": entry["basis"]}
 
 
 # Per arm, its ladder ratios over the suite with their 95 % intervals (empty, and the note says
@@ -63,12 +75,13 @@ def csv_value(value: object) -> object:
 
 def to_csv(report: Report) -> str:
     out = io.StringIO()
-    fieldnames = (*CELL_KEYS, *ARM_CSV_KEYS, *RATIO_CSV_KEYS, *LATENCY_CSV_KEYS, *ANSWER_CSV_KEYS, "answer_note")
+    fieldnames = (*CELL_KEYS, *ARM_CSV_KEYS, *POSITION_CSV_KEYS, *RATIO_CSV_KEYS, *LATENCY_CSV_KEYS, *ANSWER_CSV_KEYS, "answer_note")
     writer = csv.DictWriter(out, fieldnames=fieldnames, lineterminator="\n")
     answers = _answer_rows(report)
     writer.writeheader()
     arms = {a["arm"]: a for a in report["arms"]}
     ladder = {row["arm"]: row for row in report["ladder"]}
+    positions = {e["arm"]: e for e in report.get("acceptance_positions", [])}
     by_category = {(category, row["arm"]): row for category, rows in report["category_ladders"].items() for row in rows}
     for cell, latency in zip(report["cells"], report["latency"]["cells"], strict=True):
         arm = arms[cell["arm"]]
@@ -77,6 +90,7 @@ def to_csv(report: Report) -> str:
             "arm_fingerprint": fingerprint_text(arm["fingerprint"], "; "),
             "arm_settings": "; ".join(f"{k}={v}" for k, v in arm["settings"].items()),
             "arm_synthetic_acceptance": ladder[cell["arm"]]["synthetic_acceptance"],
+            **_position_columns(positions.get(cell["arm"])),
             **_ratio_columns("arm", ladder[cell["arm"]], ("vs_prior", "vs_first")),
             **_ratio_columns("category", by_category[cell["category"], cell["arm"]], ("vs_first",)),
             **{f"{name}_{stat}": latency[name][stat] for name, _, _ in LATENCY_FIGURES for stat in LATENCY_STATS},

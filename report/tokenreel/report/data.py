@@ -14,6 +14,7 @@ from tokenreel.analysis.claims import DEFINITIONS, all_speedups, claim_text, hea
 from tokenreel.analysis.engine_figures import arm_fingerprint, engine_agreement, prompt_cache
 from tokenreel.analysis.ladder import Cell, build_cells, build_ladder, category_ladders, category_table, common_prompts, missing_cells
 from tokenreel.analysis.latency import PERCENTILE_METHOD, Latency, LatencyRow, build_latency
+from tokenreel.analysis.positions import acceptance_positions
 from tokenreel.analysis.replica_ladders import replica_ladders
 from tokenreel.analysis.selection import DEFAULT_SELECTION, RunSelection, host_contended
 from tokenreel.report.wording import LATENCY_FIGURES
@@ -49,6 +50,7 @@ def build_report(session: Session, baseline: str | None = None, selection: RunSe
         "headline": headline_entry(session, cells),
         "stopping": asdict(session.stopping) if session.stopping else None,
         "ladder": [asdict(row) for row in ladder],
+        "acceptance_positions": acceptance_positions(session, ladder),
         "speedups": [asdict(s) for s in all_speedups(session, cells, selection)],
         "categories": category_table(session, cells),
         "category_ladders": {

@@ -43,6 +43,7 @@ from tokenreel.report.wording import (
     ladder_note,
     latency_gaps,
     latency_legend,
+    position_table,
     rate_text,
     ratio_text,
     repeats_summary,
@@ -125,6 +126,11 @@ def _ladder(report: Report, colors: dict[str, str]) -> str:
     if acceptance:
         items = "".join(f"<li>{esc(line)}</li>" for line in acceptance)
         notes.append(f"<p class=note>Acceptance length and rate, where not measured exactly:</p><ul class=note>{items}</ul>")
+    headers, rows_, lines = position_table(report)
+    if headers:
+        positions = html_table(headers, [[esc(c) for c in row] for row in rows_], numeric=tuple(range(1, len(headers))), labelled=True)
+        items = "".join(f"<li>{esc(line)}</li>" for line in lines)
+        notes.append(f"<p class=note>Acceptance rate per draft position:</p>{positions}<ul class=note>{items}</ul>")
     engine = engine_notes(report)
     if engine:
         items = "".join(f"<li>{esc(line.removeprefix('- '))}</li>" for line in engine if line.startswith("- "))

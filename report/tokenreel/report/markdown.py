@@ -28,6 +28,7 @@ from tokenreel.report.wording import (
     ladder_note,
     latency_gaps,
     latency_legend,
+    position_table,
     rate_text,
     ratio_text,
     repeats_summary,
@@ -152,6 +153,15 @@ def _headline(claim: dict[str, Any] | None) -> list[str]:
             f" Speed-up in {claim['definition']}.", ""]
 
 
+def _positions_table(report: Report) -> list[str]:
+    """Acceptance rate per draft position (wording.position_table); nothing where no arm has it."""
+    headers, rows, notes = position_table(report)
+    if not headers:
+        return []
+    return ["Acceptance rate per draft position:", "", f"| {' | '.join(headers)} |", f"|{'---|' * len(headers)}",
+            *(f"| {' | '.join(row)} |" for row in rows), "", *(f"- {note}" for note in notes), ""]
+
+
 def to_markdown(report: Report, session: Session) -> str:
     labels = {arm.id: arm.label for arm in session.arms}
     lines: list[str] = [f"# {report['session']}", "", *_headline(report["headline"])]
@@ -178,6 +188,7 @@ def to_markdown(report: Report, session: Session) -> str:
     if estimated_arms:
         lines += [ESTIMATED_NOTE, ""]
     lines += acceptance_notes(report)
+    lines += _positions_table(report)
     lines += engine_notes(report)
     lines += _clock_notes(report, session)
     lines += _arms_table(report)

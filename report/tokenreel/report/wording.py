@@ -12,6 +12,7 @@ from tokenreel.analysis.figures import figure, multiplier
 from tokenreel.analysis.ladder import ITSELF
 from tokenreel.analysis.latency import MISSING_REASONS, PERCENTILE_METHOD
 from tokenreel.analysis.serving_config import SYNTHETIC_LABEL
+from tokenreel.analysis.positions import BASIS_TEXT
 
 STEP_MARKS = "①②③④⑤⑥⑦⑧⑨⑩"
 
@@ -107,6 +108,24 @@ def acceptance_notes(report: dict[str, Any]) -> list[str]:
     if not lines:
         return []
     return ["Acceptance length and rate, where not measured exactly:", "", *lines, ""]
+
+
+def position_table(report: dict[str, Any]) -> tuple[list[str], list[list[str]], list[str]]:
+    """Acceptance rate per draft position: (headers, one row per drafter arm that has it, one
+    line per drafter arm that lacks it and the denominator's words); all empty where no arm has
+    it (a report built by an older tokenreel has none)."""
+    entries = report.get("acceptance_positions", [])
+    have = [e for e in entries if e["rates"] is not None]
+    if not have:
+        return [], [], []
+    width = max(len(e["rates"]) for e in have)
+    headers = ["Arm", *(f"Position {i}" for i in range(1, width + 1))]
+    rows = [[e["label"], *(rate_text(e["rates"][i]) if i < len(e["rates"]) else "beyond k" for i in range(width))] for e in have]
+    bases = list(dict.fromkeys(e["basis"] for e in have))
+    notes = [f"Rate at position i: draft tokens accepted at i over {' or '.join(BASIS_TEXT[b] for b in bases)},"
+             " pooled over the arm's counted runs."]
+    notes += [f"{e['label']}: no per-position counts; {e['missing']}." for e in entries if e["rates"] is None]
+    return headers, rows, notes
 
 
 def engine_notes(report: dict[str, Any]) -> list[str]:

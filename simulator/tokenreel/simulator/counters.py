@@ -131,6 +131,14 @@ class VllmCounters(_Prometheus):
             self.accepted = self.counter(
                 "vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", accepted
             )
+            # vLLM's SpecDecodingProm: one child per draft position 0..k-1 under a `position` label.
+            per_pos = Counter("vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per draft position.",
+                              (*self.labels, "position"), registry=self.registry)
+            self.accepted_per_pos = [per_pos.labels(*self.values, str(i)) for i in range(profile.spec_k)]
+            for i, child in enumerate(self.accepted_per_pos):  # the offset's accepted tokens, earliest positions first
+                start = min(drafts, max(0, accepted - i * drafts))
+                if start:
+                    child.inc(start)
 
     def prefill(self, prompt_tokens: int) -> None:
         self.prompt_tokens.inc(prompt_tokens)
@@ -140,6 +148,8 @@ class VllmCounters(_Prometheus):
             self.drafts.inc()
             self.draft_tokens.inc(draft_tokens)
             self.accepted.inc(accepted)
+            for child in self.accepted_per_pos[:accepted]:
+                child.inc()
         self.generation_tokens.inc(tokens)
 
     def background(self, tokens: int) -> None:

@@ -152,6 +152,7 @@ class VllmEmitter(Emitter):
                 "mean_acceptance_length": stats.mean_length,
                 "draft_acceptance_rate": stats.rate,
                 "acceptance_histogram": stats.histogram,
+                "acceptance_histogram_by_draft_length": {str(ctx.profile.spec_k): stats.histogram} if stats.steps else {},
                 "num_spec_steps": stats.steps,
                 "num_accepted_draft_tokens": stats.accepted,
                 "num_draft_tokens": stats.draft_tokens,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tokenreel.session.model import MAX_COUNT, MAX_ENGINE_MS, MAX_TOKENS_PER_SECOND, Acceptance, EngineFigures
+from tokenreel.session.model import MAX_COUNT, MAX_DRAFT_POSITIONS, MAX_ENGINE_MS, MAX_TOKENS_PER_SECOND, Acceptance, EngineFigures
 
 
 def response_acceptance(spec: tuple[str, dict[str, Any]] | None) -> Acceptance | None:
@@ -32,7 +32,45 @@ def response_acceptance(spec: tuple[str, dict[str, Any]] | None) -> Acceptance |
         rate = accepted / draft_tokens
     if mean_length is None and rate is None:
         return None
-    return Acceptance(mean_length, rate, drafts, draft_tokens, accepted, source)
+    acceptance = Acceptance(mean_length, rate, drafts, draft_tokens, accepted, source)
+    if source == "metrics.speculative_decoding":
+        acceptance.accepted_per_position, acceptance.drafted_per_position = histogram_positions(d)
+    return acceptance
+
+
+def histogram_positions(d: dict[str, Any]) -> tuple[list[float] | None, list[float] | None]:
+    """vLLM's per-request histograms as per-position counts: `acceptance_histogram[j]` counts the
+    verify steps that accepted exactly j draft tokens, so position i (from 0) was accepted in the
+    steps with j > i; `acceptance_histogram_by_draft_length[k]` (or, detailed, `per_step_drafted`)
+    gives the steps whose draft reached position i (k > i). None where a field is absent or malformed."""
+    histogram = _counts(d.get("acceptance_histogram"))
+    if histogram is None or len(histogram) < 2:
+        return None, None
+    width = len(histogram) - 1
+    accepted = [float(sum(histogram[i + 1:])) for i in range(width)]
+    lengths: list[float] = [0.0] * (width + 1)  # verify steps by the number of tokens they drafted
+    by_length = d.get("acceptance_histogram_by_draft_length")
+    per_step = _counts(d.get("per_step_drafted"), MAX_COUNT)
+    if isinstance(by_length, dict) and by_length:
+        for key, row in by_length.items():
+            counts = _counts(row)
+            if not (isinstance(key, str) and key.isdigit() and int(key) <= width and counts is not None):
+                return accepted, None
+            lengths[int(key)] += sum(counts)
+    elif per_step is not None and all(n <= width for n in per_step):
+        for n in per_step:
+            lengths[n] += 1
+    else:
+        return accepted, None
+    return accepted, [float(sum(lengths[i + 1:])) for i in range(width)]
+
+
+def _counts(value: Any, longest: int = MAX_DRAFT_POSITIONS + 1) -> list[int] | None:
+    """A list of at most `longest` count integers (0 to MAX_COUNT), or None."""
+    if not isinstance(value, list) or len(value) > longest:
+        return None
+    counts = [_count(v) for v in value]
+    return None if any(c is None for c in counts) else [c for c in counts if c is not None]
 
 
 def engine_figures(

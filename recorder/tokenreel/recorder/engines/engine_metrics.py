@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Callable
 
@@ -37,6 +37,12 @@ NAMES: dict[str, tuple[str, ...]] = {
     "drafts": ("vllm:spec_decode_num_drafts", "llamacpp:spec_decode_num_drafts"),
     "draft_tokens": ("vllm:spec_decode_num_draft_tokens", "llamacpp:spec_decode_num_draft_tokens"),
     "accepted_tokens": ("vllm:spec_decode_num_accepted_tokens", "llamacpp:spec_decode_num_accepted_tokens"),
+}
+# Counters labelled by draft position (`position`, from "0"), summed over the other labels.
+POSITION_NAMES: dict[str, str] = {
+    "vllm:spec_decode_num_accepted_tokens_per_pos": "accepted_per_pos",
+    "llamacpp:spec_decode_num_accepted_tokens_per_pos": "accepted_per_pos",
+    "vllm:spec_decode_num_draft_tokens_per_pos": "drafted_per_pos",
 }
 # Labelled samples that count only under one label value: SGLang's per-step decode counter.
 LABELLED: dict[str, tuple[str, str, str]] = {"sglang:realtime_tokens": ("mode", "decode", "decode_tokens")}
@@ -62,6 +68,9 @@ class EngineSnapshot:
     draft_tokens: float | None = None
     accepted_tokens: float | None = None
     decode_tokens: float | None = None  # SGLang's sglang:realtime_tokens_total{mode="decode"}, every step
+    # Per draft position (0: the first drafted token): accepted tokens, and drafts that reached it.
+    accepted_per_pos: dict[int, float] = field(default_factory=dict)
+    drafted_per_pos: dict[int, float] = field(default_factory=dict)
     # field -> step of its printed value where coarser than one token (llama.cpp past 1e6); else absent.
     quanta: dict[str, float] = field(default_factory=dict, compare=False, hash=False)
     engine: EngineKind = field(default=EngineKind.UNKNOWN, compare=False)  # whose metric names matched
@@ -76,10 +85,17 @@ class EngineSnapshot:
 def parse_metrics(text: str) -> EngineSnapshot:
     """Map Prometheus text to a snapshot, summing every label set of each known metric."""
     totals: dict[str, float] = {}
+    positions: dict[str, dict[int, float]] = {"accepted_per_pos": {}, "drafted_per_pos": {}}
     engine = EngineKind.UNKNOWN
     not_numbers: list[str] = []
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
+            per_pos = POSITION_NAMES.get(sample.name.removesuffix("_total"))
+            position = sample.labels.get("position", "")
+            if per_pos is not None and position.isdigit() and math.isfinite(sample.value):
+                counts = positions[per_pos]
+                counts[int(position)] = counts.get(int(position), 0.0) + sample.value
+                continue
             field_name = _field_of(sample.name, sample.labels.get)
             if field_name is None:
                 continue
@@ -88,7 +104,9 @@ def parse_metrics(text: str) -> EngineSnapshot:
                 continue
             totals[field_name] = totals.get(field_name, 0.0) + sample.value
             engine = engine or EngineKind.named(sample.name.partition(":")[0])
-    return EngineSnapshot(**totals, quanta=printed_quanta(text), engine=engine, not_numbers=tuple(not_numbers))
+    return EngineSnapshot(**totals, accepted_per_pos=positions["accepted_per_pos"],
+                          drafted_per_pos=positions["drafted_per_pos"], quanta=printed_quanta(text), engine=engine,
+                          not_numbers=tuple(not_numbers))
 
 
 def _field_of(sample_name: str, label: Callable[[str], str | None]) -> str | None:
@@ -224,6 +242,33 @@ COUNTERS = {"drafts": "drafts", "draft_tokens": "draft_tokens", "accepted": "acc
 
 
 def merge_acceptance(
+    response: Acceptance | None, before: EngineSnapshot | None, after: EngineSnapshot | None
+) -> Acceptance | None:
+    """`_merge_counts`, with per-position counts from the counters where the response had none."""
+    merged = _merge_counts(response, before, after)
+    if merged is None or merged.accepted_per_position is not None or before is None or after is None:
+        return merged
+    accepted, drafted = positions_between(before, after)
+    if accepted is None:
+        return merged
+    return replace(merged, accepted_per_position=accepted, drafted_per_position=drafted)
+
+
+def positions_between(before: EngineSnapshot, after: EngineSnapshot) -> tuple[list[float] | None, list[float] | None]:
+    """Per-position counter differences (accepted, drafts that reached each position); None for
+    either where the engine has no such counter, a position is missing or one went back."""
+    return _position_deltas(before.accepted_per_pos, after.accepted_per_pos), _position_deltas(
+        before.drafted_per_pos, after.drafted_per_pos)
+
+
+def _position_deltas(before: dict[int, float], after: dict[int, float]) -> list[float] | None:
+    if not after or sorted(after) != list(range(len(after))):
+        return None
+    deltas = [after[i] - before.get(i, 0.0) for i in range(len(after))]
+    return None if any(d < 0 for d in deltas) else deltas
+
+
+def _merge_counts(
     response: Acceptance | None, before: EngineSnapshot | None, after: EngineSnapshot | None
 ) -> Acceptance | None:
     """The response's own figures, completed from the counters around the run where it lacks one.

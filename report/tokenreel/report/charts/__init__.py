@@ -6,7 +6,9 @@ A ladder session's four charts, each in its own module:
 - categories: per prompt category, each arm's speed-up over the first arm (bars.py);
 - race-<prompt>: cumulative tokens against time from send for one prompt, each arm's median run,
   TTFT marked (race.py);
-- itl: the inter-token latency distribution per arm, per token (itl.py).
+- itl: the inter-token latency distribution per arm, per token (itl.py);
+- positions: acceptance rate per draft position per drafter arm, only where some arm has
+  per-position counts (positions.py).
 
 A sweep session (`tokenreel sweep`) has its own two (sweep_charts.py): sweep-speedup, each arm's
 speed-up over the prior arm per request against concurrency, with its interval band and the
@@ -30,6 +32,7 @@ from tokenreel.base.safe_text import file_component
 from tokenreel.base.theme import load_theme
 from tokenreel.report.charts.bars import categories_chart, ladder_chart
 from tokenreel.report.charts.itl import itl_chart
+from tokenreel.report.charts.positions import has_positions, positions_chart
 from tokenreel.report.charts.race import race_chart
 from tokenreel.report.charts.style import Chart, Style, drawing, finish, png_bytes, svg_text
 from tokenreel.report.charts.sweep_charts import SWEEP_STEMS, sweep_charts
@@ -69,10 +72,10 @@ def _race_stems(prompt_ids: list[str]) -> dict[str, str]:
     return stems
 
 
-def _stems(session: Session, prompt_ids: list[str]) -> list[str]:
+def _stems(session: Session, prompt_ids: list[str], report: Report) -> list[str]:
     if session.kind == "sweep":
         return list(SWEEP_STEMS)
-    return ["ladder", "categories", *_race_stems(prompt_ids), "itl"]
+    return ["ladder", "categories", *_race_stems(prompt_ids), "itl", *(["positions"] if has_positions(report) else [])]
 
 
 def _charts(session: Session, report: Report, prompt_ids: list[str], theme: str) -> dict[str, Chart]:
@@ -86,6 +89,8 @@ def _charts(session: Session, report: Report, prompt_ids: list[str], theme: str)
             for stem, prompt_id in _race_stems(prompt_ids).items():
                 charts[stem] = race_chart(session, report, prompt_id, style, stem)
             charts["itl"] = itl_chart(session, report, style)
+            if has_positions(report):
+                charts["positions"] = positions_chart(report, style)
     for chart in charts.values():
         finish(chart)
     return charts
@@ -108,10 +113,18 @@ def sweep_svgs(session: Session, report: Report, theme: str = "dark") -> dict[st
     return {stem: svg_text(chart) for stem, chart in _charts(session, report, [], theme).items()}
 
 
-def chart_paths(session: Session, out_dir: Path, formats: list[ChartFormat], prompt_ids: list[str] | None = None) -> list[Path]:
-    """The files `write_charts` writes, in its order."""
+def chart_paths(
+    session: Session, out_dir: Path, formats: list[ChartFormat], prompt_ids: list[str] | None = None,
+    report: Report | None = None,
+) -> list[Path]:
+    """The files `write_charts` writes, in its order (`report`: the session's, built if not given)."""
     ids = [p.id for p in session.prompts] if prompt_ids is None else prompt_ids
-    return [out_dir / f"{stem}.{fmt}" for stem in _stems(session, ids) for fmt in formats]
+    report = report if report is not None else _report(session, DEFAULT_SELECTION)
+    return [out_dir / f"{stem}.{fmt}" for stem in _stems(session, ids, report) for fmt in formats]
+
+
+def _report(session: Session, selection: RunSelection) -> Report:
+    return sweep_report(session) if session.kind == "sweep" else build_report(session, selection=selection)
 
 
 def write_charts(
@@ -124,14 +137,14 @@ def write_charts(
     each). Nothing is written when a file exists and not `force` (ValueError names it)."""
     for prompt_id in prompt_ids or []:
         _check_prompt(session, prompt_id)
-    paths = chart_paths(session, out_dir, formats, prompt_ids)
+    report = _report(session, selection)
+    paths = chart_paths(session, out_dir, formats, prompt_ids, report)
     for path in paths:
         output_target(path)  # a device or FIFO under a chart's name is refused, --force or not
     existing = [p for p in paths if p.exists()]
     if existing and not force:
         raise ValueError(f"{existing[0]} already exists; pass --force to overwrite it or choose another --out")
     ids = [p.id for p in session.prompts] if prompt_ids is None else prompt_ids
-    report = sweep_report(session) if session.kind == "sweep" else build_report(session, selection=selection)
     charts = _charts(session, report, ids, theme)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
