@@ -23,7 +23,8 @@ SECONDS_PER = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0}
 
 
 def parse(payload: bytes, path: str, version: str = "", model: str = "") -> PeerRun:
-    """The file's records (`model`: the model it measured, which the records do not name), or an ArchiveError naming the file, the line and the first bad field."""
+    """The file's records (`model`: the model measured, which records do not name), or an
+    ArchiveError naming the file, the line and the first bad field."""
     r = FieldReader(path)
     try:
         lines = payload.decode("utf-8").splitlines()
