@@ -24,6 +24,7 @@ from tokenreel.cli import render_all  # noqa: E402, F401
 from tokenreel.cli import verify  # noqa: E402, F401
 from tokenreel.cli import demo  # noqa: E402, F401
 from tokenreel.cli import prompts  # noqa: E402, F401
+from tokenreel.cli import imports  # noqa: E402, F401
 from tokenreel.cli import plan  # noqa: E402, F401
 from tokenreel.cli.app import app  # noqa: E402
 # isort: on

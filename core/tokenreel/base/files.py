@@ -38,6 +38,8 @@ INPUTS: dict[str, InputKind] = {
     "prompts": InputKind("a JSONL prompt file", 64 << 20),
     # `prompts import` reads a whole set (often Parquet, with columns it does not need) to write a suite
     "prompt set": InputKind("a prompt set (JSONL, CSV or Parquet)", 512 << 20),
+    # `tokenreel import`: a peer's per-request results (vllm bench serve, AIPerf), texts included
+    "peer result": InputKind("a benchmark result file", 512 << 20),
     "tokenizer": InputKind("a Hugging Face tokenizer.json", 128 << 20),
     "theme": InputKind("a JSON theme file", 1 << 20),
     "logo": InputKind("a PNG logo", 32 << 20),

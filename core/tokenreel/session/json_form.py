@@ -58,9 +58,9 @@ def session_fields(session: Session) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _arm_to_dict(arm: Arm) -> dict[str, Any]:
-    """asdict, leaving out replica lists (one replica), GPU checks (none) and drafts_for (not
-    declared) when empty: older files stay byte-identical."""
-    return {k: v for k, v in asdict(arm).items() if v or k not in ("base_urls", "metrics_urls", "gpu", "drafts_for")}
+    """asdict, leaving out replica lists (one replica), GPU checks (none), drafts_for (not
+    declared) and imported (recorded) when empty: older files stay byte-identical."""
+    return {k: v for k, v in asdict(arm).items() if v or k not in ("base_urls", "metrics_urls", "gpu", "drafts_for", "imported")}
 
 
 # Run's parts that are flat dataclasses of scalars, and its fields left out of the file when None.

@@ -52,7 +52,8 @@ RUN_STATUSES = ("ok", "failed", "skipped", "invalid")
 GATE_STATUSES = ("idle", "busy", "unavailable")
 # How a run's per-event token counts were obtained; "per_event" (one per text event, reconciled
 # with the final usage) is the only estimate: a run with it says so in the report and video.
-TOKEN_SOURCES = ("usage_delta", "timings", "token_ids", "logprobs", "tokenizer", "per_event")
+# "chunk_count": an imported run whose peer kept as many chunks as completion tokens, one each.
+TOKEN_SOURCES = ("usage_delta", "timings", "token_ids", "logprobs", "tokenizer", "per_event", "chunk_count")
 ESTIMATED_TOKEN_SOURCES = ("per_event",)
 CLOCK_SOURCES = ("kernel", "user")
 # The default `client_busy` threshold: a run whose client read the network later than this at
@@ -78,6 +79,11 @@ ACCEPTANCE_POSITIONS = ("accepted_per_position", "drafted_per_position")
 PROMPT_CACHE_POLICIES = ("fresh", "engine")
 
 
+# What an imported arm's file did not hold (`Imported.lacks` keys): each token's arrival time,
+# each chunk's text, each chunk's token count, the prompts' text, the request settings.
+IMPORT_LACKS = ("token_times", "chunk_text", "token_counts", "prompts", "settings")
+
+
 class ArchiveError(ValueError):
     """A session file that cannot be used; the message names the file and the field."""
 
@@ -97,6 +103,19 @@ class Prompt:
     category: str
     messages: list[dict[str, str]]
     prompt: str
+
+
+@dataclass
+class Imported:
+    """An arm made from a peer tool's result file (`tokenreel import`), not recorded by tokenreel.
+    `lacks`: what the file did not hold (IMPORT_LACKS keys), each with its reason in one sentence;
+    `notes`: how the runs were rebuilt from what it held."""
+
+    tool: str  # "vllm bench serve", "aiperf"
+    file: str  # the file's name, without its folder
+    version: str = ""  # the tool's version, where the file or the user gave it
+    lacks: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -128,6 +147,8 @@ class Arm:
     # checked against that arm's, which speculative decoding must repeat (`tokenreel.analysis.drafting`).
     # None: not declared (absent from the file).
     drafts_for: str | None = None
+    # Made from a peer tool's result file (`tokenreel import`); None: recorded (absent from the file).
+    imported: Imported | None = None
 
     @property
     def replicas(self) -> int:

@@ -38,6 +38,7 @@ from tokenreel.session.model import (
     GPU_WAIT_S,
     HOST_PRESSURE_PCT,
     HOST_WAIT_S,
+    IMPORT_LACKS,
     LEVEL_COUNTERS,
     LEVEL_STATUSES,
     MAX_ACCEPTANCE_LENGTH,
@@ -59,6 +60,7 @@ from tokenreel.session.model import (
     Clock,
     Gate,
     HostPressure,
+    Imported,
     LevelRecord,
     Prompt,
     Run,
@@ -108,6 +110,22 @@ def _arm(r: FieldReader, data: Any, where: str) -> Arm:
         metrics_urls=_strings(r, d.get("metrics_urls", []), f"{where}.metrics_urls"),
         gpu=[gpu_check(r, item, f"{where}.gpu[{i}]") for i, item in enumerate(r.get(d, "gpu", where, r.list_, []))],
         drafts_for=r.get(d, "drafts_for", where, r.opt_str, None),
+        imported=_imported(r, d["imported"], f"{where}.imported") if d.get("imported") is not None else None,
+    )
+
+
+def _imported(r: FieldReader, data: Any, where: str) -> Imported:
+    """An arm's `imported` (docs/session-format.md §6.2)."""
+    d = r.obj(data, where)
+    lacks = r.get(d, "lacks", where, r.str_map, {})
+    for key in lacks:
+        r.one_of(IMPORT_LACKS)(key, f"{where}.lacks")
+    return Imported(
+        tool=r.get(d, "tool", where, r.str_),
+        file=r.get(d, "file", where, r.str_),
+        version=r.get(d, "version", where, r.str_, ""),
+        lacks=lacks,
+        notes=_strings(r, d.get("notes", []), f"{where}.notes"),
     )
 
 

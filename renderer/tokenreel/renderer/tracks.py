@@ -65,6 +65,10 @@ class ArmTrack:
         return self.t_ns[self.last_index]
 
 
+# What a replay needs that an imported arm's file may lack (`Imported.lacks` keys).
+REPLAY_NEEDS = ("token_times", "chunk_text")
+
+
 def arm_track(session: Session, run: Run, align: Align) -> ArmTrack:
     chunks = run.chunks
     first = first_token_index(chunks)
@@ -73,6 +77,10 @@ def arm_track(session: Session, run: Run, align: Align) -> ArmTrack:
     if any(b < a for a, b in zip(chunks.t_ns, chunks.t_ns[1:], strict=False)):
         raise ValueError(f"run: arm {run.arm!r} run {run.index} has chunk times that go back in time")
     arm = session.arm(run.arm)
+    missing = [arm.imported.lacks[key] for key in REPLAY_NEEDS if arm.imported and key in arm.imported.lacks]
+    if arm.imported and missing:
+        raise ValueError(f"render: arm {arm.id!r} was imported from {arm.imported.tool} ({arm.imported.file}) and cannot"
+                         f" be replayed token by token: {'; '.join(missing)}")
     figures = run_metrics(run)
     last = last_token_index(chunks)
     shift = chunks.t_ns[first] if align == Align.FIRST_TOKEN else 0

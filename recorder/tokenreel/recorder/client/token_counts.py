@@ -44,12 +44,12 @@ class CountColumns:
             chunks.tokens[:] = count_text(texts)
             source = "tokenizer"
             if total is not None:  # the server's total wins (template and special tokens have no text)
-                _reconcile(chunks.tokens, text_events, total)
+                reconcile(chunks.tokens, text_events, total)
         elif source == "per_event":
             for i in text_events:
                 chunks.tokens[i] = 1
             if total is not None and text_events:
-                _reconcile(chunks.tokens, text_events, total)
+                reconcile(chunks.tokens, text_events, total)
         self._move_role_counts(chunks)
         return source
 
@@ -110,7 +110,7 @@ def tokenizer_counts(tokenizer: _Tokenizer, texts: list[str]) -> list[int]:
     return counts
 
 
-def _reconcile(tokens: list[int], text_events: list[int], total: int) -> None:
+def reconcile(tokens: list[int], text_events: list[int], total: int) -> None:
     """Make the column sum to the server's count: the difference goes on the last token events."""
     difference = total - sum(tokens)
     if difference >= 0:
