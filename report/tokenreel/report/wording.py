@@ -11,8 +11,8 @@ from typing import Any
 from tokenreel.analysis.figures import figure, multiplier
 from tokenreel.analysis.ladder import ITSELF
 from tokenreel.analysis.latency import MISSING_REASONS, PERCENTILE_METHOD
-from tokenreel.analysis.serving_config import SYNTHETIC_LABEL
 from tokenreel.analysis.positions import BASIS_TEXT
+from tokenreel.analysis.serving_config import SYNTHETIC_LABEL
 
 STEP_MARKS = "①②③④⑤⑥⑦⑧⑨⑩"
 
