@@ -138,7 +138,8 @@ def host_notes(report: dict[str, Any]) -> list[str]:
     if host["watched_runs"]:
         flagged = [r for r in report["clocks"] if r["host_contended"]]
         lines.append(
-            f"Host: the endpoint runs on the recording machine; {HOST_MEASURES[host['measure']]} was watched over {host['watched_runs']} of {host['runs']} measured runs, at most"
+            f"Host: the endpoint runs on the recording machine; {HOST_MEASURES[host['measure']]} was watched over"
+            f" {host['watched_runs']} of {host['runs']} measured runs, at most"
             f" {figure(host['max_pressure_pct'], 0, ' %')}; {host['contended_runs']} over {threshold} (host contended)."
         )
         if flagged:

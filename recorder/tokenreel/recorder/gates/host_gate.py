@@ -160,7 +160,9 @@ def process_ticks(pid: int) -> int | None:
 
 
 @dataclass
-class _Mark:
+class Sample:
+    """The counters at one moment, in ticks."""
+
     busy: int  # ticks
     engine: int  # ticks
     recorder: int  # ticks (0 when the recorder is one of the engine's processes)
@@ -188,9 +190,10 @@ class HostWatch:
         self.gave_up = False  # the last wait ran out: do not wait again while the host stays loaded
         allowed = allowed_cpus(os.getpid()).union(*(allowed_cpus(pid) for pid in engine.pids))
         self.cpus = allowed or frozenset(range(os.cpu_count() or 1))
-        self._mark = self._now()
+        self._mark = self.sample()
 
-    def _now(self) -> _Mark:
+    def sample(self) -> Sample:
+        """The counters now, the engine's descendants found again (a worker it started since counts)."""
         processes = with_descendants(self.engine.pids)
         engine = [t for t in map(process_ticks, processes) if t is not None]
         if not engine:
@@ -202,10 +205,11 @@ class HostWatch:
         if not counted:
             raise Unwatched(f"{STAT} lists none of the CPUs {sorted(self.cpus)}: runs are not checked for a busy host")
         self.counted_cpus = counted
-        return _Mark(busy, sum(engine), recorder, len(engine) + (me not in processes), time.monotonic_ns())
+        return Sample(busy, sum(engine), recorder, len(engine) + (me not in processes), time.monotonic_ns())
 
-    def _load_since(self, mark: _Mark) -> tuple[Load, _Mark]:
-        now = self._now()
+    def load_since(self, mark: Sample) -> tuple[Load, Sample]:
+        """The shares of the CPUs' time from `mark` to now, and the sample taken now."""
+        now = self.sample()
         capacity = max((now.at_ns - mark.at_ns) / 1e9 / TICK_S, 1.0) * self.counted_cpus  # ticks the CPUs had
         engine = now.engine - mark.engine
         others = (now.busy - mark.busy) - engine - (now.recorder - mark.recorder)
@@ -221,7 +225,7 @@ class HostWatch:
         elapsed = (time.monotonic_ns() - self._mark.at_ns) / 1e9
         if elapsed < MIN_WINDOW_S:
             await asyncio.sleep(MIN_WINDOW_S - elapsed)
-        load, self._mark = self._load_since(self._mark)
+        load, self._mark = self.load_since(self._mark)
         started = time.monotonic()
         while load.over(self.threshold_pct) and not self.gave_up:
             waited = time.monotonic() - started
@@ -229,17 +233,17 @@ class HostWatch:
                 self.gave_up = True
                 return load, waited, True
             await asyncio.sleep(SAMPLE_S)
-            load, self._mark = self._load_since(self._mark)
+            load, self._mark = self.load_since(self._mark)
         if not load.over(self.threshold_pct):
             self.gave_up = False
         return load, time.monotonic() - started, False
 
     def begin_run(self) -> None:
-        self._mark = self._now()
+        self._mark = self.sample()
 
     def end_run(self, before: Load, waited_s: float) -> HostPressure:
         """The run's load since `begin_run`; contended when it or the gate's last sample was over the line."""
-        load, self._mark = self._load_since(self._mark)
+        load, self._mark = self.load_since(self._mark)
         return HostPressure(
             source=str(STAT), waited_s=waited_s, contended=load.over(self.threshold_pct) or before.over(self.threshold_pct),
             others_pct=load.others_pct, others_before_pct=before.others_pct, engine_pct=load.engine_pct,
