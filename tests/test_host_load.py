@@ -93,9 +93,9 @@ def measured(path: Path) -> list[Run]:
 
 
 def test_a_cpu_bound_engine_is_flagged_beside_two_hogs_and_its_own_load_is_not_others(tmp_path: Path) -> None:
-    """The same CPU-bound engine (two busy children) recorded alone, then beside two hogs the test
+    """The same CPU-bound engine (a busy child) recorded alone, then beside two hogs the test
     starts: its own load is the engine's in both; beside the hogs every run is flagged."""
-    config = write_config(tmp_path, [ladder_arm(2)], max_tokens=32, repeats=4)
+    config = write_config(tmp_path, [ladder_arm(1)], max_tokens=16, repeats=3)
     # A short host gate: beside the hogs it waits once, briefly.
     text = config.read_text().replace("[session]\n", f"[session]\nhost_wait_s = 0.5\nhost_pressure_pct = {THRESHOLD_PCT}\n")
     config.write_text(text)
@@ -107,7 +107,7 @@ def test_a_cpu_bound_engine_is_flagged_beside_two_hogs_and_its_own_load_is_not_o
     assert beside.returncode == 0, beside.stderr
     assert hogs_ran
     quiet, loaded = measured(tmp_path / "alone.json"), measured(tmp_path / "beside.json")
-    assert len(quiet) == 4 and len(loaded) == 4
+    assert len(quiet) == 3 and len(loaded) == 3
     for run in quiet + loaded:
         assert run.host is not None and run.host.source == "/proc/stat" and run.host.engine_pct is not None, run.host_note
         assert run.host.engine_pct > 0, run.host  # the busy children count as the engine's
@@ -118,6 +118,9 @@ def test_a_cpu_bound_engine_is_flagged_beside_two_hogs_and_its_own_load_is_not_o
               if "other processes kept the engine's CPUs busy" in line]
     assert len(waited) == 1, beside.stdout + beside.stderr  # said once for the arm, not per run
     session = archive.load(tmp_path / "beside.json")
-    assert "Host contended: 4 runs" in render_report(session, "md")
+    assert build_report(session)["host"]["contended_runs"] == 3
+    markdown = render_report(session, "md")
+    assert "the CPU load of processes other than its engine and the recorder" in markdown
+    assert "3 over 10 % (host contended)" in markdown and "Host contended: cpu / code-1 / run" in markdown
     left_out = build_report(session, selection=RunSelection(exclude_host_contended=True))
     assert left_out["cells"] == [] and "other processes' CPU load" in left_out["missing_cells"][0]["reason"]
