@@ -8,7 +8,6 @@ time of processes the test controls, and the recordings against each other.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time

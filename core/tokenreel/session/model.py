@@ -276,7 +276,7 @@ class HostPressure:
 
     def measure(self) -> str:
         """What `load_pct` is, in words for notes and reasons."""
-        return "other processes' CPU load" if self.others_pct is not None else "CPU pressure (PSI)"
+        return "other processes' CPU load" if self.others_pct is not None else "CPU pressure"
 
     def gate_pct(self) -> float:
         """The higher of the run's figure and the gate's last sample before it."""
