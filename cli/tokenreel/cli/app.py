@@ -153,8 +153,8 @@ REPORT_FORMATS = {".md": "md", ".json": "json", ".csv": "csv", ".html": "html"}
 
 
 EXCLUDE_HOST_HELP = (
-    "Leave out runs recorded while the engine's host (this machine, for a local endpoint) was under CPU"
-    " pressure; by default they stay in the figures, flagged."
+    "Leave out runs recorded while other processes loaded the CPUs of the engine's host (this machine, for a"
+    " local endpoint); by default they stay in the figures, flagged."
 )
 
 

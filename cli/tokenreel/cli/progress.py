@@ -108,7 +108,7 @@ class RecordDisplay:
             return
         if isinstance(event, HostWaitedOut):
             self.console.print(  # about the arm's host, not one run: said once per wait
-                f"note: {event.arm}: the engine's host stayed under CPU pressure ({figure(event.pressure_pct, 0, ' %')})"
+                f"note: {event.arm}: other processes kept the engine's CPUs busy ({figure(event.pressure_pct, 0, ' %')} of their time)"
                 f" for {event.waited_s:.0f} s before {event.prompt} run {event.index}: recording anyway, runs flagged"
                 " host_contended while it lasts (`report --exclude-host-contended` leaves them out)",
                 markup=False, highlight=False,

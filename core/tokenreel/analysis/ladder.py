@@ -52,8 +52,8 @@ class Cell:
     client_busy_left_out: int = 0  # of those, runs left out (user clock only: kernel times stay exact)
     ttft_left_out: int = 0  # usable runs whose first token shared a read with later ones: no TTFT
     host_contended: int = 0  # runs whose host (this machine) was under CPU pressure
-    host_pressure_pct: float | None = None  # the highest CPU pressure over the cell's runs, in %
-    host_note: str = ""  # why the host's pressure is unknown (a remote endpoint, no PSI here)
+    host_pressure_pct: float | None = None  # the highest host load over the cell's runs (HostPressure.load_pct), in %
+    host_note: str = ""  # why the host's load is unknown (a remote endpoint, the engine's processes not found)
     e2e_s: float | None = None  # median seconds from request send to the last token
     replica: int | None = None  # the replica that served its runs (None: the arm has one)
     # The acceptance counts summed over the runs (tokenreel.analysis.acceptance); None where some
@@ -183,7 +183,7 @@ def _cell(session: Session, arm_id: str, prompt_id: str, category: str, selectio
         client_busy_left_out=sum(1 for r in measured_ok if client_busy_inexact(r)),
         ttft_left_out=sum(1 for r in runs if first_token_late(r)),
         host_contended=sum(1 for r in measured_ok if host_contended(r)),
-        host_pressure_pct=max((r.host.some_pct for r in measured_ok if r.host is not None), default=None),
+        host_pressure_pct=max((r.host.load_pct() for r in measured_ok if r.host is not None), default=None),
         host_note=next((r.host_note for r in measured_ok if r.host is None and r.host_note), ""),
         acceptance_drafts=acceptance.drafts,
         acceptance_draft_tokens=acceptance.draft_tokens,
@@ -273,9 +273,8 @@ def _left_out_detail(kind: str, run: Run) -> str:
         why = run.clock.reason if run.clock and run.clock.reason else "no kernel receive times"
         return f"the recorder woke late on the user-space clock ({why}), so its times are late too"
     if kind == "host contended":
-        pressure = max(run.host.some_pct, run.host.before_pct) if run.host else None
-        figure = f"{pressure:.0f} %" if pressure is not None else "unknown"
-        return f"CPU pressure {figure} on the engine's host (--exclude-host-contended left it out)"
+        what, figure = (run.host.measure(), f"{run.host.gate_pct():.0f} %") if run.host else ("CPU load", "unknown")
+        return f"{what} {figure} on the engine's host (--exclude-host-contended left it out)"
     return run.error
 
 

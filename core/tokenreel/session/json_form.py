@@ -6,7 +6,17 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from tokenreel.session.model import ACCEPTANCE_POSITIONS, ENGINE_DURATIONS, FORMAT, VERSION, Arm, Chunks, Run, Session
+from tokenreel.session.model import (
+    ACCEPTANCE_POSITIONS,
+    ENGINE_DURATIONS,
+    FORMAT,
+    HOST_LOAD_FIELDS,
+    VERSION,
+    Arm,
+    Chunks,
+    Run,
+    Session,
+)
 
 
 def _chunks_to_json(chunks: Chunks) -> dict[str, Any]:
@@ -68,7 +78,7 @@ _FLAT_PARTS = frozenset(("gate", "acceptance", "clock", "host", "engine"))
 _ABSENT_WHEN_NONE = frozenset(("level", "replica", "node", "response_id", "engine"))
 # Fields of a flat part left out when None (members added to format version 1 later: older
 # files load and save again to the same bytes).
-_PART_ABSENT_WHEN_NONE = frozenset((*ENGINE_DURATIONS, *ACCEPTANCE_POSITIONS))
+_PART_ABSENT_WHEN_NONE = frozenset((*ENGINE_DURATIONS, *ACCEPTANCE_POSITIONS, *HOST_LOAD_FIELDS))
 
 
 def run_to_dict(run: Run) -> dict[str, Any]:

@@ -59,8 +59,8 @@ CLOCK_SOURCES = ("kernel", "user")
 # The default `client_busy` threshold: a run whose client read the network later than this at
 # its 99th percentile is flagged (see `Clock` and `tokenreel.analysis.ladder.usable_runs`).
 CLIENT_BUSY_P99_MS = 2.0
-# The default host gate (`HostPressure`): CPU pressure (PSI "some") above this share of the time
-# flags a run host_contended, after waiting at most HOST_WAIT_S for it to fall.
+# The default host gate (`HostPressure`): other processes using more than this share of the engine's
+# CPUs' time flags a run host_contended, after waiting at most HOST_WAIT_S for it to fall.
 HOST_PRESSURE_PCT = 10.0
 HOST_WAIT_S = 5.0
 # The GPU gate (`GpuCheck`, endpoints on this machine): utilisation above this, or a
@@ -74,6 +74,8 @@ MAX_ENGINE_MS = MAX_OFFSET_NS / 1e6  # an engine's own duration of one request: 
 ENGINE_DURATIONS = ("ttft_ms", "queue_ms", "generation_ms")  # EngineFigures' durations, in ms
 # Acceptance's per-position counts: written only when set (added to format version 1 later).
 ACCEPTANCE_POSITIONS = ("accepted_per_position", "drafted_per_position")
+# HostPressure's members left out of the file when None: PSI (older files) or others' CPU load.
+HOST_LOAD_FIELDS = ("some_pct", "before_pct", "others_pct", "others_before_pct", "engine_pct", "resolution_pct", "cpus")
 # `Settings.prompt_cache`: "fresh": a fresh prefill every run where a request can ask for one
 # (llama.cpp `cache_prompt: false`; extra_body overrides); "engine": the engines' defaults.
 PROMPT_CACHE_POLICIES = ("fresh", "engine")
@@ -174,7 +176,7 @@ class Settings:
     timeouts: dict[str, float] = field(default_factory=dict)
     client_busy_p99_ms: float = CLIENT_BUSY_P99_MS
     # The host gate (local endpoints only, `HostPressure`): wait up to host_wait_s before a run
-    # for the host's CPU pressure to fall below host_pressure_pct, then record anyway, flagged.
+    # for other processes' CPU load to fall below host_pressure_pct, then record anyway, flagged.
     host_pressure_pct: float = HOST_PRESSURE_PCT
     host_wait_s: float = HOST_WAIT_S
     # The GPU gate (local endpoints only, `GpuCheck`): wait up to gpu_wait_s before an arm for its
@@ -273,21 +275,43 @@ class Clock:
 
 @dataclass
 class HostPressure:
-    """The CPU pressure of the host that runs the engine, over one run.
+    """How loaded the host that runs the engine was by other work, over one run.
 
-    Read only when the endpoint is on this machine (loopback or one of its addresses): Linux PSI
-    (`/proc/pressure/cpu`, else the cgroup's `cpu.pressure`) counts the time some runnable task
-    waited for a CPU. `some_pct` is that share of the run's wall time, from the file's `total`
-    counter before and after the run; `contended` says it was over `settings.host_pressure_pct`
-    after the gate waited `waited_s` (at most `settings.host_wait_s`) for the host to quieten.
-    The recorder's own wake-up delay (`Clock`) is another question: whether its times are exact.
+    Read only when the endpoint is on this machine (loopback or one of its addresses) and its
+    engine's processes are known (launched by tokenreel, the owner of the endpoint's port, or the
+    GPU's compute processes). `others_pct` is the share of the CPU time of the CPUs the engine and
+    the recorder may run on that went to any other process over the run (`/proc/stat`'s busy time
+    less the engine's and the recorder's own CPU time); `contended` says it was over
+    `settings.host_pressure_pct` by more than the counters' resolution after the gate waited
+    `waited_s` (at most `settings.host_wait_s`) for the host to quieten. Files written before the
+    gate knew its engine hold Linux PSI instead (`some_pct`: the share of time some task, the
+    engine's own included, waited for a CPU). The recorder's own wake-up delay (`Clock`) is
+    another question: whether its times are exact.
     """
 
-    source: str  # the PSI file read
-    some_pct: float  # share of the run's wall time some task waited for a CPU, in %
-    before_pct: float  # the same over the gate's last sample before the run
+    source: str  # what was read: "/proc/stat" (others' CPU load), or the PSI file in older files
+    some_pct: float | None = None  # PSI: share of the run's wall time some task waited for a CPU, in %
+    before_pct: float | None = None  # PSI over the gate's last sample before the run
     waited_s: float = 0.0
     contended: bool = False
+    others_pct: float | None = None  # share of the CPUs' time other processes used over the run, in %
+    others_before_pct: float | None = None  # the same over the gate's last sample before the run
+    engine_pct: float | None = None  # share of the CPUs' time the engine's processes used over the run
+    resolution_pct: float | None = None  # the counters' resolution over the run (one tick a CPU and a process)
+    cpus: int | None = None  # how many CPUs the shares are of
+
+    def load_pct(self) -> float:
+        """The run's figure that decided `contended`: others' load, or PSI in older files."""
+        return self.others_pct if self.others_pct is not None else self.some_pct or 0.0
+
+    def measure(self) -> str:
+        """What `load_pct` is, in words for notes and reasons."""
+        return "other processes' CPU load" if self.others_pct is not None else "CPU pressure"
+
+    def gate_pct(self) -> float:
+        """The higher of the run's figure and the gate's last sample before it."""
+        before = self.others_before_pct if self.others_pct is not None else self.before_pct
+        return max(self.load_pct(), before or 0.0)
 
 
 @dataclass
@@ -339,7 +363,7 @@ class Run:
     clock: Clock | None = None
     # Client delay p99 over settings.client_busy_p99_ms; None: not known (user clock).
     client_busy: bool | None = None
-    # None: not read (a remote endpoint, no PSI on this host, or recorded before tokenreel read it);
+    # None: not read (a remote endpoint, its engine's processes not found, or recorded before tokenreel read it);
     # `host_note` says which.
     host: HostPressure | None = None
     host_note: str = ""

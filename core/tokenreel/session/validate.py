@@ -261,17 +261,25 @@ def _clock(r: FieldReader, data: Any, where: str) -> Clock | None:
 
 
 def _host(r: FieldReader, data: Any, where: str) -> HostPressure | None:
-    """A run's `host` (docs/session-format.md §7.6)."""
+    """A run's `host` (docs/session-format.md §7.6): PSI or others' CPU load, at least one."""
     if data is None:
         return None
     d = r.obj(data, where)
-    return HostPressure(
+    host = HostPressure(
         source=r.get(d, "source", where, r.str_),
-        some_pct=r.get(d, "some_pct", where, r.nonneg_num),
-        before_pct=r.get(d, "before_pct", where, r.nonneg_num),
+        some_pct=r.get(d, "some_pct", where, r.opt_num, None),
+        before_pct=r.get(d, "before_pct", where, r.opt_num, None),
         waited_s=r.get(d, "waited_s", where, r.nonneg_num, 0.0),
         contended=r.get(d, "contended", where, r.bool_, False),
+        others_pct=r.get(d, "others_pct", where, r.opt_num, None),
+        others_before_pct=r.get(d, "others_before_pct", where, r.opt_num, None),
+        engine_pct=r.get(d, "engine_pct", where, r.opt_num, None),
+        resolution_pct=r.get(d, "resolution_pct", where, r.opt_num, None),
+        cpus=r.get(d, "cpus", where, r.opt_int, None),
     )
+    if host.some_pct is None and host.others_pct is None:
+        raise r.fail(f"{where}.some_pct", "a host needs some_pct (PSI) or others_pct (others' CPU load)")
+    return host
 
 
 def _usage(r: FieldReader, data: Any, where: str) -> dict[str, int] | None:

@@ -36,19 +36,19 @@ class GateWaiting:
 
 @dataclass(frozen=True)
 class HostWaitedOut:
-    """The engine's host (this machine) stayed under CPU pressure for the whole host gate: the
+    """Other processes kept the engine's CPUs (this machine) loaded for the whole host gate: the
     run is recorded anyway and flagged host_contended; the arm does not wait again while it lasts."""
 
     arm: str
     prompt: str
     index: int
-    pressure_pct: float
+    pressure_pct: float  # others' share of the engine's CPUs' time (HostPressure.others_pct)
     waited_s: float
 
 
 @dataclass(frozen=True)
 class HostUnwatched:
-    """Once per reason: the engine host's CPU pressure is not read (remote endpoint, no PSI)."""
+    """Once per reason: the engine host's load is not read (remote endpoint, the engine's processes not found)."""
 
     arm: str
     reason: str

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
-from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -61,7 +60,7 @@ from tokenreel.recorder.gates.gpu_gate import (
     unavailable,
     with_descendants,
 )
-from tokenreel.recorder.gates.host_gate import HostWatch, NoPressure, endpoint_is_local, find_psi
+from tokenreel.recorder.gates.host_gate import HostWatch, Load, Unwatched, endpoint_is_local, endpoint_port, find_engine
 from tokenreel.recorder.gates.idle_gate import contention, settle_after_run, wait_idle
 from tokenreel.recorder.replicas import replica_arm, replica_name, rotated, shards
 from tokenreel.recorder.target import LookDone, TargetPlan
@@ -245,9 +244,9 @@ class _Recorder:
                 session.simulated = True
             self.persist()
             local = await endpoint_is_local(arm.base_url)
-            await self._watch_host(arm, local)
             if local and self.replica is None:  # replicas record at once: each other's engines share the machine
                 await self._check_gpu(arm, owner)
+            self._watch_host(arm, local, engine.process.pid if engine is not None and engine.process else None)
             for prompt, index in todo:
                 run = await self._run(http, arm, prompt, index)
                 for attempt in range(1, MAX_BUSY_RETRIES + 1):
@@ -331,19 +330,30 @@ class _Recorder:
         arm.gpu.append(check)
         self.persist()
 
-    async def _watch_host(self, arm: Arm, local: bool) -> None:
-        """Set up the host gate for this arm: only an endpoint on this machine, only with PSI."""
+    def _watch_host(self, arm: Arm, local: bool, launched_pid: int | None) -> None:
+        """Set up the host gate for this arm: only an endpoint on this machine whose engine's
+        processes are known (launched, the port's listener, or the GPU gate's processes)."""
         self.host, self.host_note = None, ""
         if not local:
             self.host_note = "remote endpoint: its host's CPU load is not visible from here"
         else:
             try:
                 settings = self.session.settings
-                self.host = HostWatch(find_psi(), settings.host_pressure_pct, settings.host_wait_s)
-            except NoPressure as exc:
+                engine = find_engine(arm.base_url, launched_pid, arm.gpu[-1] if arm.gpu else None)
+                self.host = HostWatch(engine, settings.host_pressure_pct, settings.host_wait_s)
+            except Unwatched as exc:
                 self.host_note = str(exc)
             except (OSError, ValueError) as exc:
-                self.host_note = f"CPU pressure (PSI) could not be read: {exc}"
+                self.host_note = _unreadable(exc)
+        self._say_host_note(arm)
+
+    def _host_lost(self, arm: Arm, exc: Exception) -> None:
+        """The host gate stops for the rest of the arm (the engine's processes gone, /proc unreadable), said once."""
+        self.host, self.host_note = None, str(exc) if isinstance(exc, Unwatched) else _unreadable(exc)
+        self._say_host_note(arm)
+
+    def _say_host_note(self, arm: Arm) -> None:
+        """HostUnwatched, once per reason: never once per run."""
         if self.host_note and self.host_note not in self.host_reasons_said:
             self.host_reasons_said.add(self.host_note)
             self.emit(HostUnwatched(arm.id, self.host_note))
@@ -371,26 +381,24 @@ class _Recorder:
         if run.gate.status == "busy":
             run.status, run.error, run.started_at = "skipped", run.gate.detail, _now()
             return run
-        before_pct = waited_s = 0.0
+        host_before, waited_s = Load(0.0, 0.0, 0.0), 0.0
         if self.host is not None:
             try:
-                before_pct, waited_s, waited_out = await self.host.settle()
-            except (OSError, ValueError) as exc:
-                self.host, self.host_note = None, f"CPU pressure (PSI) could not be read: {exc}"
+                host_before, waited_s, waited_out = await self.host.settle()
+                self.host.begin_run()
+            except (Unwatched, OSError, ValueError) as exc:
+                self._host_lost(arm, exc)
             else:
                 if waited_out:
-                    self.emit(HostWaitedOut(arm.id, prompt.id, index, before_pct, waited_s))
+                    self.emit(HostWaitedOut(arm.id, prompt.id, index, host_before.others_pct, waited_s))
         self.emit(RunStarted(arm.id, prompt.id, index, run.warmup, run.gate.status))
-        if self.host is not None:
-            self.host.begin_run()
         await stream_run(http, arm, prompt, settings, run, self._progress(run))
-        run.host_note = self.host_note
         if self.host is not None:
             try:
-                run.host = self.host.end_run(before_pct, waited_s)
-            except (OSError, ValueError) as exc:
-                self.host, self.host_note = None, f"CPU pressure (PSI) could not be read: {exc}"
-                run.host_note = self.host_note
+                run.host = self.host.end_run(host_before, waited_s)
+            except (Unwatched, OSError, ValueError) as exc:
+                self._host_lost(arm, exc)
+        run.host_note = self.host_note
         after = await settle_after_run(http, metrics_url) if before is not None else None
         run.contended, run.contention_detail = contention(before, after, output_tokens(run))
         # The response's own counts win; the counters fill what it lacks (llama.cpp's verify steps).
@@ -455,10 +463,13 @@ def _finished(run: Run) -> RunFinished:
 def _engine_pids(base_url: str) -> frozenset[int] | None:
     """The processes of an engine on this machine: the one listening on the endpoint's port and
     its descendants; None when that is not visible here."""
-    parts = urlsplit(base_url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    roots = listener_pids(port)
+    roots = listener_pids(endpoint_port(base_url))
     return with_descendants(roots) if roots else None
+
+
+def _unreadable(exc: Exception) -> str:
+    """The note when /proc cannot be read for the host gate."""
+    return f"the host's CPU load could not be read ({exc}): runs are not checked for a busy host"
 
 
 def _client_busy_line(run: Run) -> str:

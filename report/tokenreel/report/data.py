@@ -104,7 +104,8 @@ def host_summary(session: Session) -> dict[str, Any]:
         "runs": len(measured),
         "contended_runs": sum(1 for r in watched if r.host and r.host.contended),
         "threshold_pct": session.settings.host_pressure_pct,
-        "max_pressure_pct": max((r.host.some_pct for r in watched if r.host), default=None),
+        "max_pressure_pct": max((r.host.load_pct() for r in watched if r.host), default=None),
+        "measure": "psi" if any(r.host and r.host.others_pct is None for r in watched) else "others_cpu",
         "notes": notes,
     }
 
@@ -141,7 +142,7 @@ def run_clocks(session: Session, selection: RunSelection) -> list[dict[str, Any]
             "client_busy": run.client_busy,
             "in_figures": selection.counts(run),
             "ttft_in_figures": selection.counts_ttft(run),
-            "host_pressure_pct": run.host.some_pct if run.host else None,
+            "host_pressure_pct": run.host.load_pct() if run.host else None,
             "host_contended": host_contended(run),
         })
     return out

@@ -283,7 +283,7 @@ def _cells(report: Report) -> str:
         ])
     table = html_table(
         ["Arm", "Prompt", "Category", "Runs", "Tokens", "TTFT s", "TPOT ms", "Decode tok/s", "E2E tok/s", "Spread",
-         "Accept. len", "Accept. rate", "Like-for-like", "Contended", "Host CPU pressure"],
+         "Accept. len", "Accept. rate", "Like-for-like", "Contended", "Host CPU load"],
         rows, numeric=tuple(range(3, 12)),
     )
     lines = [report["selection"]["rule"], *host_notes(report), *gpu_notes(report)]
@@ -334,10 +334,10 @@ def _counted(run: Run, selection: RunSelection) -> str:
 
 
 def _run_host(run: Run) -> str:
-    """The engine host's CPU pressure over the run, flagged when over the threshold."""
+    """The engine host's load over the run (HostPressure.load_pct), flagged when over the threshold."""
     if run.host is None:
         return esc(run.host_note or "not watched")
-    text = f"{figure(run.host.some_pct, 0)} %"
+    text = f"{figure(run.host.load_pct(), 0)} %"
     return _yes(True, f"{text}: host contended") if run.host.contended else text
 
 
@@ -364,15 +364,16 @@ def _runs(session: Session, replayed: set[tuple[str, str, int]], selection: RunS
         ])
     table = html_table(
         ["Arm", "Prompt", "Run", "Warmup", "Status", "In the figures", "Contended", "Tokens", "Short", "Token counts", "TTFT s",
-         "Decode tok/s", "Clock", "Host CPU pressure", "Started"],
+         "Decode tok/s", "Clock", "Host CPU load", "Started"],
         rows, numeric=(2, 7, 10, 11),
     )
     return (
         '<section id="runs"><h2>Every run</h2><p class=note>In the figures: whether the run counts in the medians and the '
         "replay under this report's run selection (the rule under Every cell), else why not; a short run (fewer tokens "
         "than the forced max_tokens) is not like-for-like; the clock is the kernel's receive "
-        "time of each read where the platform gives it (exact however late the recorder woke); host CPU pressure is the share "
-        "of time some task waited for a CPU on the machine that runs the engine; ▶ marks the run the replay "
+        "time of each read where the platform gives it (exact however late the recorder woke); host CPU load is the share "
+        "of the engine's CPUs' time that processes other than the engine and the recorder used (older files: the "
+        "share of time some task waited for a CPU, Linux PSI); ▶ marks the run the replay "
         f"plays.</p><details><summary>{len(session.runs)} runs</summary>{table}</details></section>"
     )
 

@@ -212,7 +212,7 @@ def to_markdown(report: Report, session: Session) -> str:
         lines += ["", category_interval_note(report), ""]
     lines += [
         "| Arm | Prompt | Category | Runs | Tokens | TTFT s | TPOT ms | Decode tok/s | E2E tok/s | Spread | Accept. len | Accept. rate"
-        " | Like-for-like | Contended | Host CPU pressure |",
+        " | Like-for-like | Contended | Host CPU load |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in report["cells"]:

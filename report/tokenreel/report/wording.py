@@ -155,6 +155,14 @@ def engine_notes(report: dict[str, Any]) -> list[str]:
     return [head + ":", "", *lines, ""]
 
 
+# What the host figure is, by `host_summary`'s measure: others' CPU load, or PSI in older files.
+HOST_MEASURES = {
+    "others_cpu": "the CPU load of processes other than its engine and the recorder (the share of its CPUs' time"
+                  " they used)",
+    "psi": "its CPU pressure (Linux PSI, the share of time some task, the engine's own included, waited for a CPU)",
+}
+
+
 def host_notes(report: dict[str, Any]) -> list[str]:
     """The engine's host: how loaded it was during the runs, or why it was not watched."""
     host = report["host"]
@@ -163,8 +171,8 @@ def host_notes(report: dict[str, Any]) -> list[str]:
     if host["watched_runs"]:
         flagged = [r for r in report["clocks"] if r["host_contended"]]
         lines.append(
-            f"Host: the endpoint runs on the recording machine; its CPU pressure (Linux PSI, the share of time some"
-            f" task waited for a CPU) was watched over {host['watched_runs']} of {host['runs']} measured runs, at most"
+            f"Host: the endpoint runs on the recording machine; {HOST_MEASURES[host['measure']]} was watched over"
+            f" {host['watched_runs']} of {host['runs']} measured runs, at most"
             f" {figure(host['max_pressure_pct'], 0, ' %')}; {host['contended_runs']} over {threshold} (host contended)."
         )
         if flagged:
