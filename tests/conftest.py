@@ -27,13 +27,15 @@ FAST = 0.02  # time scale: 50x faster than the profiles' real timing
 # worker, the units handed out first, to different workers. The real-engine tests (each starts
 # llama-servers), then the tests whose assertions are measured speeds (a sweep's crossover, 4 slots
 # above 1, replicas at once): by then the other workers are mostly done. Apart from those, the Ray
-# tests (one Ray head each; they count the recorder workers on the machine).
+# tests (one Ray head each; they count the recorder workers on the machine), and the real-vLLM
+# tests (five `vllm serve` starts, each minutes of imports; their checks hold beside other work).
 SERIAL = {
     "engines, then measured speeds": (
         "test_engine_build.py", "test_engine_llamacpp.py", "test_launch.py", "test_busy_host.py",
         "test_sweep_charts.py", "test_sweep_report.py", "test_replicas.py", "test_engine_sweep.py",
     ),
     "ray": ("test_ray.py", "test_record_ray.py"),
+    "vllm": ("test_engine_vllm.py",),
 }
 UNIT = {name: unit for unit, names in SERIAL.items() for name in names}
 RANK = {name: index for index, name in enumerate(UNIT)}

@@ -8,6 +8,7 @@ tests can compare every run tokenreel recorded with the engine's view of that ve
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import subprocess
@@ -59,7 +60,13 @@ class Server:
     # while they run, and CPU verification of 9 tokens on one core ate most of the drafter's gain.
     threads: int = 1
     threads_batch: int = 1
+    health_timeout_s: float = HEALTH_TIMEOUT_S
+    env: dict[str, str] | None = None  # added to this process's environment
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def engine(self) -> str:
+        return "llama-server"
 
     @property
     def root(self) -> str:
@@ -79,11 +86,11 @@ class Server:
         """Start and wait for /health (the model is loaded once it answers 200)."""
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + HEALTH_TIMEOUT_S
+                                         stdin=subprocess.DEVNULL, env={**os.environ, **(self.env or {})})
+        deadline = time.monotonic() + self.health_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise ServerError(f"llama-server {self.name} exited with {self.proc.returncode}: {self.last_log_line()}")
+                raise ServerError(f"{self.engine} {self.name} exited with {self.proc.returncode}: {self.last_log_line()}")
             try:
                 with urllib.request.urlopen(f"{self.root}/health", timeout=2) as response:
                     if response.status == 200:
@@ -92,7 +99,7 @@ class Server:
                 pass
             time.sleep(0.1)
         self.stop()
-        raise ServerError(f"llama-server {self.name} not healthy after {HEALTH_TIMEOUT_S:g} s: {self.last_log_line()}")
+        raise ServerError(f"{self.engine} {self.name} not healthy after {self.health_timeout_s:g} s: {self.last_log_line()}")
 
     def kill(self) -> None:
         """SIGKILL, as a crash would: no graceful end of the streams."""

