@@ -23,6 +23,7 @@ from tokenreel.renderer.canvas import Canvas, Span, TextBox, first_fit, label_sp
 from tokenreel.renderer.column import ArmColumn
 from tokenreel.renderer.end_card import EndCard
 from tokenreel.renderer.layout import Rect
+from tokenreel.renderer.placed_text import notes
 from tokenreel.renderer.render_plan import RenderPlan
 from tokenreel.renderer.text.painter import GlyphPainter
 from tokenreel.renderer.timeline import END, REPLAY, TITLE
@@ -152,14 +153,17 @@ class FrameRenderer:
         about = " ≈: an estimate (the server gave no exact count)." if estimates else ""
         whole_run = any(t.acceptance_length is not None and not t.step_events for t in plan.arms)  # events not steps
         accept, brief = (" Accept: the engine's figure for the whole run.", " Accept: whole run.") if whole_run else ("", "")
-        return (
-            f"{long}. Each arm was recorded on its own, then replayed side by side {pace}.{about}{accept}",
-            f"{short}. Each arm recorded on its own, replayed side by side {pace}.{about}{accept}",
-            f"{short}. Arms recorded one at a time, replayed {pace}.{about}{accept}",
-            f"{short}; arms recorded one at a time.{about}{accept}",
-            f"{short}.{about}{accept}",
-            f"{short}.{about}{brief}",
-        )
+        tools = plan.placed_tools
+        placed, terse = (f" {notes(tools)[1]}.", f" {notes(tools)[-1]}.") if tools else ("", "")
+        return tuple(dict.fromkeys((
+            f"{long}. Each arm was recorded on its own, then replayed side by side {pace}.{about}{accept}{placed}",
+            f"{short}. Each arm recorded on its own, replayed side by side {pace}.{about}{accept}{placed}",
+            f"{short}. Arms recorded one at a time, replayed {pace}.{about}{accept}{placed}",
+            f"{short}; arms recorded one at a time.{about}{accept}{placed}",
+            f"{short}.{about}{accept}{placed}",
+            f"{short}.{about}{brief}{placed}",
+            f"{short}.{about}{brief}{terse}",
+        )))
 
     def _footer(self, canvas: Canvas) -> None:
         """The footer's first wording that fits (then smaller)."""
