@@ -150,7 +150,7 @@ class FrameRenderer:
         pace = "at real speed" if speed == 1 else f"at {float(speed):g}x speed"
         long, short = self.metric_notes()
         estimates = any(t.tokens_estimated or t.acceptance_approximate for t in plan.arms)
-        about = " ≈: an estimate (the server gave no exact count)." if estimates else ""
+        about, guess = (" ≈: an estimate (the server gave no exact count).", " ≈: an estimate.") if estimates else ("", "")
         whole_run = any(t.acceptance_length is not None and not t.step_events for t in plan.arms)  # events not steps
         accept, brief = (" Accept: the engine's figure for the whole run.", " Accept: whole run.") if whole_run else ("", "")
         tools = plan.placed_tools
@@ -163,7 +163,16 @@ class FrameRenderer:
             f"{short}.{about}{accept}{placed}",
             f"{short}.{about}{brief}{placed}",
             f"{short}.{about}{brief}{terse}",
+            f"{short}.{guess}{brief}{terse}",
+            f"{short}.{guess}{brief}",  # no room for the placement note: the line under the title says it
         )))
+
+    def prompt_line(self) -> str:
+        """What the prompt's place under the title shows: the prompt; where a peer's file kept
+        none (an import) and its replies are placed over their chunks, the whole rule's note."""
+        if self.plan.prompt_text or not self.plan.placed_tools:
+            return self.plan.prompt_text
+        return f"{notes(self.plan.placed_tools)[0]}."
 
     def _footer(self, canvas: Canvas) -> None:
         """The footer's first wording that fits (then smaller)."""
@@ -180,7 +189,7 @@ class FrameRenderer:
         canvas = self._blank()
         canvas.spans(layout.title, "title", theme.background, ((plan.session_name, "title", "title"),))
         prompt = self.painters["prompt"]
-        for i, line in enumerate(wrapped_lines(self.painters, plan.prompt_text, layout.prompt.w, "prompt", 2)):
+        for i, line in enumerate(wrapped_lines(self.painters, self.prompt_line(), layout.prompt.w, "prompt", 2)):
             canvas.cells(line, "prompt", layout.prompt.x, layout.prompt.y + i * prompt.line_h, theme.background, layout.prompt)
         speed = plan.clock.speed
         pace = "real time" if speed == 1 else f"{float(speed):g}x speed"
