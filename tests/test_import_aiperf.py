@@ -75,6 +75,12 @@ def test_inter_chunk_latency_gives_each_chunk(tmp_path: Path) -> None:
     run = archive.load(tmp_path / "s.json").runs[0]
     assert run.chunks.t_ns == [30_000_000, 35_000_000, 41_000_000, 45_000_000]
     assert run.token_source == "chunk_count" and run.chunks.tokens == [1, 1, 1, 1]
+    # every chunk's time, but no text to place over them: render refuses in one line
+    assert invoke("import", "aiperf", source, "--arm", "ai2", "--into", tmp_path / "s.json").exit_code == 0
+    rendered = invoke("render", tmp_path / "s.json", "--size", "320x180", "--out", tmp_path / "c.mp4")
+    assert rendered.exit_code == 2 and "AIPerf keeps no reply text" in rendered.output, rendered.output
+    assert "no per-token arrival times" not in rendered.output and len(rendered.output.strip().splitlines()) == 1
+    assert not (tmp_path / "c.mp4").exists()
 
 
 @pytest.mark.parametrize(("line", "field"), [

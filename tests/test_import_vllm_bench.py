@@ -14,10 +14,22 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from tests.test_render_encode import probe
 from tokenreel.analysis.metrics import run_metrics
 from tokenreel.cli import app
+from tokenreel.renderer import manifest as manifests
+from tokenreel.renderer import verify
+from tokenreel.renderer.frames import FrameRenderer
+from tokenreel.renderer.options import Align, RenderOptions
+from tokenreel.renderer.placed_text import RULE, notes
+from tokenreel.renderer.render_plan import build_plan
+from tokenreel.renderer.text.clusters import boundaries
+from tokenreel.renderer.tracks import arm_track
 from tokenreel.session import archive
 from tokenreel.session.model import Session
+
+# A reply a plain split would break: marks on their letters, a ZWJ emoji, a flag, CR LF, CJK.
+HARD_TEXT = "Cafe\u0301 na\u0131\u0308ve \U0001F469\u200D\U0001F52C then \U0001F1EB\U0001F1F7\r\n東京 ok"
 
 
 def invoke(*args: object) -> Any:
@@ -25,9 +37,10 @@ def invoke(*args: object) -> Any:
 
 
 def bench_result(requests: int = 6, seed: int = 1, step_ms: float = 8.0, tokens_per_chunk: int = 1,
-                 failed: tuple[int, ...] = (), output_len: int = 24) -> dict[str, Any]:
+                 failed: tuple[int, ...] = (), output_len: int = 24, text: str = "") -> dict[str, Any]:
     """What vllm bench serve --save-result --save-detailed writes: run-level fields, then one entry
-    per request in each list (seconds; a failed request has ttft 0, no itls, an error)."""
+    per request in each list (seconds; a failed request has ttft 0, no itls, an error). text:
+    every reply's text (its request number appended), else " word" a token."""
     rng = random.Random(seed)
     ttfts, itls, outputs, texts, errors, starts = [], [], [], [], [], []
     for i in range(requests):
@@ -37,7 +50,7 @@ def bench_result(requests: int = 6, seed: int = 1, step_ms: float = 8.0, tokens_
             chunks = -(-output_len // tokens_per_chunk)
             ttfts.append(0.05 + rng.random() * 0.01)
             itls.append([step_ms * tokens_per_chunk / 1000 * (1 + 0.1 * rng.random()) for _ in range(chunks - 1)])
-            outputs.append(output_len), texts.append(" word" * output_len), errors.append("")
+            outputs.append(output_len), texts.append(f"{text} {i}" if text else " word" * output_len), errors.append("")
         starts.append(1000.0 + i)
     return {"date": "20260101-120000", "endpoint_type": "openai", "backend": "openai", "label": None,
             "model_id": "tiny-llama", "tokenizer_id": "tiny-llama", "num_prompts": requests, "request_rate": "inf",
@@ -82,7 +95,7 @@ def check_import(result_file: Path, session_file: Path, arm: str = "peer") -> Se
     return session
 
 
-def test_import_then_report_compare_and_render_refusal(tmp_path: Path) -> None:
+def test_import_then_report_compare_and_render(tmp_path: Path) -> None:
     fast = write(tmp_path, "fast.json", bench_result(step_ms=5, failed=(2,)))
     slow = write(tmp_path, "slow.json", bench_result(step_ms=10, seed=2))
     session = check_import(fast, tmp_path / "a.json", arm="fast")
@@ -102,11 +115,104 @@ def test_import_then_report_compare_and_render_refusal(tmp_path: Path) -> None:
     assert compared.exit_code in (1, 3), compared.output  # the same arm id, twice as slow: not reproduced
     assert "fast" in compared.output
 
-    rendered = invoke("render", tmp_path / "a.json", "--prompt", "request-00001", "--size", "320x180", "--fps", "10",
-                      "--out", tmp_path / "clip.mp4")
-    assert rendered.exit_code == 2
-    assert "imported from vllm bench serve" in rendered.output and "not per chunk" in rendered.output
-    assert not (tmp_path / "clip.mp4").exists()
+    check_render(tmp_path / "a.json", [fast, slow], tmp_path / "clip.mp4")
+
+
+def check_render(session_file: Path, result_files: list[Path], out: Path, size: str = "320x180") -> Path:
+    """Render the imported session's first prompt and hold the video to the files: it plays, ffprobe
+    reads it, its manifest names every arm whose text was placed and the rule, the footer and the
+    end card say so, and `tokenreel verify` re-renders it byte for byte."""
+    rendered = invoke("render", session_file, "--prompt", "request-00001", "--size", size, "--fps", "10",
+                      "--title-s", "0.5", "--hold-s", "1", "--out", out)
+    assert rendered.exit_code == 0, rendered.output
+    assert "placed over the chunks by length" in rendered.output
+    assert out.is_file() and int(probe(out, "nb_read_frames")["nb_read_frames"]) > 1
+    manifest = json.loads(out.with_name(out.name + ".render.json").read_text())
+    session = archive.load(session_file)
+    assert manifest["reconstructed"] == [
+        {"arm": arm.id, "tool": "vllm bench serve", "version": "", "file": path.name, "rule": RULE}
+        for arm, path in zip(session.arms, result_files, strict=True)
+    ]
+    plan = build_plan(session, RenderOptions(prompt="request-00001", size=size, fps=10))
+    renderer = FrameRenderer(plan)
+    assert renderer.prompt_line() == f"{notes('vllm bench serve')[0]}."  # under the title, the whole race long
+    assert any("Text placed by length; times exact" in wording for wording in renderer.footer_wordings())
+    assert renderer.end_card.facts_lines(False)[-1] in notes("vllm bench serve")
+    verified = invoke("verify", out.with_name(out.name + ".render.json"))
+    assert verified.exit_code == 0 and "identical" in verified.output, verified.output
+    return out
+
+
+def check_placed_text(session: Session, result: dict[str, Any], arm: str) -> None:
+    """Every ok request of `result`, as the replay plays it: its chunks' times and tokens the
+    session's (so the file's), its text spread evenly over them at cluster boundaries, and the
+    pieces joined back exactly the file's generated_texts[i]."""
+    for i, (text, error) in enumerate(zip(result["generated_texts"], result["errors"], strict=True)):
+        if error:
+            continue
+        run = next(r for r in session.runs if r.arm == arm and r.prompt == f"request-{i + 1:05d}")
+        track = arm_track(session, run, Align.SEND)
+        assert track.text_placed and "".join(track.content) == text
+        assert list(track.t_ns) == run.chunks.t_ns and list(track.tokens) == run.chunks.tokens
+        assert len(track.content) == len(run.chunks) == len(result["itls"][i]) + 1
+        cuts = set(boundaries(text))
+        at = 0
+        for n, piece in enumerate(track.content):
+            at += len(piece)
+            assert at in cuts, (n, piece)  # no character is split between two chunks
+            even = (n + 1) * len(text) / len(track.content)
+            assert abs(at - even) <= 1 + max(b - a for a, b in zip(sorted(cuts), sorted(cuts)[1:], strict=False))
+
+
+@pytest.mark.parametrize("tokens_per_chunk", [1, 3])
+def test_placed_text_joins_back_to_each_reply(tmp_path: Path, tokens_per_chunk: int) -> None:
+    data = bench_result(tokens_per_chunk=tokens_per_chunk, output_len=25, text=HARD_TEXT, failed=(1,))
+    path = write(tmp_path, "hard.json", data)
+    session = check_import(path, tmp_path / "s.json")
+    check_placed_text(session, data, "peer")
+    short = bench_result(requests=1, output_len=40, text="ok")  # fewer characters than chunks: some show none
+    session = check_import(write(tmp_path, "short.json", short), tmp_path / "short.session.json")
+    check_placed_text(session, short, "peer")
+
+
+def test_tall_video_of_a_speculative_import_verifies(tmp_path: Path) -> None:
+    """9:16, chunks of three tokens (counts estimated, ≈): the text still flows and the file verifies."""
+    files = [write(tmp_path, f"{name}.json", bench_result(requests=2, step_ms=ms, tokens_per_chunk=3, output_len=30,
+                                                          text=HARD_TEXT, seed=seed))
+             for name, ms, seed in (("target", 20.0, 1), ("drafted", 9.0, 2))]
+    check_import(files[0], tmp_path / "s.json", arm="target")
+    assert invoke("import", "vllm-bench", files[1], "--arm", "drafted", "--into", tmp_path / "s.json").exit_code == 0
+    check_render(tmp_path / "s.json", files, tmp_path / "tall.mp4", size="180x320")
+
+
+def test_reply_without_text_is_refused_in_one_line(tmp_path: Path) -> None:
+    data = bench_result(requests=2)
+    data["generated_texts"][0] = ""
+    path = write(tmp_path, "blank.json", data)
+    check_import(path, tmp_path / "s.json", arm="a")
+    assert invoke("import", "vllm-bench", path, "--arm", "b", "--into", tmp_path / "s.json").exit_code == 0
+    rendered = invoke("render", tmp_path / "s.json", "--prompt", "request-00001", "--size", "320x180",
+                      "--out", tmp_path / "c.mp4")
+    assert rendered.exit_code == 2 and len(rendered.output.strip().splitlines()) == 1, rendered.output
+    assert "blank.json" in rendered.output and "holds none" in rendered.output
+    assert not (tmp_path / "c.mp4").exists()
+
+
+def test_edited_reconstruction_in_the_manifest_is_found(tmp_path: Path) -> None:
+    """The manifest's reconstructed list is derived again on verify: one rewritten (and resealed)
+    to hide the placement is a manifest that does not describe its video."""
+    files = [write(tmp_path, f"{arm}.json", bench_result(requests=1, step_ms=ms, seed=seed))
+             for arm, ms, seed in (("a", 5.0, 1), ("b", 9.0, 2))]
+    check_import(files[0], tmp_path / "s.json", arm="a")
+    assert invoke("import", "vllm-bench", files[1], "--arm", "b", "--into", tmp_path / "s.json").exit_code == 0
+    out = check_render(tmp_path / "s.json", files, tmp_path / "clip.mp4")
+    path = out.with_name(out.name + ".render.json")
+    data = json.loads(path.read_text())
+    del data["reconstructed"]
+    data[manifests.SEAL] = manifests.seal(data)
+    path.write_text(json.dumps(data))
+    [result] = verify.verify([path])
+    assert result.status == verify.MANIFEST_EDITED and "reconstructed" in result.message, result.message
 
 
 def test_chunks_of_several_tokens_are_an_estimate_said_so(tmp_path: Path) -> None:

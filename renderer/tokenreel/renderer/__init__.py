@@ -11,6 +11,7 @@
 - layout.py: Where everything goes on the frame, in whole pixels, for any size and number of arms.
 - manifest.py: The render manifest: `FILE.render.json` next to every rendered FILE.
 - options.py: The user's render options, and every check of them that needs no session.
+- placed_text.py: An imported reply's text over its chunks: the one rule a replay of a peer's result follows.
 - race_claims.py: Every speed-up a video draws, as a claim: its text, its figure at full precision (the
   report's), where it is drawn and the first frame showing it, never before its evidence.
 - ray_chunks.py: A video's chunks as Ray tasks (`render-all --ray`): the fan-out of `render`'s local workers.

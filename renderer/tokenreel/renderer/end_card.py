@@ -13,9 +13,10 @@ from functools import cached_property
 
 from tokenreel.analysis.claims import claim_text, interval_text, scope_text
 from tokenreel.analysis.figures import clock_seconds, figure, multiplier
-from tokenreel.renderer.canvas import Canvas, label_spans, text_w
+from tokenreel.renderer.canvas import Canvas, first_fit, label_spans, text_w
 from tokenreel.renderer.layout import Rect
 from tokenreel.renderer.options import Metric
+from tokenreel.renderer.placed_text import notes
 from tokenreel.renderer.render_plan import RenderPlan
 from tokenreel.renderer.text.painter import GlyphPainter
 
@@ -74,10 +75,15 @@ class EndCard:
 
     def facts_lines(self, compact: bool) -> tuple[str, ...]:
         """The small print under the rows: what the arms ran on, the models when the rows had no
-        room to name them, then the engine and the recording date."""
+        room to name them, then the engine and the recording date; then, for an imported reply
+        placed over its chunks, that it was (placed_text)."""
         facts = self.plan.facts
         assert facts is not None
-        return facts.hardware, *([facts.model] if compact else []), f"{facts.engine} · {facts.recorded}"
+        lines = (facts.hardware, *([facts.model] if compact else []), f"{facts.engine} · {facts.recorded}")
+        if not self.plan.placed_tools:
+            return lines
+        fit = first_fit(self.painters, self.plan.layout.footer.w, [((n, "small", "dim"),) for n in notes(self.plan.placed_tools)])
+        return (*lines, fit[0][0])
 
     def _block_h(self, row_h: int, compact: bool) -> int:
         label, small = self.painters["label"], self.painters["small"]

@@ -51,6 +51,7 @@ def end_facts(session: Session, arm_ids: list[str]) -> EndFacts:
     arms = [session.arm(a) for a in arm_ids]
     dates = sorted({r["started_at"][:10] for a in arms for r in a.recorded if r.get("started_at")})
     dates = dates or ([session.created_at[:10]] if session.created_at else [])
+    verb = "imported" if all(a.imported for a in arms) else "recorded"  # an import's session is made when it is imported
     if session.simulated:
         hardware, engine = "simulated endpoints, no GPU", "tokenreel simulate (behaves like vLLM)"
     else:
@@ -61,5 +62,5 @@ def end_facts(session: Session, arm_ids: list[str]) -> EndFacts:
         model=_joined([a.model for a in arms], "model not archived"),
         hardware=hardware,
         engine=engine,
-        recorded=f"recorded {dates[0]}" + (f" to {dates[-1]}" if len(dates) > 1 else "") if dates else "recording date not archived",
+        recorded=f"{verb} {dates[0]}" + (f" to {dates[-1]}" if len(dates) > 1 else "") if dates else "recording date not archived",
     )

@@ -23,6 +23,7 @@ from tokenreel.renderer.canvas import Canvas, Span, TextBox, first_fit, label_sp
 from tokenreel.renderer.column import ArmColumn
 from tokenreel.renderer.end_card import EndCard
 from tokenreel.renderer.layout import Rect
+from tokenreel.renderer.placed_text import notes
 from tokenreel.renderer.render_plan import RenderPlan
 from tokenreel.renderer.text.painter import GlyphPainter
 from tokenreel.renderer.timeline import END, REPLAY, TITLE
@@ -149,17 +150,29 @@ class FrameRenderer:
         pace = "at real speed" if speed == 1 else f"at {float(speed):g}x speed"
         long, short = self.metric_notes()
         estimates = any(t.tokens_estimated or t.acceptance_approximate for t in plan.arms)
-        about = " ≈: an estimate (the server gave no exact count)." if estimates else ""
+        about, guess = (" ≈: an estimate (the server gave no exact count).", " ≈: an estimate.") if estimates else ("", "")
         whole_run = any(t.acceptance_length is not None and not t.step_events for t in plan.arms)  # events not steps
         accept, brief = (" Accept: the engine's figure for the whole run.", " Accept: whole run.") if whole_run else ("", "")
-        return (
-            f"{long}. Each arm was recorded on its own, then replayed side by side {pace}.{about}{accept}",
-            f"{short}. Each arm recorded on its own, replayed side by side {pace}.{about}{accept}",
-            f"{short}. Arms recorded one at a time, replayed {pace}.{about}{accept}",
-            f"{short}; arms recorded one at a time.{about}{accept}",
-            f"{short}.{about}{accept}",
-            f"{short}.{about}{brief}",
-        )
+        tools = plan.placed_tools
+        placed, terse = (f" {notes(tools)[1]}.", f" {notes(tools)[-1]}.") if tools else ("", "")
+        return tuple(dict.fromkeys((
+            f"{long}. Each arm was recorded on its own, then replayed side by side {pace}.{about}{accept}{placed}",
+            f"{short}. Each arm recorded on its own, replayed side by side {pace}.{about}{accept}{placed}",
+            f"{short}. Arms recorded one at a time, replayed {pace}.{about}{accept}{placed}",
+            f"{short}; arms recorded one at a time.{about}{accept}{placed}",
+            f"{short}.{about}{accept}{placed}",
+            f"{short}.{about}{brief}{placed}",
+            f"{short}.{about}{brief}{terse}",
+            f"{short}.{guess}{brief}{terse}",
+            f"{short}.{guess}{brief}",  # no room for the placement note: the line under the title says it
+        )))
+
+    def prompt_line(self) -> str:
+        """What the prompt's place under the title shows: the prompt; where a peer's file kept
+        none (an import) and its replies are placed over their chunks, the whole rule's note."""
+        if self.plan.prompt_text or not self.plan.placed_tools:
+            return self.plan.prompt_text
+        return f"{notes(self.plan.placed_tools)[0]}."
 
     def _footer(self, canvas: Canvas) -> None:
         """The footer's first wording that fits (then smaller)."""
@@ -176,7 +189,7 @@ class FrameRenderer:
         canvas = self._blank()
         canvas.spans(layout.title, "title", theme.background, ((plan.session_name, "title", "title"),))
         prompt = self.painters["prompt"]
-        for i, line in enumerate(wrapped_lines(self.painters, plan.prompt_text, layout.prompt.w, "prompt", 2)):
+        for i, line in enumerate(wrapped_lines(self.painters, self.prompt_line(), layout.prompt.w, "prompt", 2)):
             canvas.cells(line, "prompt", layout.prompt.x, layout.prompt.y + i * prompt.line_h, theme.background, layout.prompt)
         speed = plan.clock.speed
         pace = "real time" if speed == 1 else f"{float(speed):g}x speed"

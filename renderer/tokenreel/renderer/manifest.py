@@ -44,6 +44,8 @@ VERSION_KEYS = ("tokenreel", "pillow", "numpy", "ffmpeg", "ffmpeg_binary", "pyth
 # reading, so manifests written before them still verify (they drew with the basic layout).
 LAYOUT_KEYS = ("text_engine", "freetype", "harfbuzz", "uharfbuzz", "freetype_shaped", "freetype-py", "python-bidi")
 PRE_ENGINE_KEYS = ("layout_engine", "raqm", "fribidi")  # written while Pillow's raqm shaped text
+OPTIONAL_FIELDS = ("reconstructed",)  # left out when empty
+RECONSTRUCTION_KEYS = ("arm", "tool", "version", "file", "rule")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _SIZE = re.compile(r"[1-9][0-9]*x[1-9][0-9]*")
 
@@ -77,6 +79,10 @@ class Manifest:
     # scope and arms, its value at full precision (the report's), the first frame showing it
     # and the first frame at which its evidence was complete. Absent in older manifests.
     claims: tuple[dict[str, Any], ...] = ()
+    # What the video shows that its session's files did not hold, an object an arm (arm, tool,
+    # version, file, rule): an imported reply placed over its chunks (placed_text.RULE). Written
+    # only when there is one, so every other manifest is as before.
+    reconstructed: tuple[dict[str, str], ...] = ()
 
 
 def path_for(output: str | os.PathLike[str]) -> Path:
@@ -130,6 +136,8 @@ def to_dict(manifest: Manifest) -> dict[str, Any]:
     out: dict[str, Any] = {"format": FORMAT, "version": VERSION}
     for spec in fields(Manifest):
         value = getattr(manifest, spec.name)
+        if spec.name in OPTIONAL_FIELDS and not value:
+            continue
         out[spec.name] = asdict(value) if spec.name == "options" else value
     out[SEAL] = seal(out)
     return out
@@ -287,6 +295,7 @@ def from_dict(data: Any, path: str | os.PathLike[str]) -> Manifest:
         frame_sha256=tuple(c.sha256(h, f"frame_sha256[{i}]") for i, h in enumerate(hashes)),
         poster_frame=poster,
         claims=_claims(c, data.get("claims", [])),
+        reconstructed=_reconstructed(c, data.get("reconstructed", [])),
     )
 
 
@@ -308,6 +317,19 @@ def _claims(c: _Checker, value: Any) -> tuple[dict[str, Any], ...]:
             raise c.fail(f"claims[{i}].prompt", "expected a string or null")
         if claim.get("value") is not None and not isinstance(claim["value"], (int, float)):
             raise c.fail(f"claims[{i}].value", "expected a number or null")
+    return tuple(value)
+
+
+def _reconstructed(c: _Checker, value: Any) -> tuple[dict[str, str], ...]:
+    """The reconstructed list: objects with RECONSTRUCTION_KEYS, each a string."""
+    if not isinstance(value, list):
+        raise c.fail("reconstructed", "expected a list")
+    for i, entry in enumerate(value):
+        if not isinstance(entry, dict) or sorted(entry) != sorted(RECONSTRUCTION_KEYS):
+            raise c.fail(f"reconstructed[{i}]", f"expected an object with {', '.join(RECONSTRUCTION_KEYS)}")
+        for key in RECONSTRUCTION_KEYS:
+            if not isinstance(entry[key], str):
+                raise c.fail(f"reconstructed[{i}].{key}", "expected a string")
     return tuple(value)
 
 

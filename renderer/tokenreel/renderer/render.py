@@ -435,6 +435,7 @@ def render(
             frame_sha256=tuple(hashes),
             poster_frame=poster,
             claims=tuple(asdict(claim) for claim in plan.claims),
+            reconstructed=tuple(asdict(placed) for placed in plan.reconstructed),
         )
         staged_manifest = work / manifest_path.name
         staged_manifest.write_bytes(manifests.dumps(record))

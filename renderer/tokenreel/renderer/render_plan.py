@@ -22,6 +22,7 @@ from tokenreel.base.theme import Theme
 from tokenreel.renderer.end_facts import EndFacts, end_facts
 from tokenreel.renderer.layout import FrameLayout, compute
 from tokenreel.renderer.options import MAX_DURATION_CAP, MAX_SECONDS, Align, Metric, RenderOptions, check_options, fraction, pinned_file
+from tokenreel.renderer.placed_text import RULE
 from tokenreel.renderer.race_claims import Claim, drawn_claims
 from tokenreel.renderer.timeline import Clock, first_frame_showing
 from tokenreel.renderer.tracks import ArmTrack, answer_marks, arm_track, speed_ups
@@ -63,6 +64,34 @@ class RenderPlan:
     suite: Speedup | None = None  # the last arm on screen against the first over the session's suite
     claims: tuple[Claim, ...] = ()  # every speed-up drawn, where and from which frame
     facts: EndFacts | None = None  # what the end card says the race ran on
+    # What the video shows that its source files did not hold, one entry an arm (manifest
+    # `reconstructed`): an imported reply's text placed over its chunks (placed_text.RULE).
+    reconstructed: tuple[Reconstruction, ...] = ()
+
+    @property
+    def placed_tools(self) -> str:
+        """The peer tools whose replies the video places over their chunks ("" when none)."""
+        return " / ".join(dict.fromkeys(placed.tool for placed in self.reconstructed))
+
+
+@dataclass(frozen=True)
+class Reconstruction:
+    """An arm whose replayed text is placed by rule, not read from its file."""
+
+    arm: str
+    tool: str  # the peer tool whose file the arm was imported from
+    version: str  # its version, "" when neither its file nor the user said
+    file: str
+    rule: str = RULE
+
+
+def reconstructions(session: Session, tracks: list[ArmTrack]) -> tuple[Reconstruction, ...]:
+    out = []
+    for track in tracks:
+        imported = session.arm(track.id).imported
+        if track.text_placed and imported is not None:
+            out.append(Reconstruction(track.id, imported.tool, imported.version, imported.file))
+    return tuple(out)
 
 
 LOGO_HEIGHT = 72  # px at the design size (1080): the logo is scaled to this height
@@ -166,6 +195,9 @@ def _warnings(session: Session, runs: list[Run], tracks: list[ArmTrack]) -> list
             out.append(f"arm {run.arm} run {run.index}: per-chunk token counts are estimated (the server sent none); shown with ≈")
         if where := synthetic_acceptance(session.arm(run.arm)):
             out.append(f"arm {run.arm}: {SYNTHETIC_LABEL} ({where}); the video has no end card")
+    for placed in reconstructions(session, tracks):
+        out.append(f"arm {placed.arm}: imported from {placed.tool} ({placed.file}), which keeps each reply whole: its text"
+                   " is placed over the chunks by length; chunk times exact")
     return out
 
 
@@ -275,4 +307,5 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
         suite=suite,
         claims=tuple(drawn_claims(clock, tracks, metric, scope, suite, prompt_id)),
         facts=end_facts(session, [run.arm for run in runs]),
+        reconstructed=reconstructions(session, tracks),
     )

@@ -11,7 +11,8 @@ from tokenreel.analysis.claims import run_speedup
 from tokenreel.analysis.drafting import drafted_arm
 from tokenreel.analysis.metrics import events_are_steps, first_token_index, last_token_index, output_tokens, run_metrics
 from tokenreel.renderer.options import Align, Metric
-from tokenreel.session.model import Run, Session
+from tokenreel.renderer.placed_text import spread
+from tokenreel.session.model import Arm, Run, Session
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class ArmTrack:
     place: int = 1  # finishing place among the arms on screen (ties share a place)
     answer: AnswerMark | None = None  # only with RenderOptions.answer_badge
     vs_prior: float | None = None  # the speed-up over the arm before it on screen, in RenderPlan.metric
+    text_placed: bool = False  # an imported reply kept whole, placed over the chunks (placed_text.RULE)
 
     @property
     def finish_ns(self) -> int:
@@ -65,8 +67,29 @@ class ArmTrack:
         return self.t_ns[self.last_index]
 
 
-# What a replay needs that an imported arm's file may lack (`Imported.lacks` keys).
-REPLAY_NEEDS = ("token_times", "chunk_text")
+# What a replay needs that an imported arm's file may lack (`Imported.lacks` keys). Text kept
+# whole, not per chunk ("chunk_text"), is placed over the chunks (placed_text); no text at all is refused.
+REPLAY_NEEDS = ("token_times",)
+
+
+def replayed_content(arm: Arm, run: Run) -> tuple[tuple[str, ...], bool]:
+    """The run's content per chunk and whether it was placed (placed_text.RULE): an imported
+    arm's reply kept whole is spread over its chunks; one whose file lacks what a replay needs
+    is refused in one line naming the file and what it lacks."""
+    content = tuple(run.chunks.content)
+    if not arm.imported:
+        return content, False
+    lacks = arm.imported.lacks
+    missing = [lacks[key] for key in REPLAY_NEEDS if key in lacks]
+    reply = "".join(content)
+    if "chunk_text" in lacks and not reply:
+        missing.append(f"{lacks['chunk_text']} (run {run.index} of prompt {run.prompt!r} holds none)")
+    if missing:
+        raise ValueError(f"render: arm {arm.id!r} was imported from {arm.imported.tool} ({arm.imported.file}) and"
+                         f" cannot be replayed token by token: {'; '.join(missing)}")
+    if "chunk_text" not in lacks:
+        return content, False
+    return spread(reply, len(content)), True
 
 
 def arm_track(session: Session, run: Run, align: Align) -> ArmTrack:
@@ -77,10 +100,7 @@ def arm_track(session: Session, run: Run, align: Align) -> ArmTrack:
     if any(b < a for a, b in zip(chunks.t_ns, chunks.t_ns[1:], strict=False)):
         raise ValueError(f"run: arm {run.arm!r} run {run.index} has chunk times that go back in time")
     arm = session.arm(run.arm)
-    missing = [arm.imported.lacks[key] for key in REPLAY_NEEDS if arm.imported and key in arm.imported.lacks]
-    if arm.imported and missing:
-        raise ValueError(f"render: arm {arm.id!r} was imported from {arm.imported.tool} ({arm.imported.file}) and cannot"
-                         f" be replayed token by token: {'; '.join(missing)}")
+    content, placed = replayed_content(arm, run)
     figures = run_metrics(run)
     last = last_token_index(chunks)
     shift = chunks.t_ns[first] if align == Align.FIRST_TOKEN else 0
@@ -92,7 +112,7 @@ def arm_track(session: Session, run: Run, align: Align) -> ArmTrack:
         run_index=run.index,
         t_ns=tuple(max(0, t - shift) for t in chunks.t_ns),
         tokens=tuple(chunks.tokens),
-        content=tuple(chunks.content),
+        content=content,
         reasoning=tuple(chunks.reasoning),
         tool=tuple(chunks.tool),
         first_index=first,
@@ -105,6 +125,7 @@ def arm_track(session: Session, run: Run, align: Align) -> ArmTrack:
         tokens_estimated=run.tokens_estimated,
         acceptance_approximate=bool(run.acceptance and run.acceptance.approximate),
         step_events=events_are_steps(run),
+        text_placed=placed,
     )
 
 

@@ -122,6 +122,8 @@ def _differs(record: manifests.Manifest, now: manifests.Manifest) -> str | None:
             return f"the manifest says {name} {shown(then_value)}, its re-render {shown(now_value)}"
     if record.claims and record.claims != now.claims:  # a manifest from before claims were listed has none
         return "the speed-ups it lists (claims) are not the ones its re-render draws"
+    if record.reconstructed != now.reconstructed:
+        return "what it says was reconstructed (reconstructed) is not what its re-render places"
     return None
 
 

@@ -221,3 +221,10 @@ def clusters(text: str, styles: Sequence[str], primary: str = fonts.REGULAR) -> 
     """Split text into grid clusters; styles gives one style name per character."""
     return list(iter_clusters(text, styles, primary))
 
+
+
+def boundaries(text: str) -> list[int]:
+    """Where text may be cut without splitting a user-perceived character (a base and its
+    marks, an emoji sequence, a flag, CR LF): 0, the start of each cluster, and len(text)."""
+    starts = {pending.start for pending in _raw_clusters(text, [""] * len(text))}
+    return sorted(starts | {0, len(text)})
