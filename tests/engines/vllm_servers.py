@@ -15,7 +15,9 @@ to the API server by itself (VLLM_CPU_OMP_THREADS_BIND=auto).
 from __future__ import annotations
 
 import json
+import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tests.engines import vllm_build
 from tests.engines.servers import Server
@@ -81,3 +83,14 @@ class VllmServer(Server):
         if not found:
             raise KeyError(f"vllm:{name} not in {self.root}/metrics")
         return sum(found)
+
+
+def run_bench_serve(server: VllmServer, models: vllm_build.VllmModels, result: Path) -> subprocess.CompletedProcess[str]:
+    """`vllm bench serve` (the same venv) against a running server: 4 random 32-token prompts, 48
+    forced output tokens, one request at a time, every request's detail saved to `result`."""
+    bench = [str(vllm_build.vllm_binary()), "bench", "serve", "--backend", "openai-chat", "--base-url", server.root,
+             "--endpoint", "/v1/chat/completions", "--model", SERVED_NAME, "--tokenizer", str(models.target),
+             "--dataset-name", "random", "--random-input-len", "32", "--random-output-len", "48", "--num-prompts", "4",
+             "--max-concurrency", "1", "--ignore-eos", "--seed", "7", "--save-result", "--save-detailed",
+             "--result-dir", str(result.parent), "--result-filename", result.name]
+    return subprocess.run(bench, capture_output=True, text=True, timeout=900, env={**ENV, "PATH": "/usr/bin:/bin"})

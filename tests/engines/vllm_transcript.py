@@ -4,7 +4,9 @@ vLLM shape is held to (tests/test_sim_vllm_transcript.py).
 `python -m tests.engines.vllm_transcript` starts the pinned vLLM CPU build twice (bf16 alone,
 then bf16 + the draft model), sends each the requests tokenreel sends (chat and completions,
 streamed, usage on every chunk) and keeps, byte for byte: every SSE line, `/metrics` after the
-requests, `/v1/models` and `/version`. Rerun it when the vLLM pin changes and commit the files.
+requests, `/v1/models` and `/version`; and the result file of a `vllm bench serve --save-result
+--save-detailed` against each (the importer's real input, tests/test_import_vllm_bench.py).
+Rerun it when the vLLM pin changes and commit the files.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from tests.engines import vllm_build
 from tests.engines.servers import free_port
-from tests.engines.vllm_servers import SERVED_NAME, VllmServer, arm_args
+from tests.engines.vllm_servers import SERVED_NAME, VllmServer, arm_args, run_bench_serve
 
 OUT = Path(__file__).resolve().parents[1] / "data" / "vllm-cpu"
 MAX_TOKENS = 24
@@ -56,6 +58,11 @@ def capture(arm: str, models: vllm_build.VllmModels, tmp: Path) -> None:
         _write(OUT / f"{arm}-metrics.txt", _get(server.root + "/metrics").decode(), models)
         _write(OUT / f"{arm}-models.json", _get(server.root + "/v1/models").decode(), models)
         _write(OUT / "version.json", _get(server.root + "/version").decode(), models)
+        result = tmp / f"{arm}-bench.json"
+        done = run_bench_serve(server, models, result)
+        if done.returncode != 0:
+            raise RuntimeError(f"vllm bench serve failed: {done.stderr.strip()[-300:]}")
+        _write(OUT / f"{arm}-bench-serve.json", result.read_text(), models)
     finally:
         server.stop()
 
