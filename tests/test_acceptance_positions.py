@@ -83,14 +83,14 @@ def test_recorded_positions_agree_with_the_simulators_counts(make_sim: Any, tmp_
         assert a.source.startswith("metrics.speculative_decoding" if request_metrics else "metrics")
         assert len(a.accepted_per_position) == k and sum(a.accepted_per_position) == a.accepted
         assert all(x >= y for x, y in zip(a.accepted_per_position, a.accepted_per_position[1:], strict=False))
-        assert a.drafted_per_position == ([a.drafts] * k if request_metrics else None)
+        assert a.drafted_per_position is None  # vLLM 0.32's summary counts no drafts per position
     counted = [r.acceptance for r in drafter if DEFAULT_SELECTION.counts(r) and r.acceptance]
     drafts = sum(a.drafts or 0 for a in counted)
     truth = [sum((a.accepted_per_position or [])[i] for a in counted) / drafts for i in range(k)]
     report = build_report(session)
     [entry] = report["acceptance_positions"]  # the plain arm drafts nothing: no entry
     assert entry["arm"] == "nvfp4-dflash2" and entry["rates"] == pytest.approx(truth)
-    assert entry["basis"] == ("drafted" if request_metrics else "drafts")
+    assert entry["basis"] == "drafts"
     markdown = to_markdown(report, session)
     assert "Acceptance rate per draft position:" in markdown and "| Arm | Position 1 | Position 2 |" in markdown
     assert f"{entry['rates'][0]!r}" in to_csv(report)  # full precision
@@ -103,7 +103,8 @@ def test_a_drafter_without_counts_is_said_and_older_files_save_the_same(make_sim
     data = orjson.loads(dumps(session))
     for run in data["runs"]:
         if run["acceptance"]:
-            del run["acceptance"]["accepted_per_position"], run["acceptance"]["drafted_per_position"]
+            del run["acceptance"]["accepted_per_position"]
+            assert "drafted_per_position" not in run["acceptance"]  # written only when set
     older = orjson.dumps(data)
     again = loads(older)
     assert dumps(again) == older  # written only when set

@@ -6,7 +6,8 @@ completions, usage on every chunk), bf16 alone and bf16 + a draft model, and `/m
 `/v1/models`, `/version`. The same requests go to the simulator over real HTTP; every kind of
 chunk (chat's role chunk, a token chunk, the chunk with finish_reason, the usage chunk) must
 have the real one's fields with the real one's JSON types, nested objects included, in the real
-order; `/metrics` must have the real names and label names of every family tokenreel reads.
+order; `/metrics` must have the real names and label names of every family tokenreel reads;
+`/v1/models` and `/version` the real fields (the simulator's /version adds its own markers).
 Values differ (another model, another clock) and are not compared.
 """
 
@@ -21,12 +22,23 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tokenreel.simulator.profiles import SEED_LADDER
+from tokenreel.simulator.profiles import SEED_LADDER, Profile
 from tokenreel.simulator.server import SimCluster
 
 DATA = Path(__file__).parent / "data" / "vllm-cpu"
 BF16, _, DRAFTER = SEED_LADDER
-PROFILES = {"bf16": replace(BF16, id="bf16", engine="vllm"), "bf16-draft": replace(DRAFTER, id="bf16-draft", engine="vllm")}
+
+
+def served_like(profile: Profile, arm: str) -> Profile:
+    """The profile configured as the recorded server was: per-request metrics where it ran
+    with --enable-per-request-metrics (the simulator adds the spec-decode summary with them)."""
+    args = json.loads((DATA / f"{arm}-chat.json").read_text())["args"]
+    return replace(profile, id=arm, engine="vllm", request_metrics="--enable-per-request-metrics" in args)
+
+
+PROFILES = {"bf16": served_like(BF16, "bf16"), "bf16-draft": served_like(DRAFTER, "bf16-draft")}
+# What the simulator's /version adds to vLLM's, so that a session says it was recorded against it.
+SIM_MARKERS = {"simulated": "bool", "time_scale": "number", "profile": "str", "engine": "str"}
 # Families tokenreel reads from a vLLM /metrics (the idle gate, counters around a run, acceptance).
 READ_FAMILIES = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:generation_tokens",
                  "vllm:prompt_tokens", "vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
@@ -133,4 +145,8 @@ def test_models_and_version_have_the_real_fields(sim, path: str, fixture: str) -
     cluster, http = sim
     response = http.get(cluster.base_url("bf16").removesuffix("/v1") + path)
     assert response.status_code == 200
-    assert shape(response.json()) == shape(json.loads((DATA / fixture).read_text()))
+    expected = shape(json.loads((DATA / fixture).read_text()))
+    if path == "/version":  # vLLM's fields, then the simulator's markers and nothing else
+        expected |= SIM_MARKERS
+        assert response.json()["simulated"] is True
+    assert shape(response.json()) == expected
