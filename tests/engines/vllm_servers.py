@@ -91,6 +91,6 @@ def run_bench_serve(server: VllmServer, models: vllm_build.VllmModels, result: P
     bench = [str(vllm_build.vllm_binary()), "bench", "serve", "--backend", "openai-chat", "--base-url", server.root,
              "--endpoint", "/v1/chat/completions", "--model", SERVED_NAME, "--tokenizer", str(models.target),
              "--dataset-name", "random", "--random-input-len", "32", "--random-output-len", "48", "--num-prompts", "4",
-             "--max-concurrency", "1", "--ignore-eos", "--seed", "7", "--save-result", "--save-detailed",
+             "--max-concurrency", "1", "--ignore-eos", "--temperature", "0", "--seed", "7", "--save-result", "--save-detailed",
              "--result-dir", str(result.parent), "--result-filename", result.name]
     return subprocess.run(bench, capture_output=True, text=True, timeout=900, env={**ENV, "PATH": "/usr/bin:/bin"})
