@@ -15,8 +15,10 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.test_render_encode import probe
+from tokenreel.analysis.figures import figure
 from tokenreel.analysis.metrics import run_metrics
 from tokenreel.cli import app
+from tokenreel.recorder.imports import vllm_bench
 from tokenreel.renderer import manifest as manifests
 from tokenreel.renderer import verify
 from tokenreel.renderer.frames import FrameRenderer
@@ -37,10 +39,13 @@ def invoke(*args: object) -> Any:
 
 
 def bench_result(requests: int = 6, seed: int = 1, step_ms: float = 8.0, tokens_per_chunk: int = 1,
-                 failed: tuple[int, ...] = (), output_len: int = 24, text: str = "") -> dict[str, Any]:
+                 failed: tuple[int, ...] = (), output_len: int = 24, text: str = "", backend: str = "openai",
+                 role_gap_ms: float | None = None, no_role: tuple[int, ...] = ()) -> dict[str, Any]:
     """What vllm bench serve --save-result --save-detailed writes: run-level fields, then one entry
     per request in each list (seconds; a failed request has ttft 0, no itls, an error). text:
-    every reply's text (its request number appended), else " word" a token."""
+    every reply's text (its request number appended), else " word" a token. role_gap_ms: each
+    request (but those in no_role) starts with a role chunk that long before its first token, as
+    vllm bench 0.32's chat client times it (ttft at the role chunk, the gap to the first token in itls)."""
     rng = random.Random(seed)
     ttfts, itls, outputs, texts, errors, starts = [], [], [], [], [], []
     for i in range(requests):
@@ -49,10 +54,11 @@ def bench_result(requests: int = 6, seed: int = 1, step_ms: float = 8.0, tokens_
         else:
             chunks = -(-output_len // tokens_per_chunk)
             ttfts.append(0.05 + rng.random() * 0.01)
-            itls.append([step_ms * tokens_per_chunk / 1000 * (1 + 0.1 * rng.random()) for _ in range(chunks - 1)])
+            role = [role_gap_ms / 1000] if role_gap_ms is not None and i not in no_role else []
+            itls.append(role + [step_ms * tokens_per_chunk / 1000 * (1 + 0.1 * rng.random()) for _ in range(chunks - 1)])
             outputs.append(output_len), texts.append(f"{text} {i}" if text else " word" * output_len), errors.append("")
         starts.append(1000.0 + i)
-    return {"date": "20260101-120000", "endpoint_type": "openai", "backend": "openai", "label": None,
+    return {"date": "20260101-120000", "endpoint_type": backend, "backend": backend, "label": None,
             "model_id": "tiny-llama", "tokenizer_id": "tiny-llama", "num_prompts": requests, "request_rate": "inf",
             "burstiness": 1.0, "max_concurrency": 1, "duration": 3.2, "completed": requests - len(failed),
             "failed": len(failed), "input_lens": [32] * requests, "output_lens": outputs, "ttfts": ttfts,
@@ -66,10 +72,20 @@ def write(tmp_path: Path, name: str, data: Any) -> Path:
     return path
 
 
+def role_chunk_read(data: dict[str, Any]) -> bool:
+    """Whether the file's first chunks are vLLM 0.32's role chunks, to be dropped: a chat backend, and
+    every ok request's first gap under the importer's bound."""
+    ok = [itl for itl, error in zip(data["itls"], data["errors"], strict=True) if not error]
+    return (data.get("backend") in vllm_bench.CHAT_BACKENDS and bool(ok)
+            and all(itl and itl[0] < vllm_bench.ROLE_GAP_S for itl in ok))
+
+
 def check_import(result_file: Path, session_file: Path, arm: str = "peer") -> Session:
     """Import `result_file` as arm `arm` and hold the session to the file: one run per request,
-    failures failed, each ok run's first chunk at its ttft, its chunks at the itls' running sums,
-    its completion tokens the output length, and decode (n - 1 first-chunk token) over first to last chunk."""
+    failures failed, each ok run's first token at its ttft (at ttft + itls[0] where the first chunks
+    are role chunks, which are dropped), its chunks at the itls' running sums, its completion tokens
+    the output length, and decode (n - 1 first-chunk token) over first to last chunk. The arm's
+    notes say which reading was applied."""
     result = invoke("import", "vllm-bench", result_file, "--arm", arm, "--out", session_file)
     assert result.exit_code == 0, result.output
     data = json.loads(result_file.read_text())
@@ -77,21 +93,25 @@ def check_import(result_file: Path, session_file: Path, arm: str = "peer") -> Se
     imported = session.arm(arm).imported
     assert imported is not None and imported.tool == "vllm bench serve" and imported.file == result_file.name
     assert "chunk_text" in imported.lacks and "prompts" in imported.lacks
+    role = role_chunk_read(data)
+    assert imported.notes[0].startswith("role chunk dropped") == role, imported.notes
     runs = [run for run in session.runs if run.arm == arm]
     assert len(runs) == len(data["ttfts"])
     for run, ttft, itl, n, error in zip(runs, data["ttfts"], data["itls"], data["output_lens"], data["errors"], strict=True):
         if error:
             assert run.status == "failed" and run.error
             continue
-        assert run.status == "ok" and len(run.chunks) == len(itl) + 1
-        assert run.chunks.t_ns[0] == round(ttft * 1e9)
+        first, gaps = (ttft + itl[0], itl[1:]) if role else (ttft, itl)
+        assert run.status == "ok" and len(run.chunks) == len(gaps) + 1
+        assert run.chunks.t_ns[0] == round(first * 1e9)
         assert abs(run.chunks.t_ns[-1] - (ttft + sum(itl)) * 1e9) <= len(itl) + 1
         assert sum(run.chunks.tokens) == n == run.usage["completion_tokens"]
-        assert run.token_source == ("chunk_count" if len(itl) + 1 == n else "per_event")
+        assert run.token_source == ("chunk_count" if len(gaps) + 1 == n else "per_event")
+        assert run.acceptance is None  # vllm bench keeps no acceptance per request
         figures = run_metrics(run)
-        assert figures.ttft_s is not None and math.isclose(figures.ttft_s, ttft, abs_tol=1e-9)
-        if len(itl) + 1 == n and n > 1:
-            assert math.isclose(figures.decode_tok_s or 0, (n - 1) / sum(itl), rel_tol=1e-6)
+        assert figures.ttft_s is not None and math.isclose(figures.ttft_s, first, abs_tol=1e-9)
+        if len(gaps) + 1 == n and n > 1:
+            assert math.isclose(figures.decode_tok_s or 0, (n - 1) / sum(gaps), rel_tol=1e-6)
     return session
 
 
@@ -154,7 +174,7 @@ def check_placed_text(session: Session, result: dict[str, Any], arm: str) -> Non
         track = arm_track(session, run, Align.SEND)
         assert track.text_placed and "".join(track.content) == text
         assert list(track.t_ns) == run.chunks.t_ns and list(track.tokens) == run.chunks.tokens
-        assert len(track.content) == len(run.chunks) == len(result["itls"][i]) + 1
+        assert len(track.content) == len(run.chunks) == len(result["itls"][i]) + (not role_chunk_read(result))
         cuts = set(boundaries(text))
         at = 0
         for n, piece in enumerate(track.content):
@@ -221,6 +241,105 @@ def test_chunks_of_several_tokens_are_an_estimate_said_so(tmp_path: Path) -> Non
     imported = session.arm("peer").imported
     assert imported is not None and "token_counts" in imported.lacks
     assert all(run.tokens_estimated for run in session.runs)
+
+
+REAL = Path(__file__).parent / "data" / "vllm-cpu"  # written by vllm bench serve 0.32 against a vLLM 0.32 CPU server
+
+
+def check_report(session_file: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """`tokenreel report --format json` on an imported session: its TTFT is the mean over the runs
+    of the first token's arrival (ttft + itls[0] where role chunks were dropped), later than vllm
+    bench's own mean_ttft_ms by the role chunks' mean gap."""
+    report = invoke("report", session_file, "--format", "json")
+    assert report.exit_code == 0, report.output
+    out = json.loads(report.output)
+    [row] = out["ladder"]
+    role = role_chunk_read(data)
+    firsts = [ttft + (itl[0] if role else 0) for ttft, itl, e in zip(data["ttfts"], data["itls"], data["errors"], strict=True)
+              if not e]
+    assert math.isclose(row["ttft_s"], sum(firsts) / len(firsts), rel_tol=1e-9)
+    gaps = [itl[0] for itl, e in zip(data["itls"], data["errors"], strict=True) if not e and role]
+    mean_gap = sum(gaps) / len(firsts)
+    assert math.isclose(row["ttft_s"], data["mean_ttft_ms"] / 1000 + mean_gap, rel_tol=1e-9)
+    return out
+
+
+def test_real_chat_file_without_drafter_has_one_token_a_chunk(tmp_path: Path) -> None:
+    """vllm bench 0.32's openai-chat times vLLM's role chunk as the first token: every request's
+    first gap is the role chunk's. Dropped, each run has exactly one token a chunk and its TTFT at
+    the first token's chunk."""
+    path = REAL / "bf16-bench-serve.json"
+    data = json.loads(path.read_text())
+    assert role_chunk_read(data)  # the file's own gaps, checked here, not assumed
+    session = check_import(path, tmp_path / "s.json")
+    imported = session.arm("peer").imported
+    assert imported is not None and "token_counts" not in imported.lacks
+    for run, ttft, itl, n in zip(session.runs, data["ttfts"], data["itls"], data["output_lens"], strict=True):
+        assert run.token_source == "chunk_count" and not run.tokens_estimated
+        assert run.chunks.tokens == [1] * n and len(run.chunks) == len(itl) == n
+        assert math.isclose(run_metrics(run).ttft_s or 0, ttft + itl[0], abs_tol=1e-9)
+        assert "no spec_decode fields" in run.acceptance_note
+    report = check_report(tmp_path / "s.json", data)
+    assert report["ladder"][0]["acceptance_length"] is None
+    assert vllm_bench.SPEC_KEY not in report["arms"][0]["fingerprint"]
+
+
+def test_real_chat_file_with_drafter_shows_the_file_s_pooled_acceptance(tmp_path: Path) -> None:
+    """A draft model (k 4): the role chunk is dropped as without one, the tokens a chunk stay an
+    estimate, and the benchmark-wide acceptance shows on the arm, pooled, never on a run."""
+    path = REAL / "bf16-draft-bench-serve.json"
+    data = json.loads(path.read_text())
+    assert role_chunk_read(data)
+    session = check_import(path, tmp_path / "s.json")
+    arm = session.arm("peer")
+    assert arm.imported is not None and "token_counts" in arm.imported.lacks
+    assert all(run.tokens_estimated and run.acceptance is None for run in session.runs)
+    spec = {key: value for key, value in data.items() if key.startswith("spec_decode_")}
+    assert arm.fingerprint["spec_decode"] == spec  # full precision in the session
+    shown = arm.fingerprint["summary"][vllm_bench.SPEC_KEY]
+    assert shown.startswith(f"length {figure(data['spec_decode_acceptance_length'], 2)};") and "pooled over" in shown
+    assert f"{data['spec_decode_num_drafts']} drafts" in shown and f"{data['completed']} ok requests" in shown
+    report = check_report(tmp_path / "s.json", data)
+    assert report["arms"][0]["fingerprint"][vllm_bench.SPEC_KEY] == shown
+    [row] = report["ladder"]
+    assert row["acceptance_length"] is None and vllm_bench.SPEC_KEY in row["acceptance_note"]
+
+
+@pytest.mark.parametrize("backend", ["openai-chat", "openai"])
+def test_generated_chat_file_with_role_chunks_drops_them(tmp_path: Path, backend: str) -> None:
+    """A chat file whose every ok request starts with a 0.015 ms gap: role chunks, dropped, one token
+    a chunk. The same gaps in a completions file (no role chunk there) are kept as chunks."""
+    data = bench_result(backend=backend, role_gap_ms=0.015, failed=(2,))
+    session = check_import(write(tmp_path, "r.json", data), tmp_path / "s.json")
+    ok = [run for run in session.runs if run.status == "ok"]
+    imported = session.arm("peer").imported
+    assert imported is not None
+    if backend == "openai-chat":
+        assert all(run.token_source == "chunk_count" for run in ok) and "token_counts" not in imported.lacks
+    else:
+        assert imported.notes[0].startswith("backend openai: no role chunk") and "token_counts" in imported.lacks
+
+
+def test_generated_chat_file_without_role_chunks_is_read_as_is(tmp_path: Path) -> None:
+    """A chat file whose first gaps are decode steps (as vllm bench 0.33 writes it): nothing dropped."""
+    data = bench_result(backend="openai-chat")
+    session = check_import(write(tmp_path, "r.json", data), tmp_path / "s.json")
+    imported = session.arm("peer").imported
+    assert imported is not None and imported.notes[0].startswith("no role chunk: backend openai-chat")
+    assert all(run.token_source == "chunk_count" for run in session.runs)
+
+
+def test_some_role_chunks_are_not_guessed_at(tmp_path: Path) -> None:
+    """Only some requests' first gap looks like a role chunk: the chunks stay as the file has them,
+    and the arm's note names the requests that looked so."""
+    data = bench_result(backend="openai-chat", role_gap_ms=0.015, no_role=(1, 4))
+    session = check_import(write(tmp_path, "r.json", data), tmp_path / "s.json")
+    imported = session.arm("peer").imported
+    assert imported is not None and imported.notes[0].startswith("chunks kept as the file has them")
+    named = [f"request-{i + 1:05d}" for i in range(len(data["ttfts"])) if i not in (1, 4)]
+    assert all(name in imported.notes[0] for name in named) and "request-00002" not in imported.notes[0]
+    assert f"{len(named)} of {len(data['ttfts'])}" in imported.notes[0]
+    assert "token_counts" in imported.lacks  # the role chunks counted as token chunks: an estimate, said so
 
 
 def test_same_arm_twice_is_refused(tmp_path: Path) -> None:

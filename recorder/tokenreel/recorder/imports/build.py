@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from typing import Any
 
 from tokenreel.base.version import __version__
 from tokenreel.recorder.client.token_counts import reconcile
@@ -63,6 +64,8 @@ class PeerRun:
     summary: dict[str, str] = field(default_factory=dict)  # shown in the fingerprint table
     lacks: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    fingerprint: dict[str, Any] = field(default_factory=dict)  # raw run-level figures, kept beside the summary
+    acceptance_note: str = ""  # why no run has an acceptance of its own, where the peer says why
 
 
 def request_prompt(number: int) -> str:
@@ -121,6 +124,7 @@ def runs_of(peer: PeerRun, arm_id: str, r: FieldReader) -> list[Run]:
             run.error = " ".join(request.error.split())[:MAX_ERROR]
         else:
             run.chunks, run.token_source = chunks_of(request, f"request {n}", r)
+            run.acceptance_note = peer.acceptance_note
             run.usage = {"completion_tokens": request.output_tokens}
             if request.prompt_tokens is not None:
                 run.usage["prompt_tokens"] = request.prompt_tokens
@@ -148,7 +152,7 @@ def add_arm(session: Session, peer: PeerRun, arm_id: str, label: str, path: str)
     summary = {"imported from": f"{peer.tool} {peer.version}".strip() + f" ({os.path.basename(path)})", **peer.summary}
     if peer.lacks:
         summary["lacks"] = "; ".join(peer.lacks.values())
-    arm = Arm(id=arm_id, label=label, base_url="", model=peer.model, fingerprint={"summary": summary},
+    arm = Arm(id=arm_id, label=label, base_url="", model=peer.model, fingerprint={"summary": summary, **peer.fingerprint},
               imported=Imported(tool=peer.tool, file=peer.file, version=peer.version, lacks=peer.lacks, notes=peer.notes))
     known = {prompt.id for prompt in session.prompts}
     new_prompts = [Prompt(id=p, category=CATEGORY, messages=[], prompt="")
