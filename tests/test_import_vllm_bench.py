@@ -363,6 +363,8 @@ def _hostile(kind: str) -> Any:
         data["ttfts"][0] = math.nan  # json.dumps writes NaN, as vllm bench's json.dump would
     elif kind == "lengths":
         data["output_lens"].pop()
+    elif kind == "spec":
+        data["spec_decode_num_drafts"] = "many"
     elif kind == "top list":
         return [data]
     return data
@@ -370,7 +372,7 @@ def _hostile(kind: str) -> Any:
 
 @pytest.mark.parametrize(("kind", "field"), [
     ("not json", "not JSON"), ("no detail", "--save-detailed"), ("wrong type", "itls[1]"), ("negative", "ttfts[0]"),
-    ("nan", "ttfts[0]"), ("lengths", "output_lens"), ("top list", "expected an object"),
+    ("nan", "ttfts[0]"), ("lengths", "output_lens"), ("spec", "spec_decode_num_drafts"), ("top list", "expected an object"),
 ])
 def test_hostile_file_gets_one_line_and_exit_2(tmp_path: Path, kind: str, field: str) -> None:
     path = write(tmp_path, "bad.json", _hostile(kind))
