@@ -1,5 +1,6 @@
 """`tokenreel import aiperf`: profile_export.jsonl records built here from AIPerf's documented
-record schema (metadata, metrics as {value, unit}, error), then report on the session."""
+record schema (metadata, metrics as {value, unit}, error), and a real file AIPerf 0.13 wrote
+against the vLLM CPU build (tests/engines/aiperf_capture.py), then report on the session."""
 
 from __future__ import annotations
 
@@ -64,8 +65,59 @@ def test_per_request_figures_only_two_events_and_aiperfs_own_decode(tmp_path: Pa
     report = invoke("report", tmp_path / "s.json", "--format", "json")
     assert report.exit_code == 0, report.output
     assert invoke("import", "aiperf", source, "--arm", "ai2", "--into", tmp_path / "s.json").exit_code == 0
-    rendered = invoke("render", tmp_path / "s.json", "--prompt", "request-00001", "--out", tmp_path / "c.mp4")
+    rendered = invoke("render", tmp_path / "s.json", "--prompt", "c-0", "--out", tmp_path / "c.mp4")
     assert rendered.exit_code == 2 and "no per-token arrival times" in rendered.output
+
+
+REAL = Path(__file__).parent / "data" / "vllm-cpu" / "aiperf-profile_export.jsonl"
+NS_PER = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def ns(metric: dict[str, Any]) -> list[float]:
+    """A duration metric of the file, its value (or values) in ns."""
+    values = metric["value"] if isinstance(metric["value"], list) else [metric["value"]]
+    return [v * NS_PER[metric["unit"]] for v in values]
+
+
+def test_real_aiperf_file_from_vllm(tmp_path: Path) -> None:
+    records = [json.loads(line) for line in REAL.read_text().splitlines() if line.strip()]
+    result = invoke("import", "aiperf", REAL, "--arm", "aiperf", "--model", "tiny", "--tool-version", "0.13.0",
+                    "--out", tmp_path / "s.json")
+    assert result.exit_code == 0, result.output
+    session = archive.load(tmp_path / "s.json")
+    runs = session.runs
+    assert len(runs) == len(records)
+    phases = [rec["metadata"]["benchmark_phase"] for rec in records]
+    assert "warmup" in phases and "profiling" in phases  # the file exercises both
+    assert sum(not run.warmup for run in runs) == phases.count("profiling")
+    for rec, run in zip(records, runs, strict=True):
+        meta, metrics = rec["metadata"], rec["metrics"]
+        assert run.warmup == (meta["benchmark_phase"] != "profiling")
+        assert run.prompt == meta["conversation_id"]  # the data set entry, not session_num
+        assert run.status == ("failed" if rec.get("error") else "ok")
+        if rec.get("error"):
+            continue
+        m = run_metrics(run)
+        ttft_ns = ns(metrics["time_to_first_token"])[0]
+        assert abs(run.chunks.t_ns[0] - ttft_ns) <= 1
+        assert m.output_tokens == metrics["output_sequence_length"]["value"]
+        assert run.usage is not None and run.usage["completion_tokens"] == metrics["output_sequence_length"]["value"]
+        if "inter_chunk_latency" in metrics:
+            expected = [ttft_ns]
+            for gap in ns(metrics["inter_chunk_latency"]):
+                expected.append(expected[-1] + gap)
+            assert len(run.chunks.t_ns) == len(expected)
+            assert all(abs(t - e) <= 1 for t, e in zip(run.chunks.t_ns, expected, strict=True))
+        assert abs(run.chunks.t_ns[-1] - ns(metrics["request_latency"])[0]) <= 1
+        if "inter_token_latency" in metrics:
+            itl_s = ns(metrics["inter_token_latency"])[0] / 1e9
+            assert math.isclose(m.decode_tok_s or 0, 1 / itl_s, rel_tol=1e-6)
+    # the warm-up took a data set entry: one session_num names two entries across the phases
+    pairs = {(rec["metadata"]["session_num"], rec["metadata"]["conversation_id"]) for rec in records}
+    assert len(pairs) > len({n for n, _ in pairs})
+    report = invoke("report", tmp_path / "s.json", "--format", "json")
+    assert report.exit_code == 0, report.output
+    json.loads(report.output)
 
 
 def test_inter_chunk_latency_gives_each_chunk(tmp_path: Path) -> None:

@@ -1,10 +1,11 @@
 """AIPerf's `profile_export.jsonl` (one record a request) as peer requests.
 
-A record: `metadata` (`session_num`, `turn_index`, `request_start_ns` epoch ns,
-`benchmark_phase` "warmup" or "profiling", ...), `metrics` (each `{"value", "unit"}`:
+A record: `metadata` (`session_num`, the request's place in its phase; `conversation_id`, the
+data set entry it sent, as in AIPerf's inputs.json; `turn_index`; `request_start_ns` epoch ns;
+`benchmark_phase` "warmup" or "profiling"; ...), `metrics` (each `{"value", "unit"}`:
 `time_to_first_token`, `request_latency`, `output_sequence_length`, `input_sequence_length`,
 `inter_token_latency`, and `inter_chunk_latency`, a list, where AIPerf exported it), `error`
-(null, or `{code, type, message}`). AIPerf keeps no reply text.
+(absent or null, or `{code, type, message}`). AIPerf keeps no reply text.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def parse(payload: bytes, path: str, version: str = "", model: str = "") -> Peer
     per_chunk = all(q.gaps_s is not None for q in requests if not q.error)
     lacks = {
         "chunk_text": "AIPerf keeps no reply text",
-        "prompts": "AIPerf's records hold no prompt text: requests are paired across arms by session_num",
+        "prompts": ("AIPerf's records hold no prompt text: requests are paired across arms by conversation_id"
+                    " (the data set entry), else by session_num"),
         "settings": "AIPerf's records keep no sampling settings",
     }
     if not per_chunk:
@@ -83,8 +85,12 @@ def _request(r: FieldReader, record: Any, where: str, position: int) -> PeerRequ
     d = r.obj(record, where)
     meta = r.get(d, "metadata", where, r.obj, {})
     session_num = r.get(meta, "session_num", f"{where}.metadata", r.nonneg_int, position)
-    turn = r.get(meta, "turn_index", f"{where}.metadata", r.nonneg_int, 0)
-    prompt = request_prompt(session_num) + (f"-turn{turn}" if turn else "")
+    # the data set entry sent: warm-up requests take entries too, so session_num n of the profiling
+    # phase is not entry n, and an entry sent twice is two runs of one prompt
+    conversation = r.get(meta, "conversation_id", f"{where}.metadata", r.opt_str, None)
+    turn = meta.get("turn_index")
+    turn = 0 if turn is None else r.nonneg_int(turn, f"{where}.metadata.turn_index")
+    prompt = (conversation or request_prompt(session_num)) + (f"-turn{turn}" if turn else "")
     start_ns = r.get(meta, "request_start_ns", f"{where}.metadata", r.opt_int, None)
     started_at = (datetime.fromtimestamp(start_ns / 1e9, timezone.utc).isoformat()
                   if isinstance(start_ns, int) and 0 <= start_ns < 2**62 else "")
