@@ -11,7 +11,6 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -22,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.engines import build, models
+from tests.engines.cli import record, tokenreel
 from tests.engines.servers import EngineTiming, Server, ServerError, free_port, wait_metric
 from tokenreel.analysis.answers import answer_of, build_answers
 from tokenreel.analysis.metrics import run_metrics
@@ -34,7 +34,6 @@ from tokenreel.session.model import Arm, Prompt, Session
 pytestmark = pytest.mark.engine
 
 ROOT = Path(__file__).resolve().parents[1]
-TOKENREEL = [sys.executable, "-m", "tokenreel"]
 # The decode check compares spans (first token to last): only the two end events' delivery can
 # differ from the engine's clock, so a longer run dilutes that; 1024 tokens keeps it under 0.1%.
 MAX_TOKENS = 1024
@@ -104,19 +103,6 @@ def write_config(tmp: Path, name: str, servers: dict[str, Server], api: str = "c
     return path
 
 
-# A bound for a hang, not a speed test: with the portable engine build (f16 decodes ~4x slower
-# than a native one) a ladder recording passed the former 300 s beside two CPU hogs.
-RECORD_TIMEOUT_S = 1200
-
-
-def tokenreel(*args: str, cwd: Path, timeout: float = RECORD_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*TOKENREEL, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
-
-
-def record(tmp: Path, config: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], Path]:
-    out = tmp / f"{config.stem}.json"
-    done = tokenreel("record", "--config", str(config), "--out", str(out), *extra, cwd=tmp)
-    return done, out
 
 
 # --- the ladder, recorded once per API mode ---------------------------------------------------

@@ -26,6 +26,7 @@ import pytest
 
 from tests.engines import vllm_build
 from tests.engines.build import BuildError
+from tests.engines.cli import record, tokenreel
 from tests.engines.servers import ServerError, free_port, wait_metric
 from tests.engines.vllm_servers import ARMS, SERVED_NAME, VllmServer, arm_args, launch_argv, run_bench_serve
 from tokenreel.analysis.metrics import run_metrics
@@ -35,13 +36,11 @@ from tokenreel.session.model import Run, Session
 
 pytestmark = pytest.mark.engine
 
-TOKENREEL = [sys.executable, "-m", "tokenreel"]
 # The decode check compares spans (first token to last) of about 5-15 s: a few ms of delivery
 # at either end is what the two clocks may differ by.
 MAX_TOKENS = 256
 DECODE_MEDIAN = 0.001  # 0.1 %, the median over an arm's runs
 DECODE_WORST = 0.01  # 1 %, any one run on 2 busy cores
-RECORD_TIMEOUT_S = 2400
 PROMPTS = [
     {"id": "code-1", "category": "code",
      "messages": [{"role": "user", "content": "Write a Python function that merges overlapping intervals, "
@@ -79,14 +78,6 @@ def write_config(tmp: Path, name: str, arms: dict[str, dict], warmup: int = 1, r
     return path
 
 
-def tokenreel(*args: str, cwd: Path, timeout: float = RECORD_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*TOKENREEL, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
-
-
-def record(tmp: Path, config: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], Path]:
-    out = tmp / f"{config.stem}.json"
-    done = tokenreel("record", "--config", str(config), "--out", str(out), *extra, cwd=tmp)
-    return done, out
 
 
 # --- the ladder, each arm launched at its turn ---------------------------------------------------
@@ -258,32 +249,32 @@ def _post(server: VllmServer, max_tokens: int) -> None:
     urllib.request.urlopen(request, timeout=600).read()
 
 
+def record_beside(server: VllmServer, tmp_path: Path, name: str, other_tokens: int, max_tokens: int,
+                  idle_wait_s: float) -> tuple[subprocess.CompletedProcess[str], Run]:
+    """One run recorded while another client's request of `other_tokens` is already decoding."""
+    other = threading.Thread(target=_post, args=(server, other_tokens))
+    other.start()
+    wait_metric(server, "num_requests_running", lambda v: v >= 1, timeout_s=60)
+    config = write_config(tmp_path, name, running_arm(server), warmup=0, repeats=1, max_tokens=max_tokens,
+                          prompts=PROMPTS[:1], idle_wait_s=idle_wait_s)
+    done, out = record(tmp_path, config)
+    other.join(timeout=600)
+    [run] = archive.load(out).runs
+    return done, run
+
+
 def test_idle_gate_waits_out_a_busy_server(server: VllmServer, tmp_path: Path) -> None:
     """Another client's request is running when record starts: the gate sees vLLM's running gauge,
     waits until it is done, and the run starts on an idle server."""
-    other = threading.Thread(target=_post, args=(server, 400))
-    other.start()
-    wait_metric_vllm(server, "num_requests_running", lambda v: v >= 1)
-    config = write_config(tmp_path, "gate", running_arm(server), warmup=0, repeats=1, max_tokens=32, prompts=PROMPTS[:1],
-                          idle_wait_s=600)
-    done, out = record(tmp_path, config)
-    other.join(timeout=600)
+    done, run = record_beside(server, tmp_path, "gate", other_tokens=400, max_tokens=32, idle_wait_s=600)
     assert done.returncode == 0, done.stderr.strip()[-600:]
-    [run] = archive.load(out).runs
     assert run.gate.status == "idle" and run.gate.waited_s > 0.5, run.gate
     assert not run.contended, run.contention_detail
 
 
 def test_idle_gate_skips_a_server_that_stays_busy(server: VllmServer, tmp_path: Path) -> None:
     """With a short idle wait, a server busy with another client's long request is recorded busy."""
-    other = threading.Thread(target=_post, args=(server, 600))
-    other.start()
-    wait_metric_vllm(server, "num_requests_running", lambda v: v >= 1)
-    config = write_config(tmp_path, "busy", running_arm(server), warmup=0, repeats=1, max_tokens=16, prompts=PROMPTS[:1],
-                          idle_wait_s=1)
-    done, out = record(tmp_path, config)
-    other.join(timeout=600)
-    [run] = archive.load(out).runs
+    done, run = record_beside(server, tmp_path, "busy", other_tokens=600, max_tokens=16, idle_wait_s=1)
     assert run.gate.status == "busy" and run.gate.running and run.gate.running >= 1, (run.gate, done.stderr[-400:])
     assert run.status == "skipped" and "endpoint busy" in run.error, (run.status, run.error)
     assert done.returncode == 1, done.stderr[-400:]
@@ -295,7 +286,7 @@ def test_request_injected_mid_run_makes_it_contended(server: VllmServer, tmp_pat
     result: dict[str, subprocess.CompletedProcess[str]] = {}
     recorder = threading.Thread(target=lambda: result.setdefault("done", record(tmp_path, config)[0]))
     recorder.start()
-    wait_metric_vllm(server, "num_requests_running", lambda v: v >= 1, timeout_s=120)
+    wait_metric(server, "num_requests_running", lambda v: v >= 1, timeout_s=120)
     other = threading.Thread(target=_post, args=(server, 3 * MAX_TOKENS))
     other.start()
     recorder.join(timeout=600)
@@ -304,10 +295,6 @@ def test_request_injected_mid_run_makes_it_contended(server: VllmServer, tmp_pat
     assert run.status == "ok" and run.contended is True, (run.status, run.contended, run.contention_detail)
     assert "another client's request was in flight" in run.contention_detail, run.contention_detail
     assert result["done"].returncode == 1, result["done"].stderr[-600:]  # the cell has no usable run
-
-
-def wait_metric_vllm(server: VllmServer, name: str, predicate, timeout_s: float = 60.0) -> float:
-    return wait_metric(server, name, predicate, timeout_s)
 
 
 def test_fresh_prefill_with_a_cache_salt_and_a_cache_hit_without(server: VllmServer, tmp_path: Path) -> None:

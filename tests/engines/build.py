@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.engines.cli import main_of
+
 # The one pin: llama-cpp-python's sdist version fixes the llama.cpp commit it vendors. The sdist
 # has no git history (a shallow submodule), so cmake cannot find the build number and commit, and
 # the server would say "b0-unknown": both are passed at configure time. The commit is the sdist's
@@ -267,12 +269,7 @@ def build(jobs: int | None = None, cuda: str | None = None, source: Path | None 
 
 def main() -> int:
     """`python -m tests.engines.build`: build (or reuse) the engine, one line on failure."""
-    try:
-        build()
-    except BuildError as exc:
-        print(f"tokenreel engine build: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return main_of(build, "tokenreel engine build", (BuildError,))
 
 
 if __name__ == "__main__":

