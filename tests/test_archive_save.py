@@ -13,7 +13,8 @@ import pytest
 from tokenreel.session import archive, save_form
 from tokenreel.session.fields import FieldReader
 from tokenreel.session.json_form import session_to_dict
-from tokenreel.session.model import ArchiveError, LevelRecord, Run, Session, Stopping
+from tokenreel.session.model import ArchiveError, LevelRecord, Run, Session
+from tokenreel.session.stopping import Stopping
 
 from .test_archive import small_session
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 import re
 from typing import Callable
 
+from tokenreel.session.acceptance_validate import bound_acceptance
 from tokenreel.session.fields import FieldReader
 from tokenreel.session.json_form import run_to_dict
 from tokenreel.session.model import GATE_STATUSES, ArchiveError, Chunks, Gate, Run
-from tokenreel.session.validate import bound_acceptance, read_run
+from tokenreel.session.validate import read_run
 
 
 def _drop_chunks(run: Run) -> None:

@@ -22,11 +22,12 @@ from typing import Any
 
 import orjson
 
+from tokenreel.session.acceptance_validate import bound_acceptance
 from tokenreel.session.fields import FieldReader
 from tokenreel.session.json_form import run_to_dict, session_fields
 from tokenreel.session.model import ArchiveError, Run, Session
 from tokenreel.session.quarantine import quarantine
-from tokenreel.session.validate import bound_acceptance, from_dict, read_run
+from tokenreel.session.validate import from_dict, read_run
 
 # id(run) -> (a weak reference to that run, the bytes it was validated as). An entry leaves
 # with its run; the weak reference tells a live run from a later object given the same id.

@@ -15,7 +15,8 @@ Rules that keep one bad server value from poisoning a session:
    the file always loads and `--resume` re-records that run.
 2. Every float that reaches a metric is finite and bounded (§12.2): an acceptance length outside
    [1, MAX_ACCEPTANCE_LENGTH], a rate outside [0, 1] or a count above MAX_COUNT is dropped to
-   None with a note (`bound_acceptance`, applied at save and at load alike).
+   None with a note (`tokenreel.session.acceptance_validate.bound_acceptance`, applied at save
+   and at load alike).
 3. The engine's own figures are bounded where they are read (`tokenreel.session.engine_archive`); at
    save a run past a bound is quarantined without its `engine` part.
 """
@@ -25,11 +26,11 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
+from tokenreel.session.acceptance_validate import bound_acceptance, read_acceptance
 from tokenreel.session.engine_archive import read_engine_figures
 from tokenreel.session.fields import FieldReader, T
 from tokenreel.session.gpu_validate import gpu_check
 from tokenreel.session.model import (
-    ACCEPTANCE_POSITIONS,
     CLIENT_BUSY_P99_MS,
     CLOCK_SOURCES,
     FORMAT,
@@ -41,10 +42,8 @@ from tokenreel.session.model import (
     IMPORT_LACKS,
     LEVEL_COUNTERS,
     LEVEL_STATUSES,
-    MAX_ACCEPTANCE_LENGTH,
     MAX_CHUNKS_PER_RUN,
     MAX_COUNT,
-    MAX_DRAFT_POSITIONS,
     MAX_OFFSET_NS,
     MAX_RESPONSE_ID,
     MAX_RUNS,
@@ -54,7 +53,6 @@ from tokenreel.session.model import (
     SESSION_KINDS,
     TOKEN_SOURCES,
     VERSION,
-    Acceptance,
     Arm,
     Chunks,
     Clock,
@@ -66,8 +64,8 @@ from tokenreel.session.model import (
     Run,
     Session,
     Settings,
-    Stopping,
 )
+from tokenreel.session.stopping import Stopping
 
 # ---------------------------------------------------------------------------------------------
 # Reading: every field checked, the first bad one named
@@ -212,39 +210,6 @@ def _gate(r: FieldReader, data: Any, where: str) -> Gate:
     )
 
 
-def _acceptance(r: FieldReader, data: Any, where: str) -> Acceptance | None:
-    """A run's `acceptance`, bounded after (docs/session-format.md §7.4, §12.2)."""
-    if data is None:
-        return None
-    d = r.obj(data, where)
-    return Acceptance(
-        mean_length=r.get(d, "mean_length", where, r.opt_num, None),
-        rate=r.get(d, "rate", where, r.opt_num, None),
-        drafts=r.get(d, "drafts", where, r.opt_num, None),
-        draft_tokens=r.get(d, "draft_tokens", where, r.opt_num, None),
-        accepted=r.get(d, "accepted", where, r.opt_num, None),
-        source=r.get(d, "source", where, r.str_, ""),
-        approximate=r.get(d, "approximate", where, r.bool_, False),
-        note=r.get(d, "note", where, r.str_, ""),
-        accepted_per_position=r.get(d, "accepted_per_position", where, _position_counts(r), None),
-        drafted_per_position=r.get(d, "drafted_per_position", where, _position_counts(r), None),
-    )
-
-
-def _position_counts(r: FieldReader) -> Callable[[Any, str], list[float] | None]:
-    """An acceptance's per-position counts: null, or a list of at most MAX_DRAFT_POSITIONS
-    non-negative numbers (§7.4)."""
-    def read(value: Any, where: str) -> list[float] | None:
-        if value is None:
-            return None
-        items = r.list_(value, where)
-        if len(items) > MAX_DRAFT_POSITIONS:
-            raise r.fail(where, f"has {len(items)} positions, more than {MAX_DRAFT_POSITIONS}")
-        return [r.nonneg_num(item, f"{where}[{i}]") for i, item in enumerate(items)]
-
-    return read
-
-
 def _clock(r: FieldReader, data: Any, where: str) -> Clock | None:
     """A run's `clock` (docs/session-format.md §7.5)."""
     if data is None:
@@ -312,7 +277,7 @@ def read_run(r: FieldReader, data: Any, where: str) -> Run:
         gate=_gate(r, d["gate"], f"{where}.gate") if "gate" in d else Gate(),
         contended=r.get(d, "contended", where, r.opt_bool, None),
         contention_detail=r.get(d, "contention_detail", where, r.str_, ""),
-        acceptance=_acceptance(r, d.get("acceptance"), f"{where}.acceptance"),
+        acceptance=read_acceptance(r, d.get("acceptance"), f"{where}.acceptance"),
         acceptance_note=r.get(d, "acceptance_note", where, r.str_, ""),
         clock=_clock(r, d.get("clock"), f"{where}.clock"),
         client_busy=r.get(d, "client_busy", where, r.opt_bool, None),
@@ -487,41 +452,3 @@ def _check_references(r: FieldReader, session: Session) -> None:
         if prompt_id not in prompt_ids or prompt_id in drawn:
             raise r.fail(f"stopping.order[{i}]", f"{'repeated' if prompt_id in drawn else 'unknown'} prompt {prompt_id!r}")
         drawn.add(prompt_id)
-
-
-# ---------------------------------------------------------------------------------------------
-# Acceptance figures no drafter can produce: bounded while reading and before saving
-
-_ACCEPTANCE_BOUNDS = (
-    ("mean_length", "acceptance length", 1.0, MAX_ACCEPTANCE_LENGTH),
-    ("rate", "acceptance rate", 0.0, 1.0),
-    ("drafts", "draft count", 0.0, float(MAX_COUNT)),
-    ("draft_tokens", "draft token count", 0.0, float(MAX_COUNT)),
-    ("accepted", "accepted token count", 0.0, float(MAX_COUNT)),
-)
-
-
-def bound_acceptance(run: Run) -> None:
-    """Drop acceptance figures no drafter can produce to None, the reason in acceptance_note
-    (this module's rule 2, docs/session-format.md §12.2): one `mean_acceptance_length: 1e308`
-    would overflow every later mean.
-    Idempotent."""
-    acceptance = run.acceptance
-    if acceptance is None:
-        return
-    dropped = []
-    for name, label, low, high in _ACCEPTANCE_BOUNDS:
-        value = getattr(acceptance, name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue  # None, or a wrong type that validation names
-        if not (math.isfinite(value) and low <= value <= high):
-            setattr(acceptance, name, None)
-            dropped.append(f"{label} {value:g} (outside {low:g} to {high:g})")
-    for name in ACCEPTANCE_POSITIONS:
-        counts = getattr(acceptance, name)
-        if isinstance(counts, list) and any(isinstance(v, (int, float)) and v > MAX_COUNT for v in counts):
-            setattr(acceptance, name, None)
-            dropped.append(f"{name.replace('_', ' ')} (a count above {MAX_COUNT:g})")
-    if dropped:
-        note = f"the server reported an impossible {', '.join(dropped)}; dropped"
-        run.acceptance_note = f"{run.acceptance_note}; {note}" if run.acceptance_note else note

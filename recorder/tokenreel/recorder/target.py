@@ -5,7 +5,7 @@ looks of growing size (`intervals.look_sizes`): each look records its new prompt
 selected arm in turn (arms stay strictly one at a time, and every arm runs the same prompts),
 then takes the targeted intervals at the stopping rule's repeated level, and stops once every
 one is within the target, or when the budget (`--max-prompts`, `--max-time`) or the suite runs
-out. The rule and how far it got are in the session (`model.Stopping`), so `--resume` goes on
+out. The rule and how far it got are in the session (`tokenreel.session.stopping.Stopping`), so `--resume` goes on
 where it stopped and every report shows the intervals at the rule's level.
 
 What is targeted:
@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 from tokenreel.analysis.intervals import Interval, Sample, contrast_interval, first_look, look_sizes, repeated_level, stratified_order
 from tokenreel.analysis.ladder import build_cells, paired
-from tokenreel.session.model import Session, Stopping
+from tokenreel.session.model import Session
+from tokenreel.session.stopping import Stopping
 
 DEFAULT_SEED = 26
 

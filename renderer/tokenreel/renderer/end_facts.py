@@ -25,9 +25,10 @@ class EndFacts:
     recorded: str
 
 
-def _engine(arm: Arm) -> str:
-    """"vllm 0.11.2": the engine and version the endpoint's fingerprint said; without a version,
-    the config's declared engine (it says more), else the engine's bare name."""
+def _engine(arm: Arm) -> tuple[str, str]:
+    """("vllm 0.11.2", "bfloat16, ngram, k 4"): the engine and version the endpoint's fingerprint
+    said (without a version, the config's declared engine, it says more, else the engine's bare
+    name), and what tells this arm's serving apart (dtype, quantization, drafter, config hash)."""
     summary = serving_identity(arm)
     name, version = summary.get("engine", ""), summary.get("version", "")
     said = ", ".join(summary[k] if k != "config_hash" else f"config {summary[k]}" for k in DISTINGUISHING if k in summary)
@@ -35,7 +36,18 @@ def _engine(arm: Arm) -> str:
         engine = f"{name} {version}".strip()
     else:
         engine = arm.settings.get("engine") or name
-    return f"{engine} ({said})" if engine and said else engine
+    return engine, said
+
+
+def _engines(arms: list[Arm]) -> str:
+    """One engine for every arm: named once, the arms' differences after it ("llamacpp b11312
+    (gguf ftype F16 / gguf ftype Q4_0)"), so the part that tells them apart survives a cut line;
+    else each arm's engine with its own."""
+    pairs = [_engine(a) for a in arms]
+    engines = {engine for engine, _ in pairs}
+    if len(engines) == 1 and all(said for _, said in pairs):
+        return f"{engines.pop()} ({_joined([said for _, said in pairs], '')})"
+    return _joined([f"{e} ({said})" if e and said else e for e, said in pairs], "engine not stated by the endpoints")
 
 
 def _joined(values: list[str], missing: str) -> str:
@@ -57,7 +69,7 @@ def end_facts(session: Session, arm_ids: list[str]) -> EndFacts:
     else:
         declared = [a.settings.get("hardware") or fingerprint_summary(a).get("hardware", "") or gpu_hardware(a.gpu) for a in arms]
         hardware = _joined(declared, "hardware not stated (config: [session] hardware)")
-        engine = _joined([_engine(a) for a in arms], "engine not stated by the endpoints")
+        engine = _engines(arms)
     return EndFacts(
         model=_joined([a.model for a in arms], "model not archived"),
         hardware=hardware,

@@ -31,8 +31,9 @@ from tokenreel.renderer.title_card import TitleCard, composite_logo
 
 # What a frame shows, as designed: bumped with every deliberate change to it, so that `verify`
 # can say a re-render differs because the design did (2: the drawn claims, full-frame end card,
-# type legible at 640 px, markdown answers, title countdown). Manifests before it record none.
-DESIGN = "2"
+# type legible at 640 px, markdown answers, title countdown; 3: the end card's small print names each
+# arm's dtype, quantization, speculative method and config hash). Manifests before 2 record none.
+DESIGN = "3"
 
 class FrameRenderer:
     """Renders frame i of a plan; the same pixels whatever was rendered before and in what order."""
@@ -155,13 +156,18 @@ class FrameRenderer:
         accept, brief = (" Accept: the engine's figure for the whole run.", " Accept: whole run.") if whole_run else ("", "")
         tools = plan.placed_tools
         placed, terse = (f" {notes(tools)[1]}.", f" {notes(tools)[-1]}.") if tools else ("", "")
-        return tuple(dict.fromkeys((
+        wordings = (
             f"{long}. Each arm was recorded on its own, then replayed side by side {pace}.{about}{accept}{placed}",
             f"{short}. Each arm recorded on its own, replayed side by side {pace}.{about}{accept}{placed}",
             f"{short}. Arms recorded one at a time, replayed {pace}.{about}{accept}{placed}",
             f"{short}; arms recorded one at a time.{about}{accept}{placed}",
             f"{short}.{about}{accept}{placed}",
             f"{short}.{about}{brief}{placed}",
+        )
+        if not tools:  # a recording's footer: these wordings only (its frames stay as they were)
+            return wordings
+        return tuple(dict.fromkeys((
+            *wordings,
             f"{short}.{about}{brief}{terse}",
             f"{short}.{guess}{brief}{terse}",
             f"{short}.{guess}{brief}",  # no room for the placement note: the line under the title says it

@@ -8,7 +8,7 @@ A ladder session's four charts, each in its own module:
   TTFT marked (race.py);
 - itl: the inter-token latency distribution per arm, per token (itl.py);
 - positions: acceptance rate per draft position per drafter arm, only where some arm has
-  per-position counts (positions.py).
+  per-position counts (position_chart.py).
 
 A sweep session (`tokenreel sweep`) has its own two (sweep_charts.py): sweep-speedup, each arm's
 speed-up over the prior arm per request against concurrency, with its interval band and the
@@ -32,7 +32,7 @@ from tokenreel.base.safe_text import file_component
 from tokenreel.base.theme import load_theme
 from tokenreel.report.charts.bars import categories_chart, ladder_chart
 from tokenreel.report.charts.itl import itl_chart
-from tokenreel.report.charts.positions import has_positions, positions_chart
+from tokenreel.report.charts.position_chart import has_positions, positions_chart
 from tokenreel.report.charts.race import race_chart
 from tokenreel.report.charts.style import Chart, Style, drawing, finish, png_bytes, svg_text
 from tokenreel.report.charts.sweep_charts import SWEEP_STEMS, sweep_charts
