@@ -36,11 +36,13 @@ from tokenreel.session.model import Run, Session
 
 pytestmark = pytest.mark.engine
 
-# The decode check compares spans (first token to last) of about 5-15 s: a few ms of delivery
-# at either end is what the two clocks may differ by.
+# The decode check compares spans (first token to last) of 1-6 s: what the two clocks may differ
+# by is the delivery of the first and the last token, which vLLM's API server process streams
+# after the engine made them. Alone on 2 cores the medians were 0.007-0.05 % (worst 0.08 %); in
+# `make test`, beside two other test workers on the same 2 cores, up to 0.21 % (worst 0.36 %).
 MAX_TOKENS = 256
-DECODE_MEDIAN = 0.001  # 0.1 %, the median over an arm's runs
-DECODE_WORST = 0.01  # 1 %, any one run on 2 busy cores
+DECODE_MEDIAN = 0.005  # 0.5 %, the median over an arm's runs, on 2 cores shared with other tests
+DECODE_WORST = 0.01  # 1 %, any one run
 PROMPTS = [
     {"id": "code-1", "category": "code",
      "messages": [{"role": "user", "content": "Write a Python function that merges overlapping intervals, "
@@ -118,7 +120,8 @@ def test_ladder_runs_all_ok_at_the_forced_length(ladder) -> None:
 def test_decode_agrees_with_vllms_generation_time_run_by_run(ladder) -> None:
     """tokenreel's decode (tokens after the first over first to last token, by arrival) against
     vLLM's (completion_tokens - 1) / generation_time_ms of the same request: per arm the median
-    within 0.1 %, every run within 1 %; the report's engine agreement says the same."""
+    within 0.5 %, every run within 1 % (2 cores shared with other tests; alone, medians stay
+    under 0.1 %); the report's engine agreement says the same."""
     session, _ = ladder
     summary = {}
     for arm in ARMS:
