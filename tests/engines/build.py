@@ -32,6 +32,8 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.engines.cli import main_of
@@ -66,6 +68,23 @@ REQUIRED_TOOLS = {"cmake": "cmake", "g++": "g++", "make": "make"}
 # The CUDA variant (the GPU ladder, issue 29): same flags plus these; the architecture is the GPU's
 # compute capability (nvidia-smi), else Hopper's (the H200 the ladder was first recorded on).
 DEFAULT_CUDA_ARCH = "90"
+
+
+@contextmanager
+def published(final: Path) -> Iterator[Path]:
+    """A temporary folder beside `final` to build into, renamed onto `final` (readable by all) when
+    the block ends, removed when it fails: an interrupted build never leaves a half-made folder."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    try:
+        yield work
+        os.chmod(work, 0o755)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(work, final)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
 
 
 class BuildError(RuntimeError):

@@ -27,7 +27,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -215,10 +214,8 @@ def generate(spec: Spec = SPEC, engine: Path | None = None, jobs: int | None = N
     if all(p.is_file() for p in (out.f16, out.q4_0, out.draft)):
         print(f"models: reusing {final}", flush=True)
         return out
-    final.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
     started = time.monotonic()
-    try:
+    with build.published(final) as work:
         tokenizer = train_tokenizer(spec, engine)
         weights = _weights(spec, jobs)
         drawn = time.monotonic()
@@ -229,13 +226,6 @@ def generate(spec: Spec = SPEC, engine: Path | None = None, jobs: int | None = N
         quantize(work / out.f16.name, work / out.q4_0.name, engine)
         quantize(work / "draft-f16.gguf", work / out.draft.name, engine)
         (work / "draft-f16.gguf").unlink()
-        os.chmod(work, 0o755)
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(work, final)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     # This shape's earlier generators' output, and the folders named before shapes had names
     # (models-<key>: ~140 MiB each).
     for stale in final.parent.glob("models-*"):

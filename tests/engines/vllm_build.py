@@ -26,12 +26,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.engines.build import BuildError, cache_root
+from tests.engines.build import BuildError, cache_root, published
 from tests.engines.cli import main_of
 
 HERE = Path(__file__).resolve().parent
@@ -151,23 +150,14 @@ def generate_models() -> VllmModels:
     if (out.target / "model.safetensors").is_file() and (out.draft / "model.safetensors").is_file():
         print(f"vllm models: reusing {final}", flush=True)
         return out
-    final.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
     started = time.monotonic()
-    try:
+    with published(final) as work:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
         done = subprocess.run([str(python()), str(GENERATOR), str(work)], capture_output=True, text=True,
                               timeout=600, env=env)
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]
             raise BuildError(f"generating the vLLM models failed (exit {done.returncode}): {last[:200]}")
-        os.chmod(work, 0o755)
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(work, final)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     for stale in final.parent.glob("models-vllm-*"):
         if stale != final and stale.is_dir():
             shutil.rmtree(stale, ignore_errors=True)
