@@ -83,7 +83,7 @@ from reference_server import LAST_CHUNK, ReferenceServer, StreamLog
 
 import tokenreel.base.version
 from tokenreel.analysis.metrics import decode_rate, first_token_index, last_token_index, run_metrics
-from tokenreel.recorder.client.kernel_clock import stamping_connector
+from tokenreel.recorder.client.kernel_clock import stamping_session
 from tokenreel.recorder.client.request_body import completions_url, request_body
 from tokenreel.recorder.client.sse_client import stream_run
 from tokenreel.recorder.client.wakeup import prompt_wakeups
@@ -497,9 +497,7 @@ async def bench(args: argparse.Namespace) -> None:
     with ReferenceServer() as server, prompt_wakeups():  # as `tokenreel record` does
         floor = FloorReader(server)
         try:
-            async with aiohttp.ClientSession(
-                headers={"User-Agent": f"tokenreel/{tokenreel.base.version.__version__}"}, connector=stamping_connector()
-            ) as http:
+            async with stamping_session({"User-Agent": f"tokenreel/{tokenreel.base.version.__version__}"}) as http:
                 client = StampedClient(http)
                 await measure(client, floor, server, Case(10_000, 1, 500))  # warm-up: connect, first-call costs
                 await clock_fidelity(client, server, args.load_runs)

@@ -64,11 +64,12 @@ def near(t: int, write: Write) -> bool:
 
 
 class SseServer:
-    """One-connection-at-a-time SSE server: `script(send)` writes the body; `send` returns its
-    `Write` stamps."""
+    """One-connection-at-a-time SSE server: `script(send)` writes the body (the headers too,
+    unless `head`); `send` returns its `Write` stamps."""
 
-    def __init__(self, script: Callable[[Callable[[bytes], Write]], None], tls: ssl.SSLContext | None = None) -> None:
-        self.script, self.tls = script, tls
+    def __init__(self, script: Callable[[Callable[[bytes], Write]], None], tls: ssl.SSLContext | None = None,
+                 head: bool = True) -> None:
+        self.script, self.tls, self.head = script, tls, head
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -102,7 +103,8 @@ class SseServer:
                     conn.sendall(data)
                     return Write(before, perf_counter_ns())
 
-                send(HEAD)
+                if self.head:
+                    send(HEAD)
                 self.script(send)
                 conn.recv(1)  # until the client hangs up (or reuses: it gets EOF)
         except BaseException as exc:  # the test names it
@@ -128,7 +130,7 @@ def record(server: SseServer, connector: Callable[[], aiohttp.BaseConnector | No
     run = Run(arm="a", prompt="p1", index=0, warmup=False)
 
     async def main() -> int:
-        async with aiohttp.ClientSession(connector=connector()) as http:
+        async with aiohttp.ClientSession(connector=connector(), response_class=kernel_clock.StampedResponse) as http:
             client = Stamped(http)
             await stream_run(cast(aiohttp.ClientSession, client), arm, PROMPT, Settings(max_tokens=4, ignore_eos=False), run)
             return client.built_ns
@@ -139,10 +141,13 @@ def record(server: SseServer, connector: Callable[[], aiohttp.BaseConnector | No
     return run, built
 
 
-def run_with_a_blocked_loop(script: Callable[[Callable[[bytes], Write], Callable[[], None], Callable[[], None]], None]) -> tuple[Run, int]:
+def run_with_a_blocked_loop(
+    script: Callable[[Callable[[bytes], Write], Callable[[], None], Callable[[], None]], None], head: bool = True
+) -> tuple[Run, int]:
     """One run whose server `script(send, hold, release)` can block the client's event loop:
     after a 20 ms "prefill" (the client waits in its loop), `hold()` returns once the loop is
-    inside a blocking call, which ends 50 ms after the script calls `release()`."""
+    inside a blocking call, which ends 50 ms after the script calls `release()`. `head`: the
+    server sends the headers before the script (else the script does)."""
     loop_holder: list[asyncio.AbstractEventLoop] = []
     started, released = threading.Event(), threading.Event()
 
@@ -163,7 +168,7 @@ def run_with_a_blocked_loop(script: Callable[[Callable[[bytes], Write], Callable
         loop_holder.append(asyncio.get_running_loop())
         return kernel_clock.stamping_connector()
 
-    with SseServer(serve) as server:
+    with SseServer(serve, head=head) as server:
         return record(server, connector)
 
 
@@ -304,6 +309,28 @@ def test_a_busy_run_whose_first_token_shared_its_read_keeps_its_decode_not_its_t
     )
     session.runs.append(run)
     assert usable_runs(session, "a", "p1") == [run]
+
+
+def test_a_client_starved_through_the_whole_response_keeps_the_kernel_time() -> None:
+    """Headers, every event and the end arrive while the loop is blocked: one read takes them all
+    and aiohttp hands the connection back before the recorder asks for its socket. The response
+    noted its socket when it started: the run keeps the kernel's time of that read (the last
+    packet's), flagged busy, its first token sharing its read (no decode rate: one time for all)."""
+    writes: list[Write] = []
+
+    def script(send: Callable[[bytes], Write], hold: Callable[[], None], release: Callable[[], None]) -> None:
+        hold()
+        send(HEAD)
+        for i, text in enumerate(("One", " two", " three")):
+            send(_chunked(_event(text, i + 1, role=i == 0)))
+        writes.append(send(TAIL))
+        release()
+
+    run, built = run_with_a_blocked_loop(script, head=False)
+    assert run.clock is not None and run.clock.source == "kernel" and run.clock.first_shared, run.clock
+    assert run.chunks.content[:3] == ["One", " two", " three"]
+    assert len(set(run.chunks.t_ns)) == 1 and near(built + run.chunks.t_ns[0], writes[0])
+    assert run.client_busy is True
 
 
 def test_a_wall_clock_step_or_an_impossible_time_keeps_the_user_stamps() -> None:

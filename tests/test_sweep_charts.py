@@ -40,7 +40,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One sweep of the demo's base and drafter at 1, 2, 4, 8, and its json report."""
     folder = tmp_path_factory.mktemp("sweep")
     with running(SWEEP_DEMO, time_scale=0.5) as cluster:
-        config = write_config(folder / "c.toml", cluster, max_tokens=32)
+        config = write_config(folder / "c.toml", cluster, max_tokens=96)
         result = invoke("sweep", "--config", config, "--concurrency", "1,2,4,8", "--requests", "8", "--out", folder / "s.json")
     assert result.exit_code == 0, result.output
     report = invoke("report", folder / "s.json", "--format", "json")

@@ -23,7 +23,7 @@ import aiohttp
 import tokenreel.base.version
 from tokenreel.analysis.metrics import NS_PER_S, output_tokens, run_metrics
 from tokenreel.analysis.selection import client_busy_inexact
-from tokenreel.recorder.client.kernel_clock import stamping_connector
+from tokenreel.recorder.client.kernel_clock import stamping_session
 from tokenreel.recorder.client.sse_client import ProgressFn, stream_run
 from tokenreel.recorder.client.wakeup import prompt_wakeups
 from tokenreel.recorder.config import default_metrics_url, launch_of
@@ -152,9 +152,7 @@ async def _recording_http() -> AsyncIterator[aiohttp.ClientSession]:
     each of which logs the kernel's receive time of every read (recorder.kernel_clock); the
     thread reading them is woken ahead of busy neighbours (recorder.wakeup)."""
     with prompt_wakeups():
-        async with aiohttp.ClientSession(
-            headers={"User-Agent": f"tokenreel/{tokenreel.base.version.__version__}"}, connector=stamping_connector()
-        ) as http:
+        async with stamping_session({"User-Agent": f"tokenreel/{tokenreel.base.version.__version__}"}) as http:
             yield http
 
 

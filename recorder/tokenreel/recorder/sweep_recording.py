@@ -33,7 +33,7 @@ from typing import Any, Callable
 import aiohttp
 
 import tokenreel.base.version
-from tokenreel.recorder.client.kernel_clock import stamping_connector
+from tokenreel.recorder.client.kernel_clock import stamping_session
 from tokenreel.recorder.client.sse_client import stream_run
 from tokenreel.recorder.client.wakeup import prompt_wakeups
 from tokenreel.recorder.config import default_metrics_url
@@ -147,7 +147,7 @@ async def _sweep(session: Session, result: SweepResult, levels: list[int], reque
                  duration_s: float | None, emit: SweepEventFn) -> SweepResult:
     total = len(session.arms) * len(levels)
     position = 0
-    async with aiohttp.ClientSession(
+    async with stamping_session(
         # Room for the highest level, the /metrics reads beside it and a spare: never a request queued here.
         # A fresh connection per request (as `vllm bench serve`, a session per request): llama-server
         # closes a connection after a stream although its headers offer keep-alive, and a request sent
@@ -157,8 +157,9 @@ async def _sweep(session: Session, result: SweepResult, levels: list[int], reque
         # the client closes after the response, not the server: aiohttp would send "close", and
         # the server's FIN, read with the last token, gives that read the FIN's later kernel time
         # (its decode ran 0.2-1.3 % slow against the simulator's log at 8 in flight).
-        headers={"User-Agent": f"tokenreel/{tokenreel.base.version.__version__}", "Connection": "keep-alive"},
-        connector=stamping_connector(max(levels) + 4, fresh=True),
+        {"User-Agent": f"tokenreel/{tokenreel.base.version.__version__}", "Connection": "keep-alive"},
+        max(levels) + 4,
+        fresh=True,
     ) as http:
         try:
             for arm in session.arms:

@@ -10,7 +10,7 @@ first read after the option is set can lack it (the kernel turns stamping on laz
 SIOCGSTAMPNS ioctl is not used: for TCP it answers ENOENT (it reports a socket's last datagram
 time, which TCP never sets).
 
-How: `stamping_connector` makes aiohttp open every connection as a `StampedSocket`. asyncio's
+How: `stamping_session`'s connector makes aiohttp open every connection as a `StampedSocket`. asyncio's
 transport reads through the socket's `recv` (plain HTTP) or `recv_into` (TLS: the SSL protocol
 reads the raw TCP segments the same way), which here call `recvmsg` and log per read the kernel
 time, the perf_counter stamp and how many decoded body bytes came before it (the response's
@@ -18,7 +18,9 @@ time, the perf_counter stamp and how many decoded body bytes came before it (the
 next one). `attach` hands a response's body to its socket once its headers are in; an event
 whose last byte is at decoded offset o was delivered by the last read that began before o
 (`apply`). Reads before the attach (the one with the headers, and any that arrived before the
-task resumed) form one group with the last one's time.
+task resumed) form one group with the last one's time. The response notes its socket as it
+starts (`StampedResponse`), before the headers are read: when a starved client reads the whole
+response with its headers, aiohttp hands the connection back before `attach` can ask for it.
 
 The kernel's CLOCK_REALTIME is moved onto the perf_counter (CLOCK_MONOTONIC) timeline with an
 offset sampled at the request's send and again at its end: NTP slews both clocks alike, but a
@@ -129,6 +131,31 @@ def stamping_connector(limit: int = 100, fresh: bool = False) -> aiohttp.TCPConn
     return aiohttp.TCPConnector(socket_factory=stamping_socket, limit=limit, force_close=fresh)
 
 
+def stamping_session(headers: dict[str, str], limit: int = 100, fresh: bool = False) -> aiohttp.ClientSession:
+    """The recorder's HTTP session: `stamping_connector`'s connections, `StampedResponse`s."""
+    return aiohttp.ClientSession(headers=headers, connector=stamping_connector(limit, fresh), response_class=StampedResponse)
+
+
+def _socket_of(connection: Any) -> StampedSocket | None:
+    """The open StampedSocket under an aiohttp connection, or None."""
+    transport = connection.transport if connection is not None else None
+    raw = transport.get_extra_info("socket") if transport is not None else None
+    fd = raw.fileno() if raw is not None else -1
+    stamped = _SOCKETS.get(fd)
+    return stamped if stamped is not None and stamped.fileno() == fd else None  # not a closed one that had this fd
+
+
+class StampedResponse(aiohttp.ClientResponse):
+    """A response that notes its connection's StampedSocket before reading the headers (module
+    docstring: the connection may be gone by the time `attach` runs)."""
+
+    socket: StampedSocket | None = None
+
+    async def start(self, connection: Any) -> aiohttp.ClientResponse:
+        self.socket = _socket_of(connection)
+        return await super().start(connection)
+
+
 @dataclass
 class Reads:
     """One response's reads: kernel time (CLOCK_REALTIME ns, 0: none), user stamp (perf_counter
@@ -144,12 +171,8 @@ def attach(response: aiohttp.ClientResponse, since_ns: int) -> StampedSocket | s
     requests on a kept-alive connection); the reason when its reads are not stamped."""
     if SO_TIMESTAMPNS is None:
         return NO_PLATFORM
-    connection = response.connection
-    transport = connection.transport if connection is not None else None
-    raw = transport.get_extra_info("socket") if transport is not None else None
-    fd = raw.fileno() if raw is not None else -1
-    stamped = _SOCKETS.get(fd)
-    if stamped is None or stamped.fileno() != fd:  # a closed StampedSocket that had this fd
+    stamped = response.socket if isinstance(response, StampedResponse) else _socket_of(response.connection)
+    if stamped is None:
         return NOT_STAMPED
     if stamped.refused:
         return stamped.refused
