@@ -101,3 +101,25 @@ def test_drafting_off_level_and_the_markdown_view(tmp_path: Path, make_sim) -> N
     assert "drafts per step –" not in drafter_part.split("## Drafter vs Base")[0]
     csv = invoke("report", sweep["out"], "--format", "csv")
     assert csv.exit_code == 2 and len(csv.output.strip().splitlines()) == 1
+
+
+def test_a_level_with_one_timed_request_a_side_is_not_shown_to_pay() -> None:
+    """A ratio without an interval (a starved client merged all but one request's tokens into one
+    read) shows nothing: the crossover is there, not "pays at every level"."""
+    from tokenreel.recorder.runner import new_session
+    from tokenreel.report.sweep_compare import crossovers
+    from tokenreel.session.model import Arm, Settings
+
+    arms = [Arm(id=a, label=a, base_url="http://x/v1", model="m") for a in ("base", "draft")]
+    session = new_session("s", Settings(max_tokens=8), [], arms)
+
+    def row(arm: str, level: int, decode: list[float]) -> dict[str, Any]:
+        return {"arm": arm, "level": level, "decode_tok_s": decode, "aggregate_output_tok_s": sum(decode) * level,
+                "drafts_per_step": None}
+
+    rows = [row("base", 1, [100, 101, 99]), row("draft", 1, [200, 203, 198]),
+            row("base", 2, [100]), row("draft", 2, [300, 290, 310])]
+    [pair] = crossovers(session, rows)
+    assert pair["levels"][0]["per_request"]["ci95"][0] > 1 and pair["levels"][1]["per_request"]["ci95"] is None
+    assert pair["levels"][1]["per_request"]["ratio"] == pytest.approx(3.0)
+    assert pair["per_request_level"] == pair["aggregate_level"] == 2

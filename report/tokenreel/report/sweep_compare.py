@@ -13,9 +13,9 @@ arm i (`vs`, its base), each level on its own.
   interval is the per-request interval scaled by aggregate ratio / per-request ratio (same relative
   width). Batch means over time windows were the alternative; with a few dozen requests a level
   they give a handful of windows, correlated ones, so a wider and less honest interval.
-- Crossover: the lowest level where the speed-up's interval includes or falls below 1 (no longer
-  shown to pay; without an interval, where the ratio itself is <= 1), per request and aggregate
-  separately. `drafting_off_level`: the lowest level where the arm's drafts per decode step falls
+- Crossover: the lowest level where the speed-up's interval includes or falls below 1, or where it
+  has no interval (fewer than two timed requests a side: a ratio alone shows nothing), so no longer
+  shown to pay, per request and aggregate separately. `drafting_off_level`: the lowest level where the arm's drafts per decode step falls
   below OFF_BELOW while a lower level drafted (the engine stopped drafting, vLLM's
   speculative_disable_by_batch_size). Not exactly 0: the counters see the gaps where a slot
   waits for its next request, when fewer than N run and such an engine drafts again.
@@ -70,8 +70,7 @@ def _figures(ratio: float | None, interval: Interval) -> dict[str, Any]:
 
 
 def _pays(figures: dict[str, Any]) -> bool:
-    low = figures["ci95"][0] if figures["ci95"] is not None else figures["ratio"]
-    return low is not None and low > 1
+    return figures["ci95"] is not None and figures["ci95"][0] > 1
 
 
 def _first_not_paying(compared: list[dict[str, Any]], key: str) -> int | None:
@@ -111,5 +110,4 @@ def sentence(pair: dict[str, Any], labels: dict[str, str], levels: list[int]) ->
 def _verdict(pair: dict[str, Any], level: int) -> str:
     """"slower" where the per-request interval at `level` lies wholly below 1, else "not shown faster"."""
     figures = next(c["per_request"] for c in pair["levels"] if c["level"] == level)
-    high = figures["ci95"][1] if figures["ci95"] is not None else figures["ratio"]
-    return "slower" if high is not None and high < 1 else "not shown faster"
+    return "slower" if figures["ci95"] is not None and figures["ci95"][1] < 1 else "not shown faster"
