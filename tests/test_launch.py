@@ -214,6 +214,25 @@ def test_launched_arms_run_one_at_a_time_and_fail_alone(tmp_path: Path) -> None:
     assert [e["arm"] for e in engines(resumed)].count("one") == 1  # "one" was not relaunched
 
 
+def test_a_launch_whose_fixed_port_already_answers_is_refused(tmp_path: Path) -> None:
+    """A server already holds the arm's fixed port: the launched engine would fail to bind it and
+    the runs would measure that other server. The arm fails in one line naming the port and the
+    holder's pid; no run is recorded ok, and the engine is never started."""
+    from tokenreel.simulator.server import running
+
+    binds_or_dies = [sys.executable, "-c", "import sys, time; time.sleep(0.3); sys.exit('Address already in use')"]
+    with running([profile_by_id("bf16")], time_scale=0.02) as cluster:
+        fixed = cluster.base_url("bf16")
+        config = write_config(tmp_path, [{"id": "fixed", "base_url": fixed, "model": SIM_MODEL, "launch": binds_or_dies}])
+        done = record(config, tmp_path / "s.json")
+    assert done.returncode == 1, done.stderr
+    [line] = [line for line in done.stderr.splitlines() if line.startswith("fixed: failed:")]
+    port = fixed.split(":")[2].split("/")[0]
+    assert f"127.0.0.1:{port} already answers (pid {os.getpid()})" in line and "write {port} in base_url" in line, line
+    session = archive.load(tmp_path / "s.json")
+    assert [r.status for r in session.runs] == ["failed"] and not engines(session)
+
+
 def test_ctrl_c_mid_arm_leaves_no_engine(tmp_path: Path) -> None:
     config = write_config(tmp_path, [sim_arm("slow")], max_tokens=4000, repeats=3)
     config.write_text(config.read_text().replace('"0.02"', '"1"'))  # the simulator at full speed: a long run

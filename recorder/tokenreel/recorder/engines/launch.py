@@ -24,11 +24,14 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import aiohttp
 
 from tokenreel.recorder.config import PORT, Launch
 from tokenreel.recorder.engines.fingerprint import scrubbed_argv
+from tokenreel.recorder.gates.gpu_gate import listener_pids
+from tokenreel.recorder.gates.host_gate import endpoint_port
 from tokenreel.recorder.replicas import arm_view
 from tokenreel.recorder.secrets import one_line, scrub_secret_flags, scrub_secrets
 from tokenreel.session.model import Arm
@@ -100,6 +103,7 @@ class Engine:
     ready_url: str
     ready_timeout_s: float
     log_path: Path
+    endpoint: str  # the arm's base_url as this engine serves it: nothing may answer there before it starts
     process: subprocess.Popen[bytes] | None = None
     started_at: str = ""
     exited_at: str = ""
@@ -108,6 +112,7 @@ class Engine:
 
     def start(self) -> None:
         """Start the engine in its own session; its output is logged by a reader thread."""
+        self._refuse_a_served_port()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self.process = subprocess.Popen(
@@ -120,6 +125,21 @@ class Engine:
         self.started_at = _now()
         self._reader = threading.Thread(target=self._log, name=f"engine-log-{self.arm_id}", daemon=True)
         self._reader.start()
+
+    def _refuse_a_served_port(self) -> None:
+        """EngineFailed when the endpoint answers before the engine starts: a launch with a fixed
+        port would fail to bind it, and what answered the runs would be that other server."""
+        host, port = urlsplit(self.endpoint).hostname or "127.0.0.1", endpoint_port(self.endpoint)
+        try:
+            socket.create_connection((host, port), timeout=1).close()
+        except OSError:
+            return
+        holders = ", ".join(map(str, sorted(listener_pids(port))))
+        raise EngineFailed(
+            f"engine of arm {self.arm_id} not started: {host}:{port} already answers"
+            f"{f' (pid {holders})' if holders else ''}, so the runs would measure that server, not this launch;"
+            " stop it, or write {port} in base_url and the launch command so a free port is picked"
+        )
 
     def _log(self) -> None:
         """Copy the engine's output into its log, scrubbed, until the log is full; keep reading
@@ -155,13 +175,16 @@ class Engine:
             try:
                 async with http.get(self.ready_url, timeout=aiohttp.ClientTimeout(total=5)) as response:
                     if response.status == 200:
-                        return
+                        break
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
                 pass
             if time.monotonic() >= deadline:
                 raise EngineFailed(self._failure(f"did not answer {self.ready_url} with 200 within {self.ready_timeout_s:g} s"
                                                  " (ready_timeout_s)"))
             await asyncio.sleep(POLL_S)
+        code = self.process.poll()
+        if code is not None:  # what answered is another server on the port it failed to bind
+            raise EngineFailed(self._failure(f"exited with code {code} while {self.ready_url} answered"))
 
     def _failure(self, what: str) -> str:
         if self._reader is not None and self.process is not None and self.process.poll() is not None:
@@ -215,4 +238,4 @@ def engine_for(arm: Arm, launch: Launch, session_path: Path) -> tuple[Engine, Ar
     view = launched_arm(arm, port)
     argv = [item.replace(PORT, str(port)) for item in launch.argv]
     ready_url = (launch.ready_url or f"{view.base_url}/models").replace(PORT, str(port))
-    return Engine(arm.id, argv, ready_url, launch.ready_timeout_s, engine_log_path(session_path, arm.id)), view
+    return Engine(arm.id, argv, ready_url, launch.ready_timeout_s, engine_log_path(session_path, arm.id), view.base_url), view
