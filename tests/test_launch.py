@@ -233,6 +233,21 @@ def test_a_launch_whose_fixed_port_already_answers_is_refused(tmp_path: Path) ->
     assert [r.status for r in session.runs] == ["failed"] and not engines(session)
 
 
+def test_resume_with_a_changed_launch_command_is_refused(tmp_path: Path) -> None:
+    """The runs of a cell come from one command: --resume under another (here another speed) would
+    mix them, so it is refused in one line naming the arm, like any other changed field."""
+    config = write_config(tmp_path, [sim_arm("one")])
+    session_path = tmp_path / "s.json"
+    done = record(config, session_path)
+    assert done.returncode == 0, done.stderr
+    slower = [*SIM[:-1], "0.05"]
+    config = write_config(tmp_path, [sim_arm("one", launch=slower)], repeats=2)
+    again = record(config, session_path, "--resume")
+    assert again.returncode == 2, again.stderr
+    assert "changes what the archive recorded: arm 'one' launch;" in again.stderr and len(again.stderr.splitlines()) == 1
+    assert len(archive.load(session_path).runs) == 1
+
+
 def test_ctrl_c_mid_arm_leaves_no_engine(tmp_path: Path) -> None:
     config = write_config(tmp_path, [sim_arm("slow")], max_tokens=4000, repeats=3)
     config.write_text(config.read_text().replace('"0.02"', '"1"'))  # the simulator at full speed: a long run

@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 
 from tokenreel.base.safe_text import shown_path
-from tokenreel.recorder.config import Config
+from tokenreel.recorder.config import Config, launch_of
+from tokenreel.recorder.engines.fingerprint import scrubbed_argv
 from tokenreel.recorder.runner import new_session
 from tokenreel.recorder.secrets import one_line
 from tokenreel.session.archive import load
@@ -47,9 +48,15 @@ def config_changes(session: Session, cfg: Config) -> list[str]:
     archived_arms = {arm.id: arm for arm in session.arms}
     for arm in cfg.arms:
         archived = archived_arms.get(arm.id)
-        for name in ARM_FIELDS if archived is not None else ():
+        if archived is None:
+            continue
+        for name in ARM_FIELDS:
             if getattr(arm, name) != getattr(archived, name):
                 changes.append(f"arm {arm.id!r} {name}{_values(getattr(archived, name), getattr(arm, name))}")
+        launched = archived.fingerprint.get("launch")  # the command its runs were recorded with, scrubbed
+        launch = launch_of(arm)
+        if launched is not None and launched != (scrubbed_argv(launch.argv) if launch else None):
+            changes.append(f"arm {arm.id!r} launch")
     archived_prompts = {prompt.id: prompt for prompt in session.prompts}
     for prompt in cfg.prompts:
         archived_prompt = archived_prompts[prompt.id]
