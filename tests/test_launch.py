@@ -248,6 +248,62 @@ def test_resume_with_a_changed_launch_command_is_refused(tmp_path: Path) -> None
     assert len(archive.load(session_path).runs) == 1
 
 
+def chatty(output: str) -> list[str]:
+    """A launch that prints `output` (Python expression of a str, written in 1 MB pieces) and
+    then serves as the simulator on {port}."""
+    script = ("import os, sys\n"
+              f"text = {output}\n"
+              "for i in range(0, len(text), 1 << 20):\n    sys.stdout.write(text[i:i + (1 << 20)])\n"
+              "sys.stdout.flush()\n"
+              "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])\n")
+    return [sys.executable, "-c", script, *SIM[1:]]
+
+
+def peak_rss_mib(command: list[str]) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run `command`, sampling its resident memory (VmRSS) every 20 ms: (its result, the peak)."""
+    proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = 0
+    while proc.poll() is None:
+        try:
+            status = Path(f"/proc/{proc.pid}/status").read_text()
+            peak = max(peak, int(status.split("VmRSS:")[1].split()[0]))
+        except (OSError, IndexError):
+            pass
+        time.sleep(0.02)
+    stdout, stderr = proc.communicate()
+    return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr), peak / 1024
+
+
+def test_an_endless_output_line_is_read_in_bounded_pieces(tmp_path: Path) -> None:
+    """300 MB of engine output without a newline: record's memory stays near its usual size (it read
+    the whole line before), the log keeps its cap, the arm records."""
+    config = write_config(tmp_path, [sim_arm("long", launch=chatty("'x' * (300 << 20) + '\\n'"))])
+    done, peak = peak_rss_mib([sys.executable, "-m", "tokenreel", "record", "--config", str(config), "--out",
+                               str(tmp_path / "s.json")])
+    assert done.returncode == 0, done.stderr
+    print(f"record's peak RSS with a 300 MB output line: {peak:.0f} MiB")
+    assert peak < 250, peak
+    log = tmp_path / "s.engines" / "long.log"
+    assert log.stat().st_size < 9 << 20 and "bytes of output not kept" in log.read_text()[-200:]
+
+
+def test_an_unwritable_engine_log_is_said_once_and_the_output_still_drained(tmp_path: Path) -> None:
+    """A link planted at the log's name is not followed (its target stays as it was); the log's
+    problem is said once and the engine's 4 MB of output is drained, so it never blocks."""
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("keep me\n")
+    (tmp_path / "s.engines").mkdir()
+    (tmp_path / "s.engines" / "loud.log").symlink_to(target)
+    config = write_config(tmp_path, [sim_arm("loud", launch=chatty("('engine says hello ' * 50 + '\\n') * 4000"))],
+                          repeats=2)
+    done = record(config, tmp_path / "s.json")
+    assert done.returncode == 0, done.stderr
+    lost = [line for line in done.stderr.splitlines() if line.startswith("warning: loud: engine log ")]
+    assert len(lost) == 1 and "cannot be written" in lost[0] and "drained, not kept" in lost[0], done.stderr
+    assert target.read_text() == "keep me\n"
+    assert [r.status for r in archive.load(tmp_path / "s.json").runs] == ["ok", "ok"]
+
+
 def test_ctrl_c_mid_arm_leaves_no_engine(tmp_path: Path) -> None:
     config = write_config(tmp_path, [sim_arm("slow")], max_tokens=4000, repeats=3)
     config.write_text(config.read_text().replace('"0.02"', '"1"'))  # the simulator at full speed: a long run

@@ -27,6 +27,7 @@ from tokenreel.recorder.events import (
     ArmStarted,
     EngineFailedEvent,
     EngineLaunching,
+    EngineLogLost,
     GateWaiting,
     GpuFlagged,
     GpuUnchecked,
@@ -91,6 +92,10 @@ class RecordDisplay:
                 markup=False,
                 highlight=False,
             )
+            return
+        if isinstance(event, EngineLogLost):
+            self.console.print(f"warning: {event.arm}: engine log {event.problem}: its output is drained, not kept",
+                               markup=False, highlight=False)
             return
         if isinstance(event, HostUnwatched):  # once per reason: an unwatched host is said, never silently
             self.console.print(f"note: {event.arm}: engine host not watched: {event.reason}", markup=False, highlight=False)

@@ -148,6 +148,15 @@ class EngineFailedEvent:
 
 
 @dataclass(frozen=True)
+class EngineLogLost:
+    """Once per engine: its log could not be written (disk full, quota, a link at its name); its
+    output is drained and not kept, so the engine never blocks on it."""
+
+    arm: str
+    problem: str
+
+
+@dataclass(frozen=True)
 class NoMetrics:
     """Once per arm: /metrics did not answer, so runs go unchecked for other traffic."""
 
@@ -169,7 +178,7 @@ class ArmFinished:
 # Every event about one arm (all but LookDone, which is about the whole look).
 ArmEvent = Union[
     ArmStarted, GateWaiting, RunStarted, RunProgress, RunFinished, ArmFinished, NoMetrics, HostWaitedOut, HostUnwatched,
-    RunRetried, EngineLaunching, EngineFailedEvent, GpuWaiting, GpuFlagged, GpuUnchecked,
+    RunRetried, EngineLaunching, EngineFailedEvent, EngineLogLost, GpuWaiting, GpuFlagged, GpuUnchecked,
 ]
 RecordEvent = Union[ArmEvent, LookDone]
 EventFn = Callable[[RecordEvent], None]

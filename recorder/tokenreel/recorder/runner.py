@@ -36,6 +36,7 @@ from tokenreel.recorder.events import (
     ArmStarted,
     EngineFailedEvent,
     EngineLaunching,
+    EngineLogLost,
     EventFn,
     GateWaiting,
     GpuFlagged,
@@ -202,6 +203,7 @@ class _Recorder:
         # After every change: the whole session saved atomically, or (a Ray worker) sent to the driver that saves.
         self.persist = persist or (lambda: save(session, result.path))
         self.warned_no_metrics = False  # NoMetrics goes out once per arm
+        self.log_lost: list[Engine] = []  # engines whose log problem was said
         self.host_reasons_said: set[str] = set()  # HostUnwatched goes out once per reason
         self.host: HostWatch | None = None  # the arm's host gate; None: not watched (host_note says why)
         self.host_note = ""
@@ -255,6 +257,7 @@ class _Recorder:
                     run = await self._run(http, arm, prompt, index)
                 self._store(run)
                 self._count(run)
+                self._say_log_problem(arm, engine)
                 if run.gate.status == "unavailable" and not self.warned_no_metrics:
                     self.warned_no_metrics = True
                     url = arm.metrics_url or default_metrics_url(arm.base_url)
@@ -274,10 +277,17 @@ class _Recorder:
             if engine is not None:
                 engine.stop()
                 recording.update(engine.times())
+                self._say_log_problem(arm, engine)
             recording["finished_at"] = _now()
             self.persist()
             self.emit(ArmFinished(arm.id, **tally))
         return True
+
+    def _say_log_problem(self, arm: Arm, engine: Engine | None) -> None:
+        """The engine log's problem, once per engine."""
+        if engine is not None and engine.log_problem and all(e is not engine for e in self.log_lost):
+            self.log_lost.append(engine)
+            self.emit(EngineLogLost(arm.id, engine.log_problem))
 
     async def _launch(self, http: aiohttp.ClientSession, engine: Engine, arm: Arm) -> EngineProcesses:
         """Start the arm's engine, wait until it answers, then check it as the preflight would have

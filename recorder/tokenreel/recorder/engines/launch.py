@@ -11,6 +11,7 @@ PR_SET_PDEATHSIG has the kernel SIGKILL the engine when `record` itself dies (ev
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -24,6 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -37,6 +39,7 @@ from tokenreel.recorder.secrets import one_line, scrub_secret_flags, scrub_secre
 from tokenreel.session.model import Arm
 
 MAX_LOG_BYTES = 8 * 1024 * 1024  # per arm's log, over all its launches: the rest is counted, not kept
+MAX_LINE_BYTES = 64 * 1024  # an output line is read (and kept) in pieces of at most this
 TAIL_LINES = 5  # the log's last lines quoted when an engine fails
 STOP_GRACE_S = 15.0  # SIGTERM, then SIGKILL: a GPU engine frees its memory on a clean exit
 POLL_S = 0.25
@@ -108,6 +111,7 @@ class Engine:
     started_at: str = ""
     exited_at: str = ""
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
+    log_problem: str = ""  # why the log could not be written ("": it was); the output was drained all the same
     _reader: threading.Thread | None = None
 
     def start(self) -> None:
@@ -142,27 +146,48 @@ class Engine:
         )
 
     def _log(self) -> None:
-        """Copy the engine's output into its log, scrubbed, until the log is full; keep reading
-        past that (an engine blocked on a full pipe would stall) and keep the last lines."""
+        """Copy the engine's output into its log, scrubbed, in lines of at most MAX_LINE_BYTES (a
+        line without end would otherwise grow in memory), until the log is full or cannot be
+        written (`log_problem`); keep draining past that (an engine blocked on a full pipe would
+        stall) and keep the last lines."""
         assert self.process is not None and self.process.stdout is not None
-        with open(self.log_path, "ab") as log:
-            room = MAX_LOG_BYTES - log.tell()
-            log.write(f"tokenreel: started pid {self.process.pid} at {self.started_at}: {' '.join(scrubbed_argv(self.argv))}\n".encode())
-            log.flush()
-            dropped = 0
-            for raw in self.process.stdout:
+        stdout = self.process.stdout
+        log = self._write(None, f"tokenreel: started pid {self.process.pid} at {self.started_at}: {' '.join(scrubbed_argv(self.argv))}\n")
+        room = MAX_LOG_BYTES - (log.tell() if log is not None else 0)
+        dropped = 0
+        try:
+            while raw := stdout.readline(MAX_LINE_BYTES):
                 line = scrub_secret_flags(scrub_secrets(raw.decode("utf-8", "replace")))
                 self.tail.append(line.rstrip("\n"))
-                data = line.encode("utf-8")
-                if len(data) <= room:
-                    log.write(data)
-                    log.flush()
-                    room -= len(data)
+                size = len(line.encode("utf-8"))
+                if log is not None and size <= room:
+                    log = self._write(log, line)
+                    room -= size
                 else:
-                    dropped += len(data)
-            if dropped:
-                log.write(f"tokenreel: {dropped} bytes of output not kept (the log is capped at {MAX_LOG_BYTES} bytes)\n".encode())
+                    dropped += size
+            if dropped and log is not None:
+                log = self._write(log, f"tokenreel: {dropped} bytes of output not kept (the log is capped at {MAX_LOG_BYTES} bytes)\n")
+        finally:
+            if log is not None:
+                log.close()
 
+    def _write(self, log: BinaryIO | None, text: str) -> BinaryIO | None:
+        """Append `text` to the log (opened when None), or note once why it cannot be and return
+        None: the output is then drained and not kept."""
+        if self.log_problem:
+            return None
+        try:
+            if log is None:
+                log = open_log(self.log_path)
+            log.write(text.encode("utf-8"))
+            log.flush()
+            return log
+        except OSError as exc:
+            self.log_problem = f"{self.log_path} cannot be written ({exc.strerror or exc})"
+            if log is not None:
+                with contextlib.suppress(OSError):
+                    log.close()
+            return None
 
     async def wait_ready(self, http: aiohttp.ClientSession) -> None:
         """Poll `ready_url` until it answers 200; EngineFailed when the engine exits or the time is up."""
@@ -212,17 +237,20 @@ class Engine:
         self.exited_at = _now()
         if self._reader is not None:
             self._reader.join(timeout=5)
-        try:
-            with open(self.log_path, "ab") as log:
+        if not self.log_problem:
+            with contextlib.suppress(OSError), open_log(self.log_path) as log:
                 log.write(f"tokenreel: stopped pid {process.pid} at {self.exited_at} (exit code {process.returncode})\n".encode())
-        except OSError:
-            pass
 
     def times(self) -> dict[str, str]:
         """What the arm's recording entry keeps: when the engine ran and where its log is."""
         pid = str(self.process.pid) if self.process is not None else ""
         return {"engine_pid": pid, "engine_started_at": self.started_at, "engine_exited_at": self.exited_at,
                 "engine_log": str(self.log_path)}
+
+
+def open_log(path: Path) -> BinaryIO:
+    """The engine log, opened to append without following a link planted at its name."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600), "ab")
 
 
 def _kill_group(pgid: int) -> None:
