@@ -164,14 +164,23 @@ def test_check_names_the_flags_a_launched_vllm_needs_for_its_own_figures(tmp_pat
     assert "flagged: vllm serve" not in said, said
 
 
-def test_the_engine_log_and_the_failure_line_never_hold_the_key(tmp_path: Path) -> None:
-    key = "sk-engine-log-secret-4242424242"
-    argv = [sys.executable, "-c", "import sys; print('args', sys.argv[1:], flush=True); sys.exit(3)", "--api-key", key]
+# An engine that echoes its settings as vLLM does ("non-default args: {'api_key': ...}"), the key
+# read from its environment or from its last argument (after "=" when it has one).
+ECHO = ("import os, sys; key = os.environ.get('OPENAI_API_KEY') or sys.argv[-1].split('=')[-1];"
+        " print('args', sys.argv[1:], flush=True); print('non-default args:', {'api_key': key}, flush=True); sys.exit(3)")
+
+
+@pytest.mark.parametrize("way", ["flag, then the key", "flag=key", "environment"])
+def test_the_engine_log_and_the_failure_line_never_hold_the_key(tmp_path: Path, way: str) -> None:
+    key = "engine-log-secret-4242424242"  # no key-like prefix: only knowing it scrubs it
+    engine = [sys.executable, "-c", ECHO]
+    argv = {"flag, then the key": [*engine, "--api-key", key], "flag=key": [*engine, f"--api-key={key}"],
+            "environment": ["env", f"OPENAI_API_KEY={key}", *engine]}[way]
     config = write_config(tmp_path, [{"id": "leaky", "base_url": "http://127.0.0.1:{port}/v1", "model": "m", "launch": argv}])
     done = record(config, tmp_path / "s.json", timeout=120)
     assert done.returncode == 1, done.stderr
     log = (tmp_path / "s.engines" / "leaky.log").read_text()
-    assert "args" in log and "***" in log and key not in log
+    assert "non-default args: {'api_key': '***'}" in log and key not in log, log
     assert key not in done.stderr + done.stdout and "exited with code 3" in done.stderr
     assert key not in (tmp_path / "s.json").read_text()
 

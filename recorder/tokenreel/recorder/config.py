@@ -20,7 +20,7 @@ from tokenreel import assets
 from tokenreel.base.files import read_input
 from tokenreel.base.safe_text import shown_path
 from tokenreel.recorder.enums import Api, Choice, PromptCache
-from tokenreel.recorder.secrets import is_secret_flag, remember_secret, scrub_secret_fields, scrub_secret_flags
+from tokenreel.recorder.secrets import remember_launch_secrets, scrub_secret_fields, scrub_secret_flags
 from tokenreel.recorder.suites import load_prompts
 from tokenreel.session.model import Arm, Prompt, Settings, replica_count
 
@@ -264,9 +264,7 @@ def _launch(check: _Checker, table: dict[str, Any], where: str, arm: Arm) -> Lau
         raise check.fail(f"{where}.launch", "launches one engine; with replicas (base_urls) start the engines yourself")
     if any(PORT in item for item in argv) and PORT not in arm.base_url:
         raise check.fail(f"{where}.base_url", "launch listens on {port} (picked at the arm's turn): write base_url with {port} too")
-    for i, item in enumerate(argv):  # a key on the command line is scrubbed from the engine log and the fingerprint
-        if i and is_secret_flag(argv[i - 1]):
-            remember_secret(item)
+    remember_launch_secrets(argv)  # a key on the command line is scrubbed from the engine log and the fingerprint
     ready_url = table.get("ready_url")
     if ready_url is not None:
         ready_url = check.url(ready_url, f"{where}.ready_url", arm.id)

@@ -103,6 +103,20 @@ def is_secret_flag(text: str) -> bool:
     return text.startswith("-") and bool(SECRET_FLAG.fullmatch(text + " x"))
 
 
+def remember_launch_secrets(argv: list[str]) -> None:
+    """Remember every key a launch command carries, so the engine's own echo of its arguments or
+    environment is scrubbed too: the item after a secret flag (`--api-key X`), the value of a
+    secret flag given as one item (`--api-key=X`), a secret environment assignment (`HF_TOKEN=X`)."""
+    for i, item in enumerate(argv):
+        if i and is_secret_flag(argv[i - 1]):
+            remember_secret(item)
+            continue
+        flag = SECRET_FLAG.fullmatch(item)
+        if flag is not None and flag[2] == "=":
+            remember_secret(flag[3].strip("\"'"))
+        scrub_env_assignment(item)
+
+
 def mask_secrets(texts: list[str]) -> int:
     """Mask every known secret in streamed text, in place, even one split across events.
 
