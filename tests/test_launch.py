@@ -313,6 +313,43 @@ def test_an_unwritable_engine_log_is_said_once_and_the_output_still_drained(tmp_
     assert [r.status for r in archive.load(tmp_path / "s.json").runs] == ["ok", "ok"]
 
 
+# An engine that dies once it has served a request: its server (the simulator, a child) is killed
+# when /metrics shows a request running and then none, and it exits 7.
+DIES_AFTER_A_REQUEST = [sys.executable, "-c", """
+import subprocess, sys, time, urllib.request
+port = sys.argv[1]
+server = subprocess.Popen([sys.executable, "-m", "tokenreel", "simulate", "--profiles", "bf16", "--port", port])
+seen = False
+while True:
+    time.sleep(0.01)
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=1).read().decode()
+    except OSError:
+        continue
+    running = [line for line in text.splitlines() if line.startswith("vllm:num_requests_running")]
+    if running and float(running[0].split()[-1]) > 0:
+        seen = True
+    elif seen:
+        server.kill()
+        server.wait()
+        print("engine crashed", flush=True)
+        sys.exit(7)
+""", "{port}"]
+
+
+def test_an_engine_that_exits_mid_arm_is_named_in_the_failed_runs(tmp_path: Path) -> None:
+    """The runs after the engine's death fail with its exit code and last lines, not "cannot
+    connect ... start the server"; a run recorded before it stays ok."""
+    config = write_config(tmp_path, [sim_arm("dies", launch=DIES_AFTER_A_REQUEST)], max_tokens=32, repeats=4)
+    done = record(config, tmp_path / "s.json")
+    assert done.returncode == 1, done.stderr
+    runs = archive.load(tmp_path / "s.json").runs
+    failed = [r for r in runs if r.status == "failed"]
+    assert failed and all(r.status == "ok" for r in runs[: len(runs) - len(failed)]), [(r.status, r.error) for r in runs]
+    assert "exited with code 7 during the runs" in (failed[-1].error or "") and "engine crashed" in (failed[-1].error or "")
+    assert "start the server or fix base_url" not in done.stderr, done.stderr
+
+
 def test_ctrl_c_mid_arm_leaves_no_engine(tmp_path: Path) -> None:
     config = write_config(tmp_path, [sim_arm("slow")], max_tokens=4000, repeats=3)
     config.write_text(config.read_text().replace('"0.02"', '"1"'))  # the simulator at full speed: a long run

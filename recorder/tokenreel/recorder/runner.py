@@ -231,6 +231,7 @@ class _Recorder:
             {} if self.node is None else {"node": self.node, "hostname": socket.gethostname()})
         arm.recorded.append(recording)
         launch, engine, owner = launch_of(arm), None, None
+        left = todo  # the runs not recorded yet: an engine failing fails these
         try:
             if launch is not None:  # its engine starts now and stops in the finally below, before the next arm
                 engine, arm = engine_for(arm, launch, self.result.path)
@@ -247,7 +248,8 @@ class _Recorder:
             if local and self.replica is None:  # replicas record at once: each other's engines share the machine
                 await self._check_gpu(arm, owner)
             self._watch_host(arm, local, engine.process.pid if engine is not None and engine.process else None)
-            for prompt, index in todo:
+            for done, (prompt, index) in enumerate(todo):
+                left = todo[done:]
                 run = await self._run(http, arm, prompt, index)
                 for attempt in range(1, MAX_BUSY_RETRIES + 1):
                     if run.warmup or run.status != "ok" or not client_busy_inexact(run):
@@ -255,6 +257,8 @@ class _Recorder:
                     self.result.retried += 1
                     self.emit(RunRetried(arm.id, prompt.id, index, attempt, _client_busy_line(run)))
                     run = await self._run(http, arm, prompt, index)
+                if run.status == "failed" and engine is not None:
+                    engine.raise_if_exited()  # then this run and the rest fail with its exit code and last lines
                 self._store(run)
                 self._count(run)
                 self._say_log_problem(arm, engine)
@@ -269,7 +273,7 @@ class _Recorder:
                     self.result.stopped_on_failure = True
                     return False
         except EngineFailed as exc:
-            self._engine_failed(arm, todo, str(exc), tally)
+            self._engine_failed(arm, left, str(exc), tally)
             if self.fail_fast:
                 self.result.stopped_on_failure = True
                 return False

@@ -211,6 +211,13 @@ class Engine:
         if code is not None:  # what answered is another server on the port it failed to bind
             raise EngineFailed(self._failure(f"exited with code {code} while {self.ready_url} answered"))
 
+    def raise_if_exited(self) -> None:
+        """EngineFailed naming the exit code and the log's last lines when the engine has exited
+        (a run failing on a dead engine says why, not "cannot connect")."""
+        code = self.process.poll() if self.process is not None else None
+        if code is not None:
+            raise EngineFailed(self._failure(f"exited with code {code} during the runs"))
+
     def _failure(self, what: str) -> str:
         if self._reader is not None and self.process is not None and self.process.poll() is not None:
             self._reader.join(timeout=2)  # its last words are in the pipe still
