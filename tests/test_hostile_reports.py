@@ -215,6 +215,41 @@ def test_bidi_controls_reach_no_terminal_markdown_csv_or_html(tmp_path: Path) ->
         assert not BIDI_CHARS & set(text), [hex(ord(c)) for c in BIDI_CHARS & set(text)]
 
 
+# --- spreadsheet formulas ----------------------------------------------------------------------
+
+FORMULAS = ("=HYPERLINK(\"http://x.example\",\"go\")", "+cmd|' /C calc'!A0", "@SUM(A1)", "-2+3")
+
+
+def test_no_csv_cell_is_a_formula_a_spreadsheet_would_run(tmp_path: Path) -> None:
+    """Prompt ids, categories and labels that start a formula are written as text (a leading
+    apostrophe) in the report's and compare's CSV; numbers stay numbers."""
+    import csv
+    import io
+
+    session = sf.session([("plain", FORMULAS[3], [huge_run(3, 10)]), ("spec", "Spec", [huge_run(3, 7)])])
+    session.prompts[0].id, session.prompts[0].category = FORMULAS[0], FORMULAS[1]
+    session.arms[1].label = FORMULAS[2]
+    for run in session.runs:
+        run.prompt = session.prompts[0].id
+    archive.save(session, tmp_path / "s.json")
+    for command in (("report", "s.json"), ("compare", "s.json", "s.json")):
+        result, _, _ = tokenreel(*command, "--format", "csv", "-o", "out.csv", "--force", cwd=tmp_path)
+        assert result.returncode in (0, 3), result.stderr  # compare: "can't tell yet" on one prompt
+        rows = list(csv.reader(io.StringIO((tmp_path / "out.csv").read_text())))
+        cells = [cell for row in rows[1:] for cell in row]
+        assert not [c for c in cells if c[:1] in ("=", "+", "@", "\t", "\r") or (c.startswith("-") and not _number(c))], command
+        assert f"'{FORMULAS[0]}" in cells, command
+    assert any(_number(c) and float(c) > 0 for c in cells)
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 # --- a killed render worker -------------------------------------------------------------------
 
 

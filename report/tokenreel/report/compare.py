@@ -3,7 +3,6 @@ its 95 % interval and verdict, the spread (the comparison itself is `tokenreel.a
 
 from __future__ import annotations
 
-import csv
 import io
 from dataclasses import asdict
 from typing import Any, Literal, assert_never, get_args
@@ -24,7 +23,7 @@ from tokenreel.analysis.comparison import (
 from tokenreel.analysis.figures import figure, multiplier
 from tokenreel.analysis.verdicts import CANT_TELL, VERDICTS, Verdict
 from tokenreel.base.safe_text import strip_controls
-from tokenreel.report.csv_format import csv_value
+from tokenreel.report.csv_format import CsvWriter, csv_value
 from tokenreel.report.json_format import to_json
 
 COMPARE_FORMAT = "tokenreel.compare"
@@ -239,7 +238,7 @@ def to_csv(c: Comparison) -> str:
     cell ("cell") and unmatched item ("unmatched arm"...)."""
     data = to_data(c)
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CSV_KEYS, lineterminator="\n")
+    writer = CsvWriter(out, CSV_KEYS)
     writer.writeheader()
 
     def write(row: dict[str, Any]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Mapping
 from typing import Any
 
 from tokenreel.report.data import Report
@@ -73,10 +74,30 @@ def csv_value(value: object) -> object:
     return value
 
 
+# A spreadsheet runs a cell that starts with one of these as a formula (=HYPERLINK(...), +cmd|...,
+# @SUM(...)); text from a session (prompt ids, categories, labels, notes) may.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+class CsvWriter(csv.DictWriter):  # type: ignore[type-arg]
+    """Every CSV tokenreel writes: a text cell a spreadsheet would run as a formula gets a leading
+    apostrophe (shown as text, OWASP's advice); numbers are written as they are."""
+
+    def __init__(self, out: io.StringIO, fieldnames: tuple[str, ...]) -> None:
+        super().__init__(out, fieldnames=fieldnames, lineterminator="\n")
+
+    def writerow(self, rowdict: Mapping[str, Any]) -> Any:
+        return super().writerow({k: _inert(v) for k, v in rowdict.items()})
+
+
+def _inert(value: object) -> object:
+    return f"'{value}" if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
+
+
 def to_csv(report: Report) -> str:
     out = io.StringIO()
     fieldnames = (*CELL_KEYS, *ARM_CSV_KEYS, *POSITION_CSV_KEYS, *RATIO_CSV_KEYS, *LATENCY_CSV_KEYS, *ANSWER_CSV_KEYS, "answer_note")
-    writer = csv.DictWriter(out, fieldnames=fieldnames, lineterminator="\n")
+    writer = CsvWriter(out, fieldnames)
     answers = _answer_rows(report)
     writer.writeheader()
     arms = {a["arm"]: a for a in report["arms"]}
