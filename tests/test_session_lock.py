@@ -69,7 +69,8 @@ def test_second_record_on_the_same_session_is_refused_naming_the_holder(tmp_path
 
 def test_resume_and_force_are_refused_too_and_a_killed_holder_frees_the_session(tmp_path: Path, make_sim) -> None:
     cluster = make_sim(SEED_LADDER[:1], time_scale=1.0)
-    config = write_config(tmp_path / "c.toml", cluster, max_tokens=32)
+    # ~4 s a run: the first record must still hold the lock while two more start on a loaded machine
+    config = write_config(tmp_path / "c.toml", cluster, max_tokens=384)
     session = tmp_path / "s.json"
     first = start_record(config, session)
     try:
@@ -95,3 +96,28 @@ def test_resume_and_force_are_refused_too_and_a_killed_holder_frees_the_session(
     assert len(loaded.runs) == len(loaded.prompts) and all(run.status == "ok" for run in loaded.runs)
     assert not (tmp_path / ".s.json.lock").exists()
     assert os.path.exists(session)
+
+
+def test_a_link_planted_at_the_lock_or_a_hard_linked_session_is_refused(tmp_path: Path, make_sim) -> None:
+    """The lock is opened without following a link (its target is left as it was), and a session
+    file with a second name (a hard link, which would take a lock of its own) is refused: exit 2,
+    one line each."""
+    cluster = make_sim(SEED_LADDER[:1], time_scale=0.05)
+    config = write_config(tmp_path / "c.toml", cluster, max_tokens=8)
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me\n")
+    session = tmp_path / "s.json"
+    (tmp_path / ".s.json.lock").symlink_to(target)
+    planted = start_record(config, session)
+    _, stderr = planted.communicate(timeout=120)
+    assert planted.returncode == 2 and ".s.json.lock: cannot be opened as the session's lock" in stderr, stderr
+    assert target.read_text() == "keep me\n" and len(stderr.strip().splitlines()) == 1
+    (tmp_path / ".s.json.lock").unlink()
+
+    done = start_record(config, session)
+    assert done.communicate(timeout=120) and done.returncode == 0
+    os.link(session, tmp_path / "other-name.json")
+    for name in ("s.json", "other-name.json"):
+        again = start_record(config, tmp_path / name, "--resume")
+        _, stderr = again.communicate(timeout=120)
+        assert again.returncode == 2 and "has 2 hard links" in stderr and len(stderr.strip().splitlines()) == 1, stderr

@@ -99,8 +99,19 @@ class SessionLock:
 
     def acquire(self) -> SessionLock:
         self.lock_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            links = os.stat(self.path).st_nlink
+        except FileNotFoundError:
+            links = 1
+        if links > 1:  # the lock is per name: another name of the same file would take a lock of its own
+            raise ArchiveError(self.path, "", f"has {links} hard links, so two records could write it under two names;"
+                               " copy it to a file of its own (cp) and record into that")
         while True:
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            try:  # a link planted at the lock's name is not followed (its target would be overwritten)
+                fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+            except OSError as exc:
+                raise ArchiveError(self.lock_path, "", f"cannot be opened as the session's lock ({exc.strerror or exc});"
+                                   " remove it if no record is running") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
