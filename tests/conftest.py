@@ -18,6 +18,7 @@ from xdist.remote import Producer
 from xdist.scheduler import LoadScopeScheduling
 from xdist.workermanage import WorkerController
 
+from tests.browser import Chromium, chromium_executable
 from tokenreel.simulator.profiles import SEED_LADDER, Profile
 from tokenreel.simulator.server import SimCluster, running
 
@@ -66,6 +67,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> Serial:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The SERIAL modules in SERIAL's order (a stable sort: the rest keep theirs)."""
     items.sort(key=lambda item: RANK.get(item.path.name, -1))
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chromium]:
+    """One headless Chromium per module (tests/browser.py), for the HTML pages' tests."""
+    if chromium_executable() is None:
+        pytest.skip("no Chromium (/usr/bin/chromium or chromium on PATH): install Debian's chromium package; make test does")
+    chromium = Chromium(tmp_path_factory.mktemp("chromium"))
+    yield chromium
+    chromium.close()
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -19,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests import session_factory as sf
-from tests.browser import Chromium, Page, chromium_executable
+from tests.browser import Chromium, Page
 from tests.test_recorder_support import arm_for, chat_prompt, fast_settings
 from tokenreel.analysis.ladder import median_run
 from tokenreel.analysis.selection import RunSelection
@@ -37,15 +36,6 @@ DEMO = REPO / "sessions" / "seed-ladder-demo.json"
 H200 = REPO / "tests" / "data" / "h200-llamacpp" / "session-default-cache.json"  # 12 prompts, 3 per category
 NS_PER_MS = 1_000_000
 CHARTS = ("chart-ladder", "chart-categories", "chart-race", "chart-itl")  # the four charts of issue 12
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chromium]:
-    if chromium_executable() is None:
-        pytest.skip("no Chromium (/usr/bin/chromium or chromium on PATH): install Debian's chromium package; make test does")
-    chromium = Chromium(tmp_path_factory.mktemp("chromium"))
-    yield chromium
-    chromium.close()
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@ recording itself lives in `tokenreel.recorder.sweep_recording`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -132,12 +133,13 @@ def sweep_into(session: Session, path: Path, levels: list[int], requests: int | 
 
     from tokenreel.recorder.sweep_recording import sweep as sweep_session
 
+    labels = {arm.id: arm.label for arm in session.arms}  # arms by label, as the report names them
     signals.doing = f"sweeping into {shown_path(path)}"
     signals.outcome = "every completed level is saved"
     with user_errors(path, f"{shown_path(path)} keeps every level saved before it"):
-        result = asyncio.run(signals.run(sweep_session(session, path, levels, requests, duration_s, _say)))
+        result = asyncio.run(signals.run(sweep_session(session, path, levels, requests, duration_s, _say(labels))))
     for record in session.levels:
-        line = (f"{record.arm} level {record.level}: {record.status}, {record.completed} completed, {record.failed} failed"
+        line = (f"{labels[record.arm]} level {record.level}: {record.status}, {record.completed} completed, {record.failed} failed"
                 + (f" in {record.wall_s:g} s" if record.wall_s is not None else "") + (f"; {record.error}" if record.error else ""))
         out.print(line, markup=False, soft_wrap=True)
     out.print(f"session: {shown_path(path)}  ({result.ok} levels ok, {result.failed} failed, {result.skipped} skipped)",
@@ -147,12 +149,16 @@ def sweep_into(session: Session, path: Path, levels: list[int], requests: int | 
     return 1 if result.failed or result.skipped else 0
 
 
-def _say(event: Any) -> None:
-    """One stderr line per level started and per level that did not go well."""
+def _say(labels: dict[str, str]) -> Callable[[Any], None]:
+    """The sweep's progress: one stderr line per level started and per level that did not go
+    well, each arm by its label."""
     from tokenreel.recorder.sweep_recording import LevelDone, LevelStarted
 
-    if isinstance(event, LevelStarted):
-        err.print(f"[{event.position}/{event.total}] {event.arm}: concurrency {event.level}", markup=False, soft_wrap=True)
-    elif isinstance(event, LevelDone) and event.record.status != "ok":
-        record = event.record
-        err.print(f"{record.arm} level {record.level} {record.status}: {record.error}", markup=False, soft_wrap=True)
+    def say(event: Any) -> None:
+        if isinstance(event, LevelStarted):
+            err.print(f"[{event.position}/{event.total}] {labels[event.arm]}: concurrency {event.level}", markup=False, soft_wrap=True)
+        elif isinstance(event, LevelDone) and event.record.status != "ok":
+            record = event.record
+            err.print(f"{labels[record.arm]} level {record.level} {record.status}: {record.error}", markup=False, soft_wrap=True)
+
+    return say

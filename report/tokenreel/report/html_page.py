@@ -20,10 +20,9 @@ from tokenreel.analysis.selection import RunSelection, first_token_late
 from tokenreel.base.safe_text import esc
 from tokenreel.base.theme import load_theme
 from tokenreel.report.charts import chart_svgs
-from tokenreel.report.charts.style import hex_color
 from tokenreel.report.data import Report, report_selection
 from tokenreel.report.html_replay import replay_data, replay_section, script_json
-from tokenreel.report.html_shell import THEME, arm_name, html_table, inline_svg, page
+from tokenreel.report.html_shell import THEME, arm_colors, arm_name, html_table, inline_svg, page
 from tokenreel.report.wording import (
     ESTIMATED_NOTE,
     LATENCY_FIGURES,
@@ -383,7 +382,7 @@ def to_html(report: Report, session: Session) -> str:
     replay all follow the run selection the report was built with, so they cannot disagree."""
     selection = report_selection(report)
     theme = load_theme(THEME)
-    colors = {arm.id: hex_color(theme.accent(i)) for i, arm in enumerate(session.arms)}
+    colors = arm_colors(session, theme)
     labels = {arm.id: arm.label for arm in session.arms}
     data = replay_data(session, report)
     replay, replayed = replay_section(session, data, colors)

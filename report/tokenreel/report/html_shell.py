@@ -21,6 +21,7 @@ from tokenreel import assets
 from tokenreel.base.safe_text import esc
 from tokenreel.base.theme import Theme
 from tokenreel.report.charts.style import hex_color
+from tokenreel.session.model import Session
 
 THEME = "dark"
 # No fetch of any kind: only the page's own inline styles, its one script (by hash), data: images.
@@ -39,6 +40,12 @@ def html_table(headers: Sequence[str], rows: Iterable[Sequence[str]], numeric: S
     head = "".join(f'<th{" class=num" if i in numeric else ""}>{h}</th>' for i, h in enumerate(headers))
     body = "".join("<tr>" + "".join(cell(i, c) for i, c in enumerate(row)) + "</tr>" for row in rows)
     return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def arm_colors(session: Session, theme: Theme) -> dict[str, str]:
+    """Arm id -> its accent as CSS: the session's i-th arm has the theme's i-th accent, as in the
+    video and the charts (`Style.arm`), on the ladder page and the sweep page alike."""
+    return {arm.id: hex_color(theme.accent(i)) for i, arm in enumerate(session.arms)}
 
 
 def arm_name(label: str, color: str) -> str:

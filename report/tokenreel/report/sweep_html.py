@@ -13,8 +13,7 @@ from typing import Any
 from tokenreel.base.safe_text import esc
 from tokenreel.base.theme import load_theme
 from tokenreel.report.charts import sweep_svgs
-from tokenreel.report.charts.style import hex_color
-from tokenreel.report.html_shell import THEME, arm_name, html_table, inline_svg, page
+from tokenreel.report.html_shell import THEME, arm_colors, arm_name, html_table, inline_svg, page
 from tokenreel.report.sweep_data import sweep_report
 from tokenreel.report.sweep_markdown import CROSSOVER_MEANING, LEVEL_HEADERS, level_cells, missing_note, ratio_cell
 from tokenreel.session.model import Session
@@ -60,7 +59,7 @@ def _arm_table(label: str, color: str, rows: list[dict[str, Any]]) -> str:
     note = missing_note(rows)
     return (f"<h3>{arm_name(label, color)}</h3>"
             + html_table([esc(h[0].upper() + h[1:]) for h in LEVEL_HEADERS], ([esc(cell) for cell in level_cells(row)] for row in rows),
-                         numeric=(0, 2, 3, 4, 7, 8, 9))
+                         numeric=(0, *range(2, len(LEVEL_HEADERS))))
             + (f"<p class=note>{esc(note)}</p>" if note else ""))
 
 
@@ -68,7 +67,7 @@ def sweep_html(session: Session) -> str:
     """The sweep's report as one self-contained page (module docstring)."""
     report = sweep_report(session)
     theme = load_theme(THEME)
-    colors = {arm.id: hex_color(theme.accent(i)) for i, arm in enumerate(session.arms)}
+    colors = arm_colors(session, theme)
     labels = {arm.id: arm.label for arm in session.arms}
     sections = [_header(report, session), _charts(session, report), _pairs(report, labels), _arms(report, session, colors)]
     return page(f"Sweep: {report['session']} · tokenreel report", sections, theme)

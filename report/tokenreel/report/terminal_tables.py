@@ -127,7 +127,7 @@ def summary_tables(session: Session) -> list[Table]:
     by_category = FitTable(title="Decode tok/s by prompt category", title_justify="left")
     by_category.label_column("Category")
     for row in ladder:
-        by_category.number_column(Text(row.arm))
+        by_category.number_column(Text(row.label))
     for category, values in categories.items():
         by_category.add_row(Text(category), *(figure(values.get(row.arm)) for row in ladder))
     return [table, by_category]
