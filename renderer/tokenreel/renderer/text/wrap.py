@@ -16,11 +16,11 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import overload
+from typing import cast, overload
 
 from tokenreel.renderer.text import fonts, paragraph
 from tokenreel.renderer.text.cells import BREAK, GLYPH, NEWLINE, SHAPED, SPACE, TAB, Cell, Cluster
-from tokenreel.renderer.text.clusters import NEWLINES, clusters, iter_clusters
+from tokenreel.renderer.text.clusters import NEWLINES, clusters, iter_clusters, lone_cell
 from tokenreel.renderer.text.highlight import CODE_STYLES
 from tokenreel.renderer.text.markup import BULLET, PAD, RULE
 from tokenreel.renderer.text.rtl_runs import RtlRuns, merge_rtl_runs
@@ -355,9 +355,14 @@ def fit(text: str, cols: int, style: str, primary: str = fonts.REGULAR) -> list[
     if cols <= 0:
         return []
     flat = "".join(" " if c in NEWLINES or c in "\r\t" else c for c in text)
-    cells = [item.cell for item in clusters(flat, [style] * len(flat), primary) if item.kind != BREAK]
+    lone = [lone_cell(c, style, primary) for c in flat]
+    merged: Callable[[list[Cell]], list[Cell]] = list  # no right-to-left cell: nothing to merge
+    if any(cell is None for cell in lone):
+        lone = [item.cell for item in clusters(flat, [style] * len(flat), primary) if item.kind != BREAK]
+        merged = merge_rtl_runs
+    cells = cast(list[Cell], lone)
     if sum(c.width for c in cells) <= cols:
-        return merge_rtl_runs(cells)
+        return merged(cells)
     out: list[Cell] = []
     used = 0
     for cell in cells:
@@ -365,5 +370,5 @@ def fit(text: str, cols: int, style: str, primary: str = fonts.REGULAR) -> list[
             break
         out.append(cell)
         used += cell.width
-    return [*merge_rtl_runs(out), Cell("…", fonts.REGULAR, 1, style)]
+    return [*merged(out), Cell("…", fonts.REGULAR, 1, style)]
 
