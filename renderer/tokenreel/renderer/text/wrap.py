@@ -16,6 +16,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import cast, overload
 
 from tokenreel.renderer.text import fonts, paragraph
@@ -324,8 +325,22 @@ def layout_stream(text: str, styles: Sequence[str], chunk_ends: Sequence[int], c
 
     Clusters stream through the wrap and the lines are kept compactly, so memory grows by a few
     bytes per character, not by an object per character (only the current paragraph's clusters
-    are held, until its end tells whether it holds right-to-left text).
+    are held, until its end tells whether it holds right-to-left text). Arms that stream the
+    same answer share one wrap (_wrapped): only where their chunks end differs.
     """
+    lines, starts, after = _wrapped(text, tuple(styles), cols, size)
+    caret = Carets()
+    caret.append(0, 0)
+    for end in chunk_ends:
+        shown = bisect_left(starts, end)
+        caret.append(*(after[shown - 1] if shown else (0, 0)))
+    return TextLayout(lines, caret)
+
+
+@lru_cache(maxsize=4)
+def _wrapped(text: str, styles: tuple[str, ...], cols: int, size: int) -> tuple[CellLines, array[int], Carets]:
+    """The wrapped lines of a text, where each cluster starts in it and the caret after each
+    (read-only: shared by every column that streams this text)."""
     starts = array("I")
     after = Carets()  # the caret after each cluster
     lines = CellLines()
@@ -342,12 +357,7 @@ def layout_stream(text: str, styles: Sequence[str], chunk_ends: Sequence[int], c
     items = shape_paragraphs(fit_tables(iter_clusters(text, styles), cols), cols, size)
     _wrap(tap(items), cols, runs.place, runs.new_line, after.append)
     runs.flush()
-    caret = Carets()
-    caret.append(0, 0)
-    for end in chunk_ends:
-        shown = bisect_left(starts, end)
-        caret.append(*(after[shown - 1] if shown else (0, 0)))
-    return TextLayout(lines, caret)
+    return lines, starts, after
 
 
 def fit(text: str, cols: int, style: str, primary: str = fonts.REGULAR) -> list[Cell]:
