@@ -254,10 +254,16 @@ def main() -> None:
         if args.mp4_only:
             alone, _, _, alone_cpu = ffmpeg_alone(session_file, options, work, args.repeats)
             codes = {"this code": None, **({f"{args.against}": args.against} if args.against else {})}
+            # With two codes their runs take turns, so a change in the machine's load falls on both.
+            runs: dict[str, list[tuple[float, int, int, float]]] = {name: [] for name in codes}
+            for _ in range(args.repeats):
+                for name, checkout in codes.items():
+                    runs[name].append(measure(render_command(session_file, work / "w1.mp4", 1, checkout)))
             ratios = []
-            for name, checkout in codes.items():
-                command = render_command(session_file, work / "w1.mp4", 1, checkout)
-                wall, _, _, cpu = timed(f"(b) render, workers=1, {name}"[:36], args.repeats, command)
+            for name, measured in runs.items():
+                wall, cpu = statistics.median(r[0] for r in measured), statistics.median(r[3] for r in measured)
+                walls, cpus = " ".join(f"{r[0]:.2f}" for r in measured), " ".join(f"{r[3]:.2f}" for r in measured)
+                print(f"  (b) render, workers=1, {name}: median {wall:.2f} s (runs {walls}), CPU {cpu:.2f} s (runs {cpus})")
                 ratios.append(
                     f"{args.text}, {name}: render / ffmpeg alone {wall / alone:5.2f} (wall), {cpu / alone_cpu:5.2f} (CPU)   "
                     f"video s / render s {video_s / wall:5.2f}"

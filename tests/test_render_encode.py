@@ -19,8 +19,8 @@ from tests.session_factory import MS, session, stream, words
 from tokenreel.renderer import manifest as manifests
 from tokenreel.renderer.encode import EncodeError, FramePipe, find_ffmpeg, output_format
 from tokenreel.renderer.frames import FrameRenderer
-from tokenreel.renderer.options import RenderOptions
 from tokenreel.renderer.layout import Rect
+from tokenreel.renderer.options import RenderOptions
 from tokenreel.renderer.render import HASH_ROWS, FrameHasher, poster_index, render
 from tokenreel.renderer.render_plan import build_plan
 from tokenreel.session import archive
@@ -181,8 +181,10 @@ def test_frame_hasher_takes_up_the_digest_at_the_first_changed_row_and_gives_eac
     rng = np.random.default_rng(7)
     frame = rng.integers(0, 256, (4 * HASH_ROWS + 10, 30, 3), dtype=np.uint8)
     hasher = FrameHasher()
-    changes: list[tuple[Rect, ...] | None] = [None, (Rect(0, 3 * HASH_ROWS + 5, 30, 5),), (Rect(2, 0, 3, 1),), None,
-                                              (Rect(0, HASH_ROWS, 30, 1), Rect(0, 4 * HASH_ROWS, 30, 10)), (Rect(0, 4 * HASH_ROWS + 9, 1, 1),)]
+    changes: list[tuple[Rect, ...] | None] = [
+        None, (Rect(0, 3 * HASH_ROWS + 5, 30, 5),), (Rect(2, 0, 3, 1),), None,
+        (Rect(0, HASH_ROWS, 30, 1), Rect(0, 4 * HASH_ROWS, 30, 10)), (Rect(0, 4 * HASH_ROWS + 9, 1, 1),),
+    ]
     for changed in changes:
         for rect in changed or (Rect(0, 0, 30, len(frame)),):
             frame[rect.slices] = rng.integers(0, 256, frame[rect.slices].shape, dtype=np.uint8)

@@ -201,7 +201,7 @@ class FrameHasher:
             self._states.append(hashlib.sha256())
         state = self._states[keep].copy()
         for start in range(keep * HASH_ROWS, len(rows), HASH_ROWS):
-            state.update(rows[start : start + HASH_ROWS])
+            state.update(rows[start : start + HASH_ROWS].data)
             if start + HASH_ROWS < len(rows):
                 self._states.append(state.copy())
         return state.hexdigest()
