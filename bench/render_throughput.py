@@ -19,7 +19,11 @@ medians printed, with the ratios they give. The figures are of one run on one ma
 with whatever else runs there: compare the ratios, not the absolute numbers.
 
     python bench/render_throughput.py [--seconds 60] [--rss-seconds 600] [--quick] [--webm-only]
-                                      [--mp4-only] [--text latin|multilingual]
+                                      [--mp4-only [--against CHECKOUT]] [--text latin|multilingual]
+
+--against CHECKOUT (with --mp4-only) times another checkout's renders (its own .venv, say main's
+in a second worktree) on the same session file, after this code's, against the one ffmpeg-alone
+figure: the before and after of a change in one run.
 """
 
 from __future__ import annotations
@@ -175,8 +179,12 @@ def timed(label: str, repeats: int, argv: list[str], stdin: Path | None = None) 
     return median, total, own, cpu
 
 
-def render_command(session_file: Path, out: Path, workers: int) -> list[str]:
-    return [sys.executable, __file__, "--render", str(session_file), str(out), str(workers)]
+def render_command(session_file: Path, out: Path, workers: int, checkout: Path | None = None) -> list[str]:
+    """A measured render by this code, or by another checkout's (its own venv and bench)."""
+    if checkout is None:
+        return [sys.executable, __file__, "--render", str(session_file), str(out), str(workers)]
+    python, bench = checkout / ".venv" / "bin" / "python", checkout / "bench" / Path(__file__).name
+    return [str(python), str(bench), "--render", str(session_file), str(out), str(workers)]
 
 
 def write_raw(session_file: Path, options: RenderOptions, raw: Path) -> None:
@@ -213,6 +221,10 @@ def main() -> None:
     parser.add_argument("--webm-only", action="store_true", help="only (d): the webm renders")
     parser.add_argument("--mp4-only", action="store_true", help="only (a) and (b) with workers=1")
     parser.add_argument("--text", choices=("latin", "multilingual"), default="latin", help="what the arms stream (latin)")
+    parser.add_argument(
+        "--against", type=Path, metavar="CHECKOUT",
+        help="with --mp4-only: also time the renders of another checkout (its .venv, e.g. main's) on the same frames",
+    )
     parser.add_argument("--render", nargs=3, help=argparse.SUPPRESS)  # one measured render: SESSION OUT WORKERS
     args = parser.parse_args()
     options = RenderOptions(size="1920x1080", fps=30)
@@ -241,11 +253,22 @@ def main() -> None:
         print(f"video: {plan.frame_count} frames = {video_s:.1f} s at {options.size}, {plan.fps} fps, 3 arms, {args.text} text\n")
         if args.mp4_only:
             alone, _, _, alone_cpu = ffmpeg_alone(session_file, options, work, args.repeats)
-            wall, _, _, cpu = timed("(b) render, workers=1", args.repeats, render_command(session_file, work / "w1.mp4", 1))
-            print(
-                f"\n{args.text}: render / ffmpeg alone {wall / alone:5.2f} (wall), {cpu / alone_cpu:5.2f} (CPU)   "
-                f"video s / render s {video_s / wall:5.2f}"
-            )
+            codes = {"this code": None, **({f"{args.against}": args.against} if args.against else {})}
+            # With two codes their runs take turns, so a change in the machine's load falls on both.
+            runs: dict[str, list[tuple[float, int, int, float]]] = {name: [] for name in codes}
+            for _ in range(args.repeats):
+                for name, checkout in codes.items():
+                    runs[name].append(measure(render_command(session_file, work / "w1.mp4", 1, checkout)))
+            ratios = []
+            for name, measured in runs.items():
+                wall, cpu = statistics.median(r[0] for r in measured), statistics.median(r[3] for r in measured)
+                walls, cpus = " ".join(f"{r[0]:.2f}" for r in measured), " ".join(f"{r[3]:.2f}" for r in measured)
+                print(f"  (b) render, workers=1, {name}: median {wall:.2f} s (runs {walls}), CPU {cpu:.2f} s (runs {cpus})")
+                ratios.append(
+                    f"{args.text}, {name}: render / ffmpeg alone {wall / alone:5.2f} (wall), {cpu / alone_cpu:5.2f} (CPU)   "
+                    f"video s / render s {video_s / wall:5.2f}"
+                )
+            print("\n" + "\n".join(ratios))
             return
 
         webm = {}

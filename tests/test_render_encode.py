@@ -19,8 +19,9 @@ from tests.session_factory import MS, session, stream, words
 from tokenreel.renderer import manifest as manifests
 from tokenreel.renderer.encode import EncodeError, FramePipe, find_ffmpeg, output_format
 from tokenreel.renderer.frames import FrameRenderer
+from tokenreel.renderer.layout import Rect
 from tokenreel.renderer.options import RenderOptions
-from tokenreel.renderer.render import poster_index, render
+from tokenreel.renderer.render import HASH_ROWS, FrameHasher, poster_index, render
 from tokenreel.renderer.render_plan import build_plan
 from tokenreel.session import archive
 
@@ -172,6 +173,22 @@ def test_frame_hashes_are_of_the_raw_frames_in_order(tmp_path: Path, session_fil
     frames = expected_frames(session_file, SMALL)
     assert list(result.frame_sha256) == [hashlib.sha256(f.tobytes()).hexdigest() for f in frames]
     assert len(set(result.frame_sha256)) > 10  # the frames do move
+
+
+def test_frame_hasher_takes_up_the_digest_at_the_first_changed_row_and_gives_each_frames_sha256() -> None:
+    """Frames that change below some row (a countdown), anywhere (None) or from the top: every
+    digest is SHA-256 of the whole frame, whichever saved state it was taken up from."""
+    rng = np.random.default_rng(7)
+    frame = rng.integers(0, 256, (4 * HASH_ROWS + 10, 30, 3), dtype=np.uint8)
+    hasher = FrameHasher()
+    changes: list[tuple[Rect, ...] | None] = [
+        None, (Rect(0, 3 * HASH_ROWS + 5, 30, 5),), (Rect(2, 0, 3, 1),), None,
+        (Rect(0, HASH_ROWS, 30, 1), Rect(0, 4 * HASH_ROWS, 30, 10)), (Rect(0, 4 * HASH_ROWS + 9, 1, 1),),
+    ]
+    for changed in changes:
+        for rect in changed or (Rect(0, 0, 30, len(frame)),):
+            frame[rect.slices] = rng.integers(0, 256, frame[rect.slices].shape, dtype=np.uint8)
+        assert hasher.digest(frame, changed) == hashlib.sha256(frame.data).hexdigest()
 
 
 @pytest.mark.parametrize(("ext", "workers"), [("mp4", 1), ("mp4", 2), ("gif", 1), ("png", 1)])

@@ -9,10 +9,11 @@ from hypothesis import strategies as st
 from pygments.token import STANDARD_TYPES
 
 from tokenreel.renderer.text import fonts
-from tokenreel.renderer.text.cells import BREAK, GLYPH, NEWLINE
+from tokenreel.renderer.text.cells import BREAK, GLYPH, NEWLINE, Cell
 from tokenreel.renderer.text.clusters import clusters
 from tokenreel.renderer.text.highlight import CODE_STYLES, _style, content_styles, styled_stream
 from tokenreel.renderer.text.painter import GlyphPainter
+from tokenreel.renderer.text.rtl_runs import merge_rtl_runs
 from tokenreel.renderer.text.wrap import HANGING_INDENT, continuation_indent, fit, layout_stream, wrap
 
 SAMPLES = ["漢字かな", "🚀✅", "café naïve", "a\tb", "x\ry", "bell\x07", "x" * 300, "e\u0301", "👨\u200d👩\u200d👧 👍🏽"]
@@ -142,6 +143,28 @@ def test_fit_cuts_with_an_ellipsis_and_never_exceeds_the_width() -> None:
     cells = fit("漢字かな and more text", 8, "dim")
     assert sum(c.width for c in cells) <= 8 and cells[-1].text == "…"
     assert [c.text for c in fit("short", 8, "dim")] == list("short")
+
+
+# Characters that stand alone (ASCII, the figure lines' punctuation, CJK) mixed with every kind
+# that joins its neighbours: marks, joiners, selectors, flags, skin tones, Hangul jamo, Indic
+# and Thai clusters, right-to-left letters and the digits they pull into their runs.
+FIT_ALPHABET = st.sampled_from(
+    [*"ab 1.5/720 ·≈—…✓≠×→x中", "\u0301", "\u200d", "\ufe0f", "👩", "🇯", "🇵", "🏽", "\u1100", "\u1161",
+     "\u11a8", "가", "न", "्", "क", "\u0e33", "ส", "ש", "ل", "\t", "\n", "\x07", "\U000e0067"]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(FIT_ALPHABET, max_size=30), st.integers(1, 40), st.sampled_from([fonts.REGULAR, fonts.BOLD]))
+def test_fit_reads_lone_characters_one_by_one_as_the_clusters_give_them(pieces: list[str], cols: int, primary: str) -> None:
+    """fit's shortcut for lines of characters that stand alone gives the cells the clusters do."""
+    text = "".join(pieces)
+    flat = "".join(" " if c in "\n\t" else c for c in text)
+    raw = [item.cell for item in clusters(flat, ["dim"] * len(flat), primary) if item.kind != BREAK]
+    kept = [cell for n, cell in enumerate(raw) if sum(c.width for c in raw[: n + 1]) <= cols - 1]
+    fits = sum(c.width for c in raw) <= cols
+    expected = merge_rtl_runs(raw) if fits else [*merge_rtl_runs(kept), Cell("…", fonts.REGULAR, 1, "dim")]
+    assert fit(text, cols, "dim", primary) == expected
 
 
 @pytest.mark.parametrize("size", [6, 18, 36])

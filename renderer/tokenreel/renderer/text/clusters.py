@@ -217,6 +217,31 @@ def needs_shaping(text: str, font: str | None) -> bool:
 
 
 
+@lru_cache(maxsize=4096)
+def lone_cell(char: str, style: str, primary: str = fonts.REGULAR) -> Cell | None:
+    """The cell a character is in any line of such characters, or None when its cluster can
+    depend on its neighbours. A character qualifies when it always starts a cluster of its own
+    and never extends the one before (no mark, joiner, selector, control, regional indicator,
+    emoji modifier or tag, Hangul vowel or trailing consonant, Indic or spacing-mark letter) and
+    its font is not right to left (whose runs merge). A line of them is then the cells of its
+    characters one by one, what clusters() gives it, without reading the line as a whole:
+    figure lines are measured and drawn every frame."""
+    code = ord(char)
+    if not 0x20 <= code < 0x7F:
+        if (
+            char in NEWLINES or char == "\t" or _visible(char) is not None or char == _ZWJ
+            or _is_variation_selector(code) or char in _SPACING_MARKS
+            or any(first <= code <= last for first, last in (_SKIN_TONES, _REGIONAL, _TAGS, _INDIC, _JAMO_VT))
+            or unicodedata.category(char) in ("Mn", "Me", "Mc", "Cf")
+        ):
+            return None
+    found = list(_raw_clusters(char, [style]))
+    if len(found) != 1 or found[0].kind not in (GLYPH, SPACE):
+        return None
+    cell = next(iter_clusters(char, [style], primary)).cell
+    return None if cell.font in fonts.RTL else cell
+
+
 def clusters(text: str, styles: Sequence[str], primary: str = fonts.REGULAR) -> list[Cluster]:
     """Split text into grid clusters; styles gives one style name per character."""
     return list(iter_clusters(text, styles, primary))

@@ -96,10 +96,11 @@ def _fenced(text: str) -> bool:
     return any(_FENCE.fullmatch(line.group()) for line in _LINE.finditer(text) if line.group())
 
 
+@lru_cache(maxsize=4)
 def answer_styles(text: str, code: bool) -> tuple[markdown.Markdown, list[str]]:
     """The answer as shown and one style per shown character: markdown rendered (markdown.py)
     with its fenced code lexed in the fence's language; a code prompt's unfenced answer is all
-    code and shown as written."""
+    code and shown as written. Read-only: arms that give the same answer share it."""
     if code and not _fenced(text):
         styles = content_styles(text, code)
         return markdown.Markdown(text, styles, list(range(len(text)))), styles

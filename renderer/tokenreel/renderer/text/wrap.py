@@ -16,11 +16,12 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import overload
+from functools import lru_cache
+from typing import cast, overload
 
 from tokenreel.renderer.text import fonts, paragraph
 from tokenreel.renderer.text.cells import BREAK, GLYPH, NEWLINE, SHAPED, SPACE, TAB, Cell, Cluster
-from tokenreel.renderer.text.clusters import NEWLINES, clusters, iter_clusters
+from tokenreel.renderer.text.clusters import NEWLINES, clusters, iter_clusters, lone_cell
 from tokenreel.renderer.text.highlight import CODE_STYLES
 from tokenreel.renderer.text.markup import BULLET, PAD, RULE
 from tokenreel.renderer.text.rtl_runs import RtlRuns, merge_rtl_runs
@@ -324,8 +325,22 @@ def layout_stream(text: str, styles: Sequence[str], chunk_ends: Sequence[int], c
 
     Clusters stream through the wrap and the lines are kept compactly, so memory grows by a few
     bytes per character, not by an object per character (only the current paragraph's clusters
-    are held, until its end tells whether it holds right-to-left text).
+    are held, until its end tells whether it holds right-to-left text). Arms that stream the
+    same answer share one wrap (_wrapped): only where their chunks end differs.
     """
+    lines, starts, after = _wrapped(text, tuple(styles), cols, size)
+    caret = Carets()
+    caret.append(0, 0)
+    for end in chunk_ends:
+        shown = bisect_left(starts, end)
+        caret.append(*(after[shown - 1] if shown else (0, 0)))
+    return TextLayout(lines, caret)
+
+
+@lru_cache(maxsize=4)
+def _wrapped(text: str, styles: tuple[str, ...], cols: int, size: int) -> tuple[CellLines, array[int], Carets]:
+    """The wrapped lines of a text, where each cluster starts in it and the caret after each
+    (read-only: shared by every column that streams this text)."""
     starts = array("I")
     after = Carets()  # the caret after each cluster
     lines = CellLines()
@@ -342,12 +357,7 @@ def layout_stream(text: str, styles: Sequence[str], chunk_ends: Sequence[int], c
     items = shape_paragraphs(fit_tables(iter_clusters(text, styles), cols), cols, size)
     _wrap(tap(items), cols, runs.place, runs.new_line, after.append)
     runs.flush()
-    caret = Carets()
-    caret.append(0, 0)
-    for end in chunk_ends:
-        shown = bisect_left(starts, end)
-        caret.append(*(after[shown - 1] if shown else (0, 0)))
-    return TextLayout(lines, caret)
+    return lines, starts, after
 
 
 def fit(text: str, cols: int, style: str, primary: str = fonts.REGULAR) -> list[Cell]:
@@ -355,9 +365,14 @@ def fit(text: str, cols: int, style: str, primary: str = fonts.REGULAR) -> list[
     if cols <= 0:
         return []
     flat = "".join(" " if c in NEWLINES or c in "\r\t" else c for c in text)
-    cells = [item.cell for item in clusters(flat, [style] * len(flat), primary) if item.kind != BREAK]
+    lone = [lone_cell(c, style, primary) for c in flat]
+    merged: Callable[[list[Cell]], list[Cell]] = list  # no right-to-left cell: nothing to merge
+    if any(cell is None for cell in lone):
+        lone = [item.cell for item in clusters(flat, [style] * len(flat), primary) if item.kind != BREAK]
+        merged = merge_rtl_runs
+    cells = cast(list[Cell], lone)
     if sum(c.width for c in cells) <= cols:
-        return merge_rtl_runs(cells)
+        return merged(cells)
     out: list[Cell] = []
     used = 0
     for cell in cells:
@@ -365,5 +380,5 @@ def fit(text: str, cols: int, style: str, primary: str = fonts.REGULAR) -> list[
             break
         out.append(cell)
         used += cell.width
-    return [*merge_rtl_runs(out), Cell("…", fonts.REGULAR, 1, style)]
+    return [*merged(out), Cell("…", fonts.REGULAR, 1, style)]
 
