@@ -223,20 +223,26 @@ class ArmColumn:
 
     @cached_property
     def fitted_badge(self) -> tuple[Span, ...]:
-        """"same answer as <first arm>" or "diverges at token N"; "reference answer" on the first
-        arm. Words shorten, then the line steps down a size; the token number is never cut.
-        Padded by a space each side: the badge's pill. Fitted once: it never changes."""
+        """"same answer as <arm>" or where it parts from that arm; nothing on the first arm (its
+        verdict line says it is the baseline, and the others name it: one mark a column). A
+        difference is a warning only where the arm must keep the other's tokens (a drafter
+        against its target); a quantization's is said plainly. Words shorten, then the line steps
+        down a size; the token number is never cut. Padded by a space each side: the badge's
+        pill. Fitted once: it never changes."""
         mark = self.track.answer
         assert mark is not None
-        against = self.plan.arms[mark.against].label
         if mark.same is None:
-            texts, style = ["reference answer", "reference"], "dim"
-        elif mark.same:
-            texts, style = [f"✓ same answer as {against}", f"✓ same as {against}", "✓ same answer", "✓ same"], "good"
+            return ()
+        label = self.plan.arms[mark.against].label
+        names = dict.fromkeys((label, short_label(label)))
+        if mark.same:
+            texts = [f"✓ same answer as {name}" for name in names] + [f"✓ same as {name}" for name in names]
+            texts, style = [*texts, "✓ same answer", "✓ same"], "good"
         else:
             n = f"{'≈' if mark.estimated else ''}{mark.diverges_at_token}"
-            texts = [f"≠ diverges from {against} at token {n}", f"≠ diverges at token {n}", f"≠ at token {n}", f"≠ tok {n}"]
-            style = "tool"  # the theme's warning colour (as the footer's SIMULATED ENDPOINTS)
+            verb, style = ("diverges", "tool") if mark.lossless else ("differs", "dim")  # tool: the theme's warning colour
+            texts = [*(f"≠ {verb} from {name} at token {n}" for name in names), f"≠ {verb} at token {n}", f"≠ at token {n}",
+                     f"≠ tok {n}"]
         # The most words first, each in the largest size it fits (every size reads at 640 px wide).
         # The last form, " ≠ tok ≈99999 " in tiny, is narrower than the stats line's worst case,
         # which layout.compute checks every size against.
@@ -280,6 +286,12 @@ class ArmColumn:
                 canvas.spans(rect, role, canvas.theme.panel, spans)
                 redrawn.append(rect)
         return redrawn
+
+
+def short_label(label: str) -> str:
+    """An arm's label by what it adds: the part after its last " · " ("Quantized · NVFP4" ->
+    "NVFP4"), the whole label where it has none."""
+    return label.rsplit(" · ", 1)[-1]
 
 
 def shown(spans: Sequence[Span]) -> str:
