@@ -155,12 +155,26 @@ class ArmColumn:
             count = f"{tokens}/{plan.max_tokens}" if plan.max_tokens >= tokens else str(tokens)
             live = (self.about + figure(self.timeline.live_decode(visible)), "big", self.accent)
             return self.big_line(live), (), (), self.stats_line((count, ""), ttft, accept)
-        left = self.big_line((self.about + figure(track.decode_tok_s), "big", self.accent))
         place = ORDINALS.get(track.place, f"{track.place}th")
         finish = clock_seconds(track.finish_ns)
-        right = self.fitting(left, (f"{place} · done {finish}", f"{place} · {finish}", place))
-        done = "" if finish in shown(right) else f"done {finish}"  # a narrow column says it below
+        left, right = self.finish_line((self.about + figure(track.decode_tok_s), "big", self.accent), place, finish)
+        # What the big line had no room for leads the stats line: the place is never dropped.
+        done = "" if finish in shown(right) else f"done {finish}" if right else f"{place} · done {finish}"
         return left, right, self.verdict(ref_done), self.stats_line((str(track.output_tokens), done), ttft, accept)
+
+    def finish_line(self, value: Span, place: str, finish: str) -> tuple[tuple[Span, ...], tuple[Span, ...]]:
+        """The big figure with its unit, and right of it the finishing place (with the time where
+        there is room): the unit shortens or steps down before the place goes; the figure itself
+        never shrinks. Only where even the place cannot fit (a 99999.9 in a quarter of a frame)
+        is the right side empty, and the stats line says the place instead."""
+        units = [(unit, role, "dim") for role in ("small", "tiny") for unit in (" tok/s decode", " tok/s")]
+        marks = (f"{place} · done {finish}", f"{place} · {finish}", place)
+        for unit in units:
+            used = text_w(self.painters, value[0], value[1]) + text_w(self.painters, unit[0], unit[1])
+            for mark in marks:
+                if used + text_w(self.painters, " " + mark, "label") <= self.geo.big.w:
+                    return (value, unit), ((mark, "label", "title"),)
+        return self.big_line(value), ()
 
     def big_line(self, value: Span) -> tuple[Span, ...]:
         """The big tok/s figure and its unit, the unit shortened or stepped down to fit."""
@@ -184,14 +198,6 @@ class ArmColumn:
         candidates = [((text, "small", "dim"),) for text in wordings]
         candidates += [((text, "tiny", "dim"),) for text in (wordings[-1], *drops)]
         return first_fit(self.painters, width, candidates)
-
-    def fitting(self, left: Sequence[Span], variants: Sequence[str]) -> tuple[Span, ...]:
-        """The first finish mark that fits right of the big figure, which never shrinks."""
-        used = sum(text_w(self.painters, text, role) for text, role, _ in left)
-        for text in variants:
-            if used + text_w(self.painters, " " + text, "label") <= self.geo.big.w:
-                return ((text, "label", "title"),)
-        return ()
 
     def verdict(self, ref_done: bool) -> tuple[Span, ...]:
         """The speed-up over the first arm, once both are done: never before its evidence (a live
