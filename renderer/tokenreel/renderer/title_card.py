@@ -56,9 +56,10 @@ class TitleCard:
         models = [track.model for track in plan.arms]
         for n, track in enumerate(plan.arms):
             room = (stage.w - canvas.badge_width - text_w(self.painters, track.label, "label")) // small.cell_w - 2
-            spans = ((track.label, "label", "title"), (f"  {middle_cut(track.model, models, max(0, room))}", "small", "dim"))
+            model = middle_cut(track.model, models, room) if room > 0 else ""  # no room: the label alone
+            spans = ((track.label, "label", "title"), *(((f"  {model}", "small", "dim"),) if model else ()))
             cells = [fit(text, stage.w // label.cell_w, style, Canvas.primary(role)) for text, role, style in spans]
-            width = canvas.badge_width + cells_width(cells[0]) * label.cell_w + cells_width(cells[1]) * small.cell_w
+            width = canvas.badge_width + sum(cells_width(c) * self.painters[r].cell_w for c, (_, r, _) in zip(cells, spans, strict=True))
             x = stage.x + max(0, (stage.w - width) // 2)
             middle = y + (row_h - label.line_h) // 2
             x = canvas.badge(x, middle, label.line_h, track.color, theme.background, n + 1)
