@@ -230,7 +230,8 @@ def test_report_lists_nondeterminism():
 
 def test_recorded_simulator_ladder_diverges_where_the_quantized_weights_do(tmp_path, sim):
     """Recorded through the real recorder: NVFP4's answers part from bf16's at its set token on
-    every prompt; the drafter arm, on the NVFP4 weights, says exactly what NVFP4 says."""
+    every prompt; the drafter arm, on the NVFP4 weights, says exactly what NVFP4 says, and is
+    compared with it (its runs counted drafts: it drafts for the arm before it)."""
     config = write_config(tmp_path / "ladder.toml", sim, max_tokens=NVFP4_DIVERGES_AT + 40, repeats=2)
     session_file = tmp_path / "ladder.json"
     assert invoke("record", "--config", config, "--out", session_file).exit_code == 0
@@ -239,10 +240,11 @@ def test_recorded_simulator_ladder_diverges_where_the_quantized_weights_do(tmp_p
     assert answers.nondeterministic == [] and answers.repeat_checked_cells == 3 * len(recorded.prompts)
     for prompt in answers.prompts:
         rows = {row.arm: row for row in prompt.arms}
-        for arm in ("nvfp4", "nvfp4-dflash2"):
-            assert rows[arm].identical is False, (prompt.prompt, arm)
-            assert rows[arm].diverges_at_token == NVFP4_DIVERGES_AT, (prompt.prompt, arm, rows[arm])
-            assert rows[arm].similarity > 0.9
+        assert rows["nvfp4"].identical is False, prompt.prompt
+        assert rows["nvfp4"].diverges_at_token == NVFP4_DIVERGES_AT, (prompt.prompt, rows["nvfp4"])
+        assert rows["nvfp4"].similarity > 0.9
+        drafter = rows["nvfp4-dflash2"]
+        assert (drafter.reference, drafter.identical) == ("nvfp4", True), (prompt.prompt, drafter)
     lossless = build_answers(recorded, "nvfp4")
     for prompt in lossless.prompts:
         drafter = next(row for row in prompt.arms if row.arm == "nvfp4-dflash2")

@@ -7,6 +7,7 @@ here from the pieces.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -172,7 +173,55 @@ def test_the_video_badge_checks_a_drafter_against_its_target_on_screen():
 
     s = three_arms(list(QUANTIZED))
     marks = [t.answer for t in build_plan(s, RenderOptions(answer_badge=True, size="640x360")).arms]
-    assert marks[2] == AnswerMark(same=True, against=1)
+    assert marks[2] == AnswerMark(same=True, against=1, lossless=True)
     assert marks[1] == AnswerMark(same=False, diverges_at_token=11, against=0)
     alone = build_plan(s, RenderOptions(answer_badge=True, size="640x360", arms=("bf16", "q4-spec")))
     assert alone.arms[1].answer == AnswerMark(same=False, diverges_at_token=11, against=0)
+
+
+def test_a_declared_drafter_without_drafts_for_is_compared_with_the_arm_before_it():
+    """`speculative` in [arms.settings], no drafts_for, and no arm whose settings match but for
+    the drafter: the arm before it in the ladder is its target, in the report and the video."""
+    from tokenreel.renderer.options import RenderOptions
+    from tokenreel.renderer.render_plan import build_plan
+
+    s = three_arms(list(QUANTIZED))
+    for arm in s.arms:
+        arm.settings = {}
+    s.arm("q4-spec").settings["speculative"] = "dflash2"
+    spec = row(build_answers(s), "q4-spec")
+    assert (spec.reference, spec.identical) == ("q4", True)
+    assert "the arm before it in the ladder" in spec.note
+    marks = [t.answer for t in build_plan(s, RenderOptions(answer_badge=True, size="640x360")).arms]
+    assert (marks[2].against, marks[2].same, marks[2].lossless) == (1, True, True)
+    s.arm("q4-spec").settings["speculative"] = "none"
+    assert row(build_answers(s), "q4-spec").reference == "bf16"  # "none" declares no drafter
+
+
+def test_an_observed_drafter_is_compared_with_the_arm_before_it():
+    """No settings at all, but the drafter's runs counted drafts: the arm before it."""
+    from tokenreel.session.model import Acceptance
+
+    s = three_arms(list(QUANTIZED))
+    for arm in s.arms:
+        arm.settings = {}
+    for run in s.runs:
+        if run.arm == "q4-spec":
+            run.acceptance = Acceptance(mean_length=2.0, drafts=10, draft_tokens=40, accepted=10)
+    assert row(build_answers(s), "q4-spec").reference == "q4"
+
+
+def test_a_drafter_that_really_diverges_keeps_its_warning():
+    """The drafter strays from its target at token 21: a warning badge; the quantized arm's
+    difference from bf16 is said plainly, not as a warning."""
+    from tokenreel.renderer.frames import FrameRenderer
+    from tokenreel.renderer.options import RenderOptions
+    from tokenreel.renderer.render_plan import build_plan
+
+    plan = build_plan(three_arms(DRAFTED), RenderOptions(answer_badge=True, size="1920x1080", hold_s="0"))
+    columns = FrameRenderer(plan).columns
+    assert columns[0].fitted_badge == ()  # the baseline wears no badge: the others name it
+    (text, _, style), = columns[2].fitted_badge
+    assert style == "tool" and re.search(r"≠ diverges (from Q4_0 )?at token 21", text), text
+    (text, _, style), = columns[1].fitted_badge
+    assert style != "tool" and "differs" in text and "11" in text

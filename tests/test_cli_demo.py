@@ -36,3 +36,24 @@ def test_demo_into_a_file_is_bad_input(tmp_path: Path) -> None:
     (tmp_path / "taken").write_text("mine")
     result = invoke("demo", "--out", tmp_path / "taken", *QUICK)
     assert result.exit_code == 2 and "is a file" in result.output
+
+
+def test_the_demo_video_carries_no_warning_badge(tmp_path: Path) -> None:
+    """Long enough for NVFP4 to part from bf16 (token 143): the drafter, declared to draft for
+    NVFP4, is "same answer as" it, and NVFP4's difference from bf16 is no warning."""
+    from tokenreel.renderer.frames import FrameRenderer
+    from tokenreel.renderer.options import RenderOptions
+    from tokenreel.renderer.render_plan import build_plan
+    from tokenreel.simulator.profiles import NVFP4_DIVERGES_AT
+
+    folder = tmp_path / "demo"
+    result = invoke("demo", "--out", folder, "--max-tokens", str(NVFP4_DIVERGES_AT + 20), *QUICK[2:])
+    assert result.exit_code == 0, result.output
+    session = archive.load(folder / "demo.json")
+    assert session.arm("nvfp4-dflash2").drafts_for == "nvfp4"
+    for size in ("1920x1080", "1080x1920", "1080x1080"):
+        plan = build_plan(session, RenderOptions(prompt="code-1", answer_badge=True, size=size, hold_s="0"))
+        badges = [column.fitted_badge for column in FrameRenderer(plan).columns]
+        assert [len(b) for b in badges] == [0, 1, 1], badges  # at most one badge a column
+        assert f"{NVFP4_DIVERGES_AT} " in badges[1][0][0] and "same" in badges[2][0][0], badges
+        assert all(style != "tool" for b in badges for _, _, style in b), badges  # tool: the warning colour

@@ -138,7 +138,7 @@ def _under(signals: RecordSignals, record: Callable[[], int]) -> int:
 def _arms(cluster: SimCluster, profiles: tuple[Profile, ...]) -> list[Arm]:
     from tokenreel.session.model import Arm
 
-    return [Arm(id=p.id, label=p.label, base_url=cluster.base_url(p.id), model=p.model) for p in profiles]
+    return [Arm(id=p.id, label=p.label, base_url=cluster.base_url(p.id), model=p.model, drafts_for=p.drafts_for) for p in profiles]
 
 
 def demo_sweep(out_dir: Path, time_scale: float) -> int:

@@ -10,8 +10,8 @@ answer" means; the report and the video badge both ask it.
   character carries its stream, so "Paris" as reasoning and "Paris" as content differ.
 - Each arm's first usable run (`tokenreel.analysis.ladder.usable_runs`) is compared with the reference
   arm's (the session's first arm, or the report's --baseline); a drafter arm's with the arm it
-  drafts for (`tokenreel.analysis.drafting`: declared `drafts_for`, or inferred from the declared
-  settings), whose greedy tokens speculative decoding must keep.
+  drafts for (`tokenreel.analysis.drafting`: declared `drafts_for`, else inferred from the declared
+  settings or the ladder's order), whose greedy tokens speculative decoding must keep.
 - Runs of one arm on one prompt are compared among themselves, warmups included (a warmup's
   text is archived like any run's): at temperature 0 each should repeat the first measured run.
 - On a GPU, or in 16-bit floats on a CPU, a text that differs at temperature 0 is explained in
@@ -38,7 +38,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tokenreel.analysis.drafting import drafted_arm
+from tokenreel.analysis.drafting import DRAFTED_HOW, drafted_arm
 from tokenreel.analysis.ladder import usable_runs
 from tokenreel.analysis.metrics import output_tokens
 from tokenreel.analysis.selection import DEFAULT_SELECTION, RunSelection
@@ -292,7 +292,7 @@ def _arm_answer(session: Session, reference_id: str, arm_id: str, prompt_id: str
     if arm_id == reference_id:
         return ArmAnswer(arm_id, None, None, None, None, None, None, None, None,
                          "reference: the other arms are compared with it")
-    target = drafted_arm(session.arms, session.arm(arm_id))
+    target = drafted_arm(session, session.arm(arm_id))
     if target is not None:
         reference_id = target.arm
     why = f"vs {reference_id}, the arm it drafts for ({DRAFTED_HOW[target.how]})" if target else ""
@@ -306,8 +306,6 @@ def _arm_answer(session: Session, reference_id: str, arm_id: str, prompt_id: str
     return ArmAnswer(arm_id, reference_id, c.identical, c.common_prefix_tokens, c.common_prefix_chars, c.similarity,
                      c.diverges_at_token, c.reference_context or None, c.arm_context or None, _join(why, c.note))
 
-
-DRAFTED_HOW = {"declared": "drafts_for", "inferred": "inferred from the declared settings"}
 
 
 def repeated_runs(session: Session, arm_id: str, prompt_id: str) -> list[Run]:
@@ -371,7 +369,7 @@ def gpu_divergences(session: Session, prompts: list[PromptAnswers], differing: l
         place = rounding_place(session, arm.id)
         if not place:
             continue
-        target = drafted_arm(session.arms, arm)
+        target = drafted_arm(session, arm)
         rows = [row for p in prompts for row in p.arms if row.arm == arm.id and row.identical is False]
         if target is not None and rows:
             first = min(rows, key=lambda row: row.diverges_at_token or 0)

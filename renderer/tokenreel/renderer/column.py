@@ -155,12 +155,26 @@ class ArmColumn:
             count = f"{tokens}/{plan.max_tokens}" if plan.max_tokens >= tokens else str(tokens)
             live = (self.about + figure(self.timeline.live_decode(visible)), "big", self.accent)
             return self.big_line(live), (), (), self.stats_line((count, ""), ttft, accept)
-        left = self.big_line((self.about + figure(track.decode_tok_s), "big", self.accent))
         place = ORDINALS.get(track.place, f"{track.place}th")
         finish = clock_seconds(track.finish_ns)
-        right = self.fitting(left, (f"{place} · done {finish}", f"{place} · {finish}", place))
-        done = "" if finish in shown(right) else f"done {finish}"  # a narrow column says it below
+        left, right = self.finish_line((self.about + figure(track.decode_tok_s), "big", self.accent), place, finish)
+        # What the big line had no room for leads the stats line: the place is never dropped.
+        done = "" if finish in shown(right) else f"done {finish}" if right else f"{place} · done {finish}"
         return left, right, self.verdict(ref_done), self.stats_line((str(track.output_tokens), done), ttft, accept)
+
+    def finish_line(self, value: Span, place: str, finish: str) -> tuple[tuple[Span, ...], tuple[Span, ...]]:
+        """The big figure with its unit, and right of it the finishing place (with the time where
+        there is room): the unit shortens or steps down before the place goes; the figure itself
+        never shrinks. Only where even the place cannot fit (a 99999.9 in a quarter of a frame)
+        is the right side empty, and the stats line says the place instead."""
+        units = [(unit, role, "dim") for role in ("small", "tiny") for unit in (" tok/s decode", " tok/s")]
+        marks = (f"{place} · done {finish}", f"{place} · {finish}", place)
+        for unit in units:
+            used = text_w(self.painters, value[0], value[1]) + text_w(self.painters, unit[0], unit[1])
+            for mark in marks:
+                if used + text_w(self.painters, " " + mark, "label") <= self.geo.big.w:
+                    return (value, unit), ((mark, "label", "title"),)
+        return self.big_line(value), ()
 
     def big_line(self, value: Span) -> tuple[Span, ...]:
         """The big tok/s figure and its unit, the unit shortened or stepped down to fit."""
@@ -184,14 +198,6 @@ class ArmColumn:
         candidates = [((text, "small", "dim"),) for text in wordings]
         candidates += [((text, "tiny", "dim"),) for text in (wordings[-1], *drops)]
         return first_fit(self.painters, width, candidates)
-
-    def fitting(self, left: Sequence[Span], variants: Sequence[str]) -> tuple[Span, ...]:
-        """The first finish mark that fits right of the big figure, which never shrinks."""
-        used = sum(text_w(self.painters, text, role) for text, role, _ in left)
-        for text in variants:
-            if used + text_w(self.painters, " " + text, "label") <= self.geo.big.w:
-                return ((text, "label", "title"),)
-        return ()
 
     def verdict(self, ref_done: bool) -> tuple[Span, ...]:
         """The speed-up over the first arm, once both are done: never before its evidence (a live
@@ -223,20 +229,26 @@ class ArmColumn:
 
     @cached_property
     def fitted_badge(self) -> tuple[Span, ...]:
-        """"same answer as <first arm>" or "diverges at token N"; "reference answer" on the first
-        arm. Words shorten, then the line steps down a size; the token number is never cut.
-        Padded by a space each side: the badge's pill. Fitted once: it never changes."""
+        """"same answer as <arm>" or where it parts from that arm; nothing on the first arm (its
+        verdict line says it is the baseline, and the others name it: one mark a column). A
+        difference is a warning only where the arm must keep the other's tokens (a drafter
+        against its target); a quantization's is said plainly. Words shorten, then the line steps
+        down a size; the token number is never cut. Padded by a space each side: the badge's
+        pill. Fitted once: it never changes."""
         mark = self.track.answer
         assert mark is not None
-        against = self.plan.arms[mark.against].label
         if mark.same is None:
-            texts, style = ["reference answer", "reference"], "dim"
-        elif mark.same:
-            texts, style = [f"✓ same answer as {against}", f"✓ same as {against}", "✓ same answer", "✓ same"], "good"
+            return ()
+        label = self.plan.arms[mark.against].label
+        names = dict.fromkeys((label, short_label(label)))
+        if mark.same:
+            texts = [f"✓ same answer as {name}" for name in names] + [f"✓ same as {name}" for name in names]
+            texts, style = [*texts, "✓ same answer", "✓ same"], "good"
         else:
             n = f"{'≈' if mark.estimated else ''}{mark.diverges_at_token}"
-            texts = [f"≠ diverges from {against} at token {n}", f"≠ diverges at token {n}", f"≠ at token {n}", f"≠ tok {n}"]
-            style = "tool"  # the theme's warning colour (as the footer's SIMULATED ENDPOINTS)
+            verb, style = ("diverges", "tool") if mark.lossless else ("differs", "dim")  # tool: the theme's warning colour
+            texts = [*(f"≠ {verb} from {name} at token {n}" for name in names), f"≠ {verb} at token {n}", f"≠ at token {n}",
+                     f"≠ tok {n}"]
         # The most words first, each in the largest size it fits (every size reads at 640 px wide).
         # The last form, " ≠ tok ≈99999 " in tiny, is narrower than the stats line's worst case,
         # which layout.compute checks every size against.
@@ -280,6 +292,12 @@ class ArmColumn:
                 canvas.spans(rect, role, canvas.theme.panel, spans)
                 redrawn.append(rect)
         return redrawn
+
+
+def short_label(label: str) -> str:
+    """An arm's label by what it adds: the part after its last " · " ("Quantized · NVFP4" ->
+    "NVFP4"), the whole label where it has none."""
+    return label.rsplit(" · ", 1)[-1]
 
 
 def shown(spans: Sequence[Span]) -> str:

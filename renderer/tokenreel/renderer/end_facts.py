@@ -23,6 +23,12 @@ class EndFacts:
     hardware: str
     engine: str
     recorded: str
+    engines: str = ""  # the engines alone, each once ("llamacpp b11312"): the race's header and title card
+
+    @property
+    def header(self) -> tuple[str, ...]:
+        """What the race ran on, for a header line, longest wording first."""
+        return tuple(dict.fromkeys((f"{self.hardware} · {self.engine}", f"{self.hardware} · {self.engines}", self.hardware)))
 
 
 def _engine(arm: Arm) -> tuple[str, str]:
@@ -64,8 +70,10 @@ def end_facts(session: Session, arm_ids: list[str]) -> EndFacts:
     dates = sorted({r["started_at"][:10] for a in arms for r in a.recorded if r.get("started_at")})
     dates = dates or ([session.created_at[:10]] if session.created_at else [])
     verb = "imported" if all(a.imported for a in arms) else "recorded"  # an import's session is made when it is imported
+    engines = _joined([_engine(a)[0] for a in arms], "engine not stated by the endpoints")
     if session.simulated:
         hardware, engine = "simulated endpoints, no GPU", "tokenreel simulate (behaves like vLLM)"
+        engines = "tokenreel simulate"
     else:
         declared = [a.settings.get("hardware") or fingerprint_summary(a).get("hardware", "") or gpu_hardware(a.gpu) for a in arms]
         hardware = _joined(declared, "hardware not stated (config: [session] hardware)")
@@ -74,5 +82,6 @@ def end_facts(session: Session, arm_ids: list[str]) -> EndFacts:
         model=_joined([a.model for a in arms], "model not archived"),
         hardware=hardware,
         engine=engine,
+        engines=engines,
         recorded=f"{verb} {dates[0]}" + (f" to {dates[-1]}" if len(dates) > 1 else "") if dates else "recording date not archived",
     )

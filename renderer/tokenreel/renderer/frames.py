@@ -19,10 +19,11 @@ import numpy as np
 
 from tokenreel.analysis.claims import DEFINITIONS, METRIC_WORDS
 from tokenreel.analysis.figures import clock_seconds
-from tokenreel.renderer.canvas import Canvas, Span, TextBox, first_fit, label_spans, style_color, text_w, wrapped_lines
+from tokenreel.renderer.canvas import STEP_DOWN, Canvas, Span, TextBox, first_fit, style_color, text_w, wrapped_lines
 from tokenreel.renderer.column import ArmColumn
 from tokenreel.renderer.end_card import EndCard
 from tokenreel.renderer.layout import Rect
+from tokenreel.renderer.model_ids import middle_cut
 from tokenreel.renderer.placed_text import notes
 from tokenreel.renderer.render_plan import RenderPlan
 from tokenreel.renderer.text.painter import GlyphPainter
@@ -153,7 +154,10 @@ class FrameRenderer:
         estimates = any(t.tokens_estimated or t.acceptance_approximate for t in plan.arms)
         about, guess = (" ≈: an estimate (the server gave no exact count).", " ≈: an estimate.") if estimates else ("", "")
         whole_run = any(t.acceptance_length is not None and not t.step_events for t in plan.arms)  # events not steps
-        accept, brief = (" Accept: the engine's figure for the whole run.", " Accept: whole run.") if whole_run else ("", "")
+        accept, brief = (
+            (" Accept: tokens made per step, as the engine counted them over the answer.", " Accept: tokens per step.")
+            if whole_run else ("", "")
+        )
         tools = plan.placed_tools
         placed, terse = (f" {notes(tools)[1]}.", f" {notes(tools)[-1]}.") if tools else ("", "")
         wordings = (
@@ -201,19 +205,38 @@ class FrameRenderer:
         pace = "real time" if speed == 1 else f"{float(speed):g}x speed"
         since = "since request send" if plan.align == "send" else "since first token"
         canvas.spans(layout.speed, "small", theme.background, (), ((f"{since} · {pace}", "small", "dim"),))
+        canvas.spans(layout.facts, "small", theme.background, self.facts_line(layout.facts.w, "small"))
         self._footer(canvas)
         border = max(1, round(layout.scale))
+        role = self.label_role(canvas.badge_width)
+        models = [track.model for track in plan.arms]
         for n, (track, geo) in enumerate(zip(plan.arms, layout.columns, strict=False)):
             canvas.panel(geo.panel, layout.radius, theme.panel, theme.panel_edge, border)
             canvas.blend(geo.accent, canvas.color(f"accent{track.color}"), geo.accent.h // 2)
             x = canvas.badge(geo.label.x, geo.label.y, geo.label.h, track.color, theme.panel, n + 1)
             name = Rect(x, geo.label.y, geo.label.right - x, geo.label.h)
-            canvas.spans(name, "label", theme.panel, label_spans(self.painters, track.label, name.w))
-            canvas.spans(geo.detail, "small", theme.panel, label_spans(self.painters, track.model, geo.detail.w, "small", "dim"))
+            canvas.spans(name, "label", theme.panel, ((track.label, role, "title"),))
+            model = middle_cut(track.model, models, geo.detail.w // self.painters["small"].cell_w)
+            canvas.spans(geo.detail, "small", theme.panel, ((model, "small", "dim"),))
             y = geo.text.y - (geo.text.y - geo.detail.bottom) // 2
             canvas.fill(Rect(geo.label.x, y, geo.label.w, border), theme.faint)
             canvas.fill(geo.progress, theme.faint)
         return canvas.pixels
+
+    def label_role(self, badge: int) -> str:
+        """One size for every column's label: the label size where all fit beside the arm's
+        number (`badge` px), else a size smaller (then cut), so no arm's name is drawn smaller
+        than the others'."""
+        plan, painters = self.plan, self.painters
+        room = [geo.label.w - badge for geo in plan.layout.columns]
+        fits = all(text_w(painters, t.label, "label") <= w for t, w in zip(plan.arms, room, strict=False))
+        return "label" if fits else STEP_DOWN["label"]
+
+    def facts_line(self, width: int, role: str) -> tuple[Span, ...]:
+        """What the race ran on (`EndFacts.header`): the longest wording that fits, in dim type."""
+        facts = self.plan.facts
+        wordings = facts.header if facts is not None else ()
+        return first_fit(self.painters, width, [((text, role, "dim"),) for text in wordings]) if wordings else ()
 
     def _title_card(self) -> np.ndarray:
         """The title card, the footer, then the logo, if any, in the top-right corner."""

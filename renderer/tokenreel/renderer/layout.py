@@ -89,6 +89,7 @@ class FrameLayout:
     radius: int
     title: Rect
     prompt: Rect  # two small lines
+    facts: Rect  # one small line: the hardware and engine the race ran on
     clock: Rect
     speed: Rect
     footer: Rect
@@ -157,7 +158,8 @@ def compute(width: int, height: int, arms: int, answer_line: bool = False) -> Fr
     prompt = Rect(margin, title.bottom, title.w, max(2 * prompt_h, small_h))
     speed = Rect(clock.x, title.bottom, clock_w, small_h)
     footer = Rect(margin, height - round(12 * scale) - small_h, width - 2 * margin, small_h)
-    stage = Rect(margin, prompt.bottom + gap, width - 2 * margin, footer.y - gap - prompt.bottom - gap)
+    facts = Rect(margin, prompt.bottom, width - 2 * margin, small_h)
+    stage = Rect(margin, facts.bottom + gap, width - 2 * margin, footer.y - gap - facts.bottom - gap)
     panels = []
     if height > width:  # vertical video: arms stacked
         each = (stage.h - gap * (arms - 1)) // arms
@@ -176,6 +178,7 @@ def compute(width: int, height: int, arms: int, answer_line: bool = False) -> Fr
         radius=round(14 * scale),
         title=title,
         prompt=prompt,
+        facts=facts,
         clock=clock,
         speed=speed,
         footer=footer,

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tokenreel.renderer.canvas import Canvas, cells_width, text_w, wrapped_lines
+from tokenreel.renderer.canvas import Canvas, cells_width, first_fit, text_w, wrapped_lines
 from tokenreel.renderer.layout import Rect
+from tokenreel.renderer.model_ids import middle_cut
 from tokenreel.renderer.render_plan import Logo, RenderPlan
 from tokenreel.renderer.text import fonts
 from tokenreel.renderer.text.painter import GlyphPainter
@@ -36,19 +37,29 @@ class TitleCard:
         prompt = wrapped_lines(self.painters, plan.subtitle, min(stage.w, round(1100 * layout.scale)), "small", lines, empty=False)
         row_h = label.line_h * 3 // 2
         # centred as if the subtitle had all its lines: another subtitle never moves the title
-        block_h = title.line_h * 3 // 2 + small.line_h * (lines + 1) + row_h * len(plan.arms)
+        block_h = title.line_h * 3 // 2 + label.line_h * 3 // 2 + small.line_h * (lines + 1) + row_h * len(plan.arms)
         y = stage.y + max(0, (stage.h - block_h) // 2)
         name = fit(plan.title, stage.w // title.cell_w, "title", fonts.BOLD)
         canvas.cells(name, role, stage.x + (stage.w - cells_width(name) * title.cell_w) // 2, y, theme.background, stage)
         y += title.line_h * 3 // 2
+        # What the race ran on, under the title: the hardware and the engine (EndFacts.header).
+        facts = first_fit(self.painters, stage.w, [((text, "label", "dim"),) for text in plan.facts.header]) if plan.facts else ()
+        if facts:
+            text = facts[0][0]
+            x = stage.x + max(0, (stage.w - text_w(self.painters, text, "label")) // 2)
+            canvas.spans(Rect(x, y, stage.right - x, label.line_h), "label", theme.background, facts)
+        y += label.line_h * 3 // 2
         for line in prompt:
             canvas.cells(line, "small", stage.x + (stage.w - cells_width(line) * small.cell_w) // 2, y, theme.background, stage)
             y += small.line_h
         y += small.line_h
+        models = [track.model for track in plan.arms]
         for n, track in enumerate(plan.arms):
-            spans = ((track.label, "label", "title"), (f"  {track.model}", "small", "dim"))
+            room = (stage.w - canvas.badge_width - text_w(self.painters, track.label, "label")) // small.cell_w - 2
+            model = middle_cut(track.model, models, room) if room > 0 else ""  # no room: the label alone
+            spans = ((track.label, "label", "title"), *(((f"  {model}", "small", "dim"),) if model else ()))
             cells = [fit(text, stage.w // label.cell_w, style, Canvas.primary(role)) for text, role, style in spans]
-            width = canvas.badge_width + cells_width(cells[0]) * label.cell_w + cells_width(cells[1]) * small.cell_w
+            width = canvas.badge_width + sum(cells_width(c) * self.painters[r].cell_w for c, (_, r, _) in zip(cells, spans, strict=True))
             x = stage.x + max(0, (stage.w - width) // 2)
             middle = y + (row_h - label.line_h) // 2
             x = canvas.badge(x, middle, label.line_h, track.color, theme.background, n + 1)

@@ -24,6 +24,9 @@ class AnswerMark:
     diverges_at_token: int | None = None  # 1-based, event-granular
     estimated: bool = False  # token counts guessed one per event: the number is shown with ≈
     against: int = 0  # the place on screen of the arm it is compared with
+    # `against` is the arm this one drafts for: speculative decoding must keep its tokens, so a
+    # difference is a fault (a warning); other arms (a quantization) may differ and say so plainly.
+    lossless: bool = False
 
 
 @dataclass(frozen=True)
@@ -135,11 +138,12 @@ def answer_marks(session: Session, runs: list[Run], tracks: list[ArmTrack]) -> l
     shown = [run.arm for run in runs]
     out = [replace(tracks[0], answer=AnswerMark(same=None))]
     for run, track in zip(runs[1:], tracks[1:], strict=False):
-        target = drafted_arm(session.arms, session.arm(run.arm))
-        against = shown.index(target.arm) if target is not None and target.arm in shown else 0
+        target = drafted_arm(session, session.arm(run.arm))
+        lossless = target is not None and target.arm in shown
+        against = shown.index(target.arm) if target is not None and lossless else 0
         result = compare(runs[against], run)
         estimated = runs[against].tokens_estimated or run.tokens_estimated
-        out.append(replace(track, answer=AnswerMark(result.identical, result.diverges_at_token, estimated, against)))
+        out.append(replace(track, answer=AnswerMark(result.identical, result.diverges_at_token, estimated, against, lossless)))
     return out
 
 

@@ -242,7 +242,8 @@ def answers_legend(reference: str) -> str:
     """What the answers table's columns mean, for every format that shows it."""
     return (
         f"Answers: each arm's first usable run against {reference}'s (the reference); a drafter arm's against the "
-        "arm it drafts for (drafts_for, or inferred from the declared settings), whose tokens it must keep. The common prefix in "
+        "arm it drafts for (drafts_for; else the one arm with the same declared settings but the drafter, else the arm "
+        "before it in the ladder), whose tokens it must keep. The common prefix in "
         "tokens counts the events wholly inside the common text (event-granular, a lower bound); similarity is "
         "the share of words the answers have in common, in order (1 = identical, unrelated prose about 0.2); "
         "» marks the first difference."

@@ -93,6 +93,7 @@ class Profile:
     draft_cost: float = 0.0
     drafting_off_above: int | None = None
     slots: int | None = None  # requests served at once, the rest wait (llama.cpp's -np); None: the engine's default
+    drafts_for: str | None = None  # a drafter's target profile, as a config's `drafts_for` declares it
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -175,6 +176,7 @@ SEED_LADDER: tuple[Profile, ...] = (
         spec_k=7,
         acceptance={"code": 5.4, "reasoning": 4.0, "prose": 2.3, "conversation": 2.5},
         diverges_at=NVFP4_DIVERGES_AT,  # the drafter's target is the NVFP4 model: lossless, the same answer
+        drafts_for="nvfp4",
     ),
 )
 

@@ -178,12 +178,17 @@ def _wrap(
         width = sum(cell.width for cell in word)
         if col > start and col + width > cols:
             break_line()
-        for cell in word:
-            if col > start and col + cell.width > cols:
+        # A word wider than the row breaks between its tokens (`tokens`), never inside one that
+        # fits a row: "day.replace(" wraps as "day." / "replace(", not "day.re" / "place(".
+        for piece in tokens(word) if col + width > cols else (word,):
+            if col > start and col + sum(cell.width for cell in piece) > cols:
                 break_line()
-            place(cell)
-            col += cell.width
-            caret(line, col)
+            for cell in piece:
+                if col > start and col + cell.width > cols:
+                    break_line()
+                place(cell)
+                col += cell.width
+                caret(line, col)
         word.clear()
 
     for item in items:
@@ -242,6 +247,29 @@ def _wrap(
                 col += width
         caret(line, col)
     place_word()
+
+
+# Closing punctuation stays with what it closes: no row starts with it where a token break is free.
+_CLOSERS = frozenset(")]}>,;:")
+
+
+def _identifier(cell: Cell) -> bool:
+    return cell.text.isalnum() or cell.text == "_"
+
+
+def tokens(word: Sequence[Cell]) -> list[list[Cell]]:
+    """A word (glyphs between spaces) cut where a row may end: between an identifier (letters,
+    digits, _) and punctuation, or between two punctuation marks, but never before a closer."""
+    pieces: list[list[Cell]] = []
+    for cell in word:
+        if pieces:
+            last = pieces[-1][-1]
+            joined = (_identifier(last) and _identifier(cell)) or cell.text in _CLOSERS
+            if joined:
+                pieces[-1].append(cell)
+                continue
+        pieces.append([cell])
+    return pieces
 
 
 def wrap(items: Iterable[Cluster], cols: int) -> tuple[list[tuple[Cell, ...]], list[tuple[int, int]]]:
