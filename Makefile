@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo lint test test-fast engine tools golden bench bench-ci verify clean lock check-lock wheel gpu-ladder gpu-carry
+.PHONY: demo docs lint test test-fast engine tools golden bench bench-ci verify clean lock check-lock wheel gpu-ladder gpu-carry
 
 # The source roots: each holds its part of the one `tokenreel` package (pyproject.toml).
 ROOTS := core recorder renderer simulator report cli assets
@@ -58,6 +58,7 @@ PYTEST := $(BIN)/python -m pytest -q --durations=15 -n $(TEST_WORKERS) --dist lo
 
 test: $(STAMP) tools engine lint
 	$(BIN)/python .ci/check_lock.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	$(PYTEST)
 	$(BIN)/tokenreel verify sessions/ docs/
 
@@ -75,18 +76,19 @@ engine: $(STAMP)
 	$(BIN)/python -m tests.engines.models
 	$(BIN)/python -m tests.engines.vllm_build
 
-# A real GPU ladder (issue 29; nvcc and an NVIDIA GPU): the pinned llama.cpp built with CUDA, the
+# A real GPU ladder (nvcc and an NVIDIA GPU; docs/gpu-ladder.md): the pinned llama.cpp built with CUDA, the
 # 1.14 B-parameter generated models, three arms recorded through launch into out/gpu-ladder.
 # Runs with the venv where there is one, else with $(PYTHON) (a machine without network: install
-# .gpu-carry's wheels and tokenreel first, README "A real GPU ladder"). GPU_LADDER_ARGS='--cpu'
+# .gpu-carry's wheels and tokenreel first, docs/gpu-ladder.md). GPU_LADDER_ARGS='--cpu'
 # checks the same path on the CPU build; '--model F16.gguf --draft D.gguf' uses your own files.
 GPU_PY = $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
 gpu-ladder:
 	$(GPU_PY) -m tests.engines.gpu_ladder $(GPU_LADDER_ARGS)
 
-# What that machine needs when it has no network, in .gpu-carry/ (git-ignored, ~11 MiB).
-gpu-carry: $(STAMP)
-	$(BIN)/python -m tests.engines.gpu_carry
+# What that machine needs when it has no network, in .gpu-carry/ (git-ignored, ~11 MiB): Python and
+# pip alone, no venv.
+gpu-carry:
+	$(GPU_PY) -m tests.engines.gpu_carry
 
 bench: $(STAMP)
 	$(BIN)/python bench/render_throughput.py
@@ -97,7 +99,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/ci_coverage.py
 	$(BIN)/python bench/replicas.py
 
-# The stopping rule's simulation study alone (issue 26): coverage, prompts used, hours saved.
+# The stopping rule's simulation study alone: coverage, prompts used, hours saved.
 bench-ci: $(STAMP)
 	$(BIN)/python bench/ci_coverage.py --target 0.02
 	$(BIN)/python bench/ci_coverage.py --target 0.03
@@ -119,6 +121,10 @@ lock:
 	  echo "# pip install -c constraints.txt and checked by .ci/check_lock.py. Generated: do not edit. Regenerate"; \
 	  echo "# with make lock, which runs the command below with uv==$(UV_VERSION) from a scratch venv."; \
 	  cat constraints.txt; } > "$$tmp/lock"; cat "$$tmp/lock" > constraints.txt
+
+# The documentation site (mkdocs.yml) into site/.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 check-lock: $(STAMP)
 	$(BIN)/python .ci/check_lock.py

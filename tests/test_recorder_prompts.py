@@ -82,7 +82,7 @@ def test_random_prompt_is_seeded_and_about_n_tokens() -> None:
 
 
 SUITES = assets.names("prompts", ".jsonl")
-QUICK_LOOK = {"ladder4"}  # one prompt a category, for the demo and smoke tests (README: "Prompt suites")
+QUICK_LOOK = {"ladder4"}  # one prompt a category, for the demo and smoke tests (docs/recording.md: "Prompt suites")
 
 
 @pytest.mark.parametrize("suite", SUITES)
@@ -100,7 +100,7 @@ def test_builtin_suites_are_whole(suite: str) -> None:
 
 def test_the_quick_look_suite_is_the_documented_exception() -> None:
     assert set(SUITES) - QUICK_LOOK == {"mixed", "speed"}
-    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    readme = " ".join((REPO / "docs" / "recording.md").read_text(encoding="utf-8").split())
     assert "`builtin:ladder4` (4 prompts, one per category) is for a quick look" in readme
     assert "too small for any interval or per-category claim" in readme
 

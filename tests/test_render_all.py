@@ -170,5 +170,6 @@ def test_an_interrupted_catalogue_leaves_whole_files_and_goes_on(tmp_path: Path)
 def test_the_command_is_documented() -> None:
     page = run_cli("render-all", "--help").stdout
     assert "<prompt>-<layout>-<theme>.mp4" in page and "index.html" in page and "16:9" in page
-    readme = (REPO / "README.md").read_text()
-    assert "tokenreel render-all" in readme and ".../catalogue/   render-all" in readme
+    docs = REPO / "docs"
+    assert "tokenreel render-all" in (docs / "getting-started.md").read_text(encoding="utf-8")
+    assert ".../catalogue/   render-all" in (docs / "architecture.md").read_text(encoding="utf-8")
