@@ -3,22 +3,26 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# make lock's uv, and the one .ci/venv fetches when none is on PATH.
+UV_VERSION := 0.13.9
 
 .PHONY: demo docs lint test test-fast engine tools golden bench bench-ci verify clean lock check-lock wheel gpu-ladder gpu-carry
 
-# The source roots: each holds its part of the one `tokenreel` package (pyproject.toml).
-ROOTS := core recorder renderer simulator report cli assets
+# The venv in two steps, each pinned by the lock (constraints.txt): $(RUNTIME) has what `make demo`
+# needs, $(STAMP) adds the test and ray extras for `make test`. .ci/venv installs with uv (on PATH,
+# else the pinned UV_VERSION fetched once into .uv/), or with pip where uv cannot be had or UV=no.
+RUNTIME := $(VENV)/.runtime
 
-# An editable install, plus a .pth that puts every source root on sys.path: setuptools' editable
-# finder serves the sub-packages but not a namespace package spread over several roots.
-$(STAMP): pyproject.toml constraints.txt
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -c constraints.txt pip setuptools
-	$(BIN)/python -m pip install -q -c constraints.txt --no-build-isolation -e '.[test,ray]'
-	printf '$(CURDIR)/%s\n' $(ROOTS) > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/tokenreel-roots.pth"
+$(RUNTIME): pyproject.toml constraints.txt
+	PYTHON=$(PYTHON) UV_VERSION=$(UV_VERSION) bash .ci/venv new
+	touch $(RUNTIME)
+
+$(STAMP): $(RUNTIME)
+	PYTHON=$(PYTHON) UV_VERSION=$(UV_VERSION) bash .ci/venv extras '.[test,ray]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+# The seed ladder at real speed, shortened (tokenreel demo --full records the seed-sized one).
+demo: $(RUNTIME)
 	$(BIN)/tokenreel demo --out out/demo --force
 
 # The tests probe videos with ffprobe and encode with a second ffmpeg build; Debian's ffmpeg
@@ -111,7 +115,6 @@ clean:
 # which the venv leaves out). `make test` checks the venv
 # against it first; `make lock` re-resolves it with uv (pinned, in a scratch venv), keeping the
 # versions already there unless an input needs others (LOCK_ARGS='--upgrade-package NAME' moves one).
-UV_VERSION := 0.13.9
 LOCK_CMD := uv pip compile pyproject.toml .ci/lock.in --extra test --extra gpu --extra ray --python-version 3.11 -o constraints.txt
 lock:
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \

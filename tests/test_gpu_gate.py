@@ -23,6 +23,7 @@ import pytest
 from tests.session_factory import ladder
 from tests.test_cli import invoke, write_config
 from tests.test_recorder_support import seed
+from tokenreel.recorder.gates import gpu_gate
 from tokenreel.recorder.gates.gpu_gate import (
     EngineProcesses,
     GpuSnapshot,
@@ -82,14 +83,19 @@ def test_read_gpus_without_the_package_says_why() -> None:
         read_gpus()
 
 
-def test_record_without_nvml_says_so_once_and_archives_why(tmp_path: Path, make_sim) -> None:
+@pytest.mark.parametrize("driver", [True, False], ids=["nvidia-driver", "no-gpu"])
+def test_record_without_nvml_says_so_once_and_archives_why(tmp_path: Path, make_sim, monkeypatch: pytest.MonkeyPatch,
+                                                           driver: bool) -> None:
+    """Said once where an NVIDIA driver is (its GPU goes unchecked); on a machine without one,
+    only archived."""
     needs_no_pynvml()
+    monkeypatch.setattr(gpu_gate, "NVIDIA_DRIVER", tmp_path if driver else tmp_path / "absent")
     cluster = make_sim([seed("bf16", id=f"a{i}") for i in range(3)])
     config = write_config(tmp_path / "c.toml", cluster, prompts="builtin:ladder4", repeats=1)
     out = tmp_path / "s.json"
     result = invoke("record", "--config", config, "--out", out)
     assert result.exit_code == 0, result.output
-    assert result.output.count("NVML not readable") == 1, result.output
+    assert result.output.count("NVML not readable") == (1 if driver else 0), result.output
     session = archive.load(out)
     assert all(r.status == "ok" for r in session.runs)
     for arm in session.arms:

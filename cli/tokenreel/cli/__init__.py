@@ -16,6 +16,7 @@ exit_while_starting()  # first: Ctrl-C while the commands load exits 130 (`Comma
 from tokenreel.cli import report  # noqa: E402, F401
 from tokenreel.cli import compare  # noqa: E402, F401
 from tokenreel.cli import plot  # noqa: E402, F401
+from tokenreel.cli import init  # noqa: E402, F401
 from tokenreel.cli import record  # noqa: E402, F401
 from tokenreel.cli import sweep  # noqa: E402, F401
 from tokenreel.cli import simulate  # noqa: E402, F401

@@ -2,7 +2,7 @@
 
 Every command turns bad input into one line on stderr naming the file, field or endpoint, and
 exits with code 2; never a traceback. Each command lives in its own module of this package
-(record, report, compare, plot, render, verify, simulate, demo, prompts) and imports what it drives when
+(init, record, report, compare, plot, render, verify, simulate, demo, prompts) and imports what it drives when
 it runs, so `tokenreel --help` starts fast.
 """
 

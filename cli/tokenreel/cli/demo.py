@@ -4,6 +4,7 @@ small concurrency sweep (a base and its drafter on a batching engine) with its r
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -27,14 +28,34 @@ SWEEP_REQUESTS = 8  # measured requests per level: the sweep takes about 8 s at 
 SWEEP_MAX_TOKENS = 48
 
 
+@dataclass(frozen=True)
+class DemoSize:
+    """How much the demo records at real speed (tokens per run, warmup and measured runs per
+    prompt) and, when shorter than the renderer's, how long its video shows the title and end
+    cards (seconds, as RenderOptions' title_s and hold_s take them)."""
+
+    max_tokens: int
+    warmup: int
+    repeats: int
+    cards: tuple[str, str] | None = None
+
+
+QUICK = DemoSize(max_tokens=128, warmup=0, repeats=1, cards=("1", "2.5"))  # 12 runs: the ladder in about 20 s
+FULL = DemoSize(max_tokens=720, warmup=1, repeats=2)  # 36 runs: the bf16 arm races about 8 s
+
+
 @app.command(cls=Command, short_help="Record and render the seed ladder on simulated endpoints (no GPU).")
 def demo(
+    full: Annotated[
+        bool, typer.Option("--full", help=f"The seed-sized ladder: {FULL.max_tokens} tokens, {FULL.warmup} warmup and"
+                           f" {FULL.repeats} measured runs per prompt (about 4 min, where the default takes under 1).")
+    ] = False,
     max_tokens: Annotated[
-        int, typer.Option(min=16, help="Forced output length per run (720: the bf16 arm races about 8 s).")
-    ] = 720,
+        int | None, typer.Option(min=16, help=f"Forced output length per run (default {QUICK.max_tokens}; --full {FULL.max_tokens}).")
+    ] = None,
     repeats: Annotated[
-        int, typer.Option(min=1, help="Measured runs per prompt, after one warmup (2 keeps the demo near 3 min).")
-    ] = 2,
+        int | None, typer.Option(min=1, help=f"Measured runs per prompt (default {QUICK.repeats}; --full {FULL.repeats}).")
+    ] = None,
     time_scale: Annotated[
         float, typer.Option(min=0.001, help="Simulator speed: 1 is real speed; 0.1 records ten times faster.")
     ] = 1.0,
@@ -47,20 +68,23 @@ def demo(
 ) -> None:
     """Record the seed ladder (bf16 → NVFP4 → NVFP4 + DFlash2) on simulated endpoints, then render it.
 
-    Starts vLLM-like simulated endpoints on loopback, records one prompt of each category
-    (conversation, reasoning, prose, code) into DIR/demo.json, prints the ladder, writes the HTML
-    report (charts and an in-browser replay) to DIR/demo.html and renders the code prompt side by
-    side into DIR/demo.mp4, with the same-answer badges (DIR is --out, a new folder). No GPU needed.
+    Starts vLLM-like simulated endpoints on loopback and records one prompt of each category
+    (conversation, reasoning, prose, code) at real speed into DIR/demo.json: by default a short
+    ladder (128 tokens, one measured run per prompt, under a minute), with --full the seed-sized
+    one (720 tokens, a warmup and two measured runs). Prints the ladder, writes the HTML report
+    (charts and an in-browser replay) to DIR/demo.html and renders the code prompt side by side
+    into DIR/demo.mp4, with the same-answer badges (DIR is --out, a new folder). No GPU needed.
 
     Then a concurrency sweep (`tokenreel sweep`) of NVFP4 and NVFP4 + DFlash2 on a simulated
     batching engine at 1, 2, 4 and 8 requests in flight into DIR/sweep.json (a few seconds),
     its report with the crossover to DIR/sweep.html and its charts to DIR/sweep-speedup.png,
-    DIR/sweep-throughput.png (and .svg).
+    DIR/sweep-throughput.png (and .svg). It ends with the three files to open.
 
     Examples:
 
     \b
       tokenreel demo
+      tokenreel demo --full --out /tmp/demo-full
       tokenreel demo --time-scale 0.1 --repeats 1 --no-video --out /tmp/demo
     """
     from tokenreel.recorder.runner import new_session
@@ -74,7 +98,9 @@ def demo(
         fail(f"--out {shown_path(out_dir)} is a file; give a folder for demo.json and demo.mp4")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not force:
         fail(f"--out {shown_path(out_dir)} already holds files; pass --force to overwrite them or choose another --out")
-    settings = Settings(prompts="builtin:ladder4", max_tokens=max_tokens, warmup=1, repeats=repeats)
+    size = FULL if full else QUICK
+    settings = Settings(prompts="builtin:ladder4", max_tokens=max_tokens or size.max_tokens, warmup=size.warmup,
+                        repeats=repeats or size.repeats, host_wait_s=0.0)
     prompts = load_prompts(settings.prompts, Path.cwd())
     with user_errors():
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -85,7 +111,9 @@ def demo(
         with running(SEED_LADDER, time_scale) as cluster:
             arms = _arms(cluster, SEED_LADDER)
             session = new_session("Qwen3.8-27B seed ladder", settings, prompts, arms)
-            out.print(f"recording {len(arms)} arms x {len(prompts)} prompts x {1 + repeats} runs on simulated endpoints")
+            runs = settings.warmup + settings.repeats
+            out.print(f"recording {len(arms)} arms x {len(prompts)} prompts x {runs} run(s) of {settings.max_tokens} tokens"
+                      " on simulated endpoints, at real speed")
             return record_into(session, path, None, False, None, signals)
 
     code = _under(signals, record)
@@ -96,18 +124,24 @@ def demo(
     html = out_dir / "demo.html"
     with user_errors(html):
         write_atomic(html, render_report(load_session(path), "html").encode("utf-8"))
-    out.print(f"report: {shown_path(html)}  (open it in a browser: charts, percentiles, same answers, a replay)", markup=False)
     code = demo_sweep(out_dir, time_scale)
     if code:
         raise typer.Exit(code)
-    if not video:
-        raise typer.Exit(0)
-    code_prompt = next((p.id for p in prompts if p.category == "code"), prompts[0].id)
-    arms, note = race_arms(load_session(path), code_prompt)
-    if note:
-        out.print(note, markup=False)
-    options = RenderOptions(prompt=code_prompt, answer_badge=True, arms=arms)
-    render_to(path, out_dir / "demo.mp4", options, workers or default_workers(), True)
+    opened = [("report", html, "charts, percentiles, same answers, a replay"),
+              ("sweep", out_dir / "sweep.html", "the crossover and ratios per level; its charts are beside it, sweep-*.png")]
+    if video:
+        code_prompt = next((p.id for p in prompts if p.category == "code"), prompts[0].id)
+        arms, note = race_arms(load_session(path), code_prompt)
+        if note:
+            out.print(note, markup=False)
+        options = RenderOptions(prompt=code_prompt, answer_badge=True, arms=arms)
+        if size.cards:
+            options = replace(options, title_s=size.cards[0], hold_s=size.cards[1])
+        render_to(path, out_dir / "demo.mp4", options, workers or default_workers(), True, quiet=True)
+        opened.insert(0, ("video", out_dir / "demo.mp4", f"the {code_prompt} race, side by side"))
+    out.print("open:", markup=False)
+    for name, file, what in opened:
+        out.print(f"  {name:<7}{shown_path(file)}  ({what})", markup=False, soft_wrap=True)
 
 
 def race_arms(session: Session, prompt_id: str) -> tuple[tuple[str, ...], str | None]:
@@ -171,7 +205,5 @@ def demo_sweep(out_dir: Path, time_scale: float) -> int:
     html = out_dir / "sweep.html"
     with user_errors(html):
         write_atomic(html, sweep_html(load_session(path, sweep_ok=True)).encode("utf-8"))
-        charts = write_charts(session, out_dir, ["png", "svg"], force=True)
-    names = ", ".join(shown_path(c.name) for c in charts)
-    out.print(f"sweep report: {shown_path(html)}  (the crossover, ratios per level, charts: {names})", markup=False)
+        write_charts(session, out_dir, ["png", "svg"], force=True)
     return 0

@@ -35,8 +35,9 @@ if TYPE_CHECKING:
 GIF_SIZE, GIF_FPS = "960x540", 15
 
 
-def render_to(session_path: Path, out_file: Path, options: RenderOptions, workers: int, force: bool) -> None:
-    """Render with a progress bar, then say where the file and its manifest are."""
+def render_to(session_path: Path, out_file: Path, options: RenderOptions, workers: int, force: bool, quiet: bool = False) -> None:
+    """Render with a progress bar, then say where the file and its manifest are (`quiet`: the
+    caller says where the file is itself)."""
     from tokenreel.cli.progress import RenderBar
     from tokenreel.renderer.encode import EncodeError, OutputFormat
     from tokenreel.renderer.render import WorkerDied
@@ -53,6 +54,8 @@ def render_to(session_path: Path, out_file: Path, options: RenderOptions, worker
         fail(f"{shown_path(out_file)}: {exc}", code=1)
     for warning in result.warnings:
         err.print(f"warning: {warning}", markup=False)
+    if quiet:
+        return
     digest = f"sha256 {result.output_sha256[:16]}…"
     if result.format == OutputFormat.PNG:  # one still (the poster frame) of the video the manifest describes
         what = f"image: {shown_path(result.output)}  (one frame of the {result.frame_count}-frame video, {digest})"

@@ -17,7 +17,7 @@ from tokenreel.cli.values import duration
 
 if TYPE_CHECKING:
     from tokenreel.recorder.stop_signals import RecordSignals
-    from tokenreel.session.model import Session
+    from tokenreel.session.model import LevelRecord, Session
 
 
 @app.command(cls=Command, short_help="Record each arm at rising concurrency levels into a sweep session.")
@@ -128,37 +128,56 @@ def _sweep(signals: RecordSignals, config: Path, concurrency: str, requests: int
 def sweep_into(session: Session, path: Path, levels: list[int], requests: int | None, duration_s: float | None,
                signals: RecordSignals) -> int:
     """Sweep a fresh sweep session into `path` (the caller holds its lock), print a line per level
-    and the outcome; returns the exit code (`tokenreel sweep`'s, and the demo's sweep)."""
+    as it ends, the outcome and the crossover; returns the exit code (`tokenreel sweep`'s, and the demo's sweep)."""
     import asyncio
 
     from tokenreel.recorder.sweep_recording import sweep as sweep_session
+    from tokenreel.report.sweep_data import sweep_report
 
     labels = {arm.id: arm.label for arm in session.arms}  # arms by label, as the report names them
     signals.doing = f"sweeping into {shown_path(path)}"
     signals.outcome = "every completed level is saved"
+    say = _LevelLines(labels)
     with user_errors(path, f"{shown_path(path)} keeps every level saved before it"):
-        result = asyncio.run(signals.run(sweep_session(session, path, levels, requests, duration_s, _say(labels))))
-    for record in session.levels:
-        line = (f"{labels[record.arm]} level {record.level}: {record.status}, {record.completed} completed, {record.failed} failed"
-                + (f" in {record.wall_s:g} s" if record.wall_s is not None else "") + (f"; {record.error}" if record.error else ""))
-        out.print(line, markup=False, soft_wrap=True)
+        result = asyncio.run(signals.run(sweep_session(session, path, levels, requests, duration_s, say)))
+    for record in session.levels:  # the levels never run (skipped after a failure), once each
+        if id(record) not in say.said:
+            say.level(record)
     out.print(f"session: {shown_path(path)}  ({result.ok} levels ok, {result.failed} failed, {result.skipped} skipped)",
               markup=False, soft_wrap=True)
+    if result.ok:
+        for line in sweep_report(session)["summary"]:
+            out.print(line, markup=False, soft_wrap=True)
     if result.interrupted:
         return signals.exit_code(130, interrupted=True)
     return 1 if result.failed or result.skipped else 0
 
 
-def _say(labels: dict[str, str]) -> Callable[[Any], None]:
-    """The sweep's progress: one stderr line per level started and per level that did not go
-    well, each arm by its label."""
-    from tokenreel.recorder.sweep_recording import LevelDone, LevelStarted
+class _LevelLines:
+    """One line per level, when it ends: [position/total], its outcome and its wall time (a
+    level that did not go well on stderr, with its error)."""
 
-    def say(event: Any) -> None:
+    def __init__(self, labels: dict[str, str]) -> None:
+        self.labels = labels  # arms by label, as the report names them
+        self.position = ""
+        self.said: set[int] = set()
+
+    def __call__(self, event: Any) -> None:
+        from tokenreel.recorder.sweep_recording import LevelDone, LevelStarted
+
         if isinstance(event, LevelStarted):
-            err.print(f"[{event.position}/{event.total}] {labels[event.arm]}: concurrency {event.level}", markup=False, soft_wrap=True)
-        elif isinstance(event, LevelDone) and event.record.status != "ok":
-            record = event.record
-            err.print(f"{labels[record.arm]} level {record.level} {record.status}: {record.error}", markup=False, soft_wrap=True)
+            self.position = f"[{event.position}/{event.total}] "
+        elif isinstance(event, LevelDone):
+            self.level(event.record, self.position)
 
-    return say
+    def level(self, record: LevelRecord, position: str = "") -> None:
+        from tokenreel.analysis.figures import figure
+
+        self.said.add(id(record))
+        if record.status != "ok":
+            err.print(f"{position}{self.labels[record.arm]} level {record.level} {record.status}: {record.error}",
+                      markup=False, soft_wrap=True)
+            return
+        wall = f" in {figure(record.wall_s, 2, ' s')}" if record.wall_s is not None else ""
+        out.print(f"{position}{self.labels[record.arm]} level {record.level}: ok, {record.completed} completed, {record.failed} failed{wall}",
+                  markup=False, soft_wrap=True)

@@ -19,24 +19,14 @@ from tokenizers import Tokenizer
 from tokenreel import assets
 from tokenreel.base.files import read_input
 from tokenreel.base.safe_text import shown_path
+from tokenreel.recorder.config_schema import ARM_KEYS, DEFAULT_READY_TIMEOUT_S, SESSION_KEYS, TIMEOUT_KEYS
 from tokenreel.recorder.enums import Api, Choice, PromptCache
 from tokenreel.recorder.secrets import remember_launch_secrets, scrub_secret_fields, scrub_secret_flags
 from tokenreel.recorder.suites import load_prompts
 from tokenreel.session.model import Arm, Prompt, Settings, replica_count
 
-TIMEOUT_KEYS = ("connect", "first_token", "between_chunks", "total")
-SESSION_KEYS = (
-    "name", "prompts", "max_tokens", "ignore_eos", "temperature", "warmup", "repeats", "idle_wait_s", "timeouts",
-    "tokenizer", "client_busy_p99_ms", "host_pressure_pct", "host_wait_s", "gpu_util_pct", "gpu_wait_s", "hardware",
-    "prompt_cache", "ray_resources",
-)
-ARM_KEYS = (
-    "id", "label", "base_url", "model", "api", "api_key_env", "metrics_url", "extra_body", "timeouts", "settings",
-    "tokenizer", "base_urls", "metrics_urls", "launch", "ready_url", "ready_timeout_s", "drafts_for",
-)
 LAUNCH_KEYS = ("launch", "ready_url", "ready_timeout_s")
 PORT = "{port}"  # in launch, base_url, metrics_url and ready_url: a free loopback port picked at the arm's turn
-DEFAULT_READY_TIMEOUT_S = 600.0
 # The recorder sets these itself; letting extra_body replace them would break the stream parsing.
 RESERVED_BODY_KEYS = ("model", "messages", "prompt", "stream")
 ARM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")

@@ -333,7 +333,8 @@ class _Recorder:
                                        lambda seen: self.emit(GpuWaiting(arm.id, seen, settings.gpu_wait_s)))
             except NoNvml as exc:
                 self.gpu_reason = str(exc)
-                self.emit(GpuUnchecked(arm.id, self.gpu_reason))
+                if exc.gpu_here:  # a machine without an NVIDIA driver has no GPU to check: archived only
+                    self.emit(GpuUnchecked(arm.id, self.gpu_reason))
                 check = unavailable(self.gpu_reason)
             else:
                 if check.status == "busy":

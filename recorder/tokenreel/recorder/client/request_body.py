@@ -27,15 +27,11 @@ from tokenreel.analysis.engine_figures import engine_name
 from tokenreel.analysis.metrics import output_tokens
 from tokenreel.recorder.client.token_counts import CountText, tokenizer_counts
 from tokenreel.recorder.config import load_tokenizer, request_extra_body
+from tokenreel.recorder.config_schema import DEFAULT_TIMEOUTS
 from tokenreel.recorder.enums import Api, EngineKind, PromptCache
 from tokenreel.recorder.secrets import remember_secret
 from tokenreel.recorder.suites import chat_messages, completion_text
 from tokenreel.session.model import Arm, Prompt, Run, Settings
-
-# connect: TCP+TLS; first_token: send -> first text (covers prefill of long prompts on a cold
-# server); between_chunks: a stall after the first token; total: the whole run (8K tokens at
-# 10 tok/s fits).
-DEFAULT_TIMEOUTS = {"connect": 10.0, "first_token": 300.0, "between_chunks": 60.0, "total": 1800.0}
 
 
 @dataclass(frozen=True)

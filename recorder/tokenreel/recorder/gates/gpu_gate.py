@@ -15,7 +15,8 @@ archived with their pids and memory and not counted (utilisation still is).
 
 The NVML reading (`read_gpus`) is kept thin: one function producing a plain `GpuSnapshot`;
 every decision is a pure function of snapshots (`classify`, `verdict`, `GpuWait.step`).
-Without NVML (package absent, or no driver library) the gate says so once and records on.
+Without NVML (package absent, or no driver library) the gate says so once and records on;
+on a machine without an NVIDIA driver it only archives why.
 """
 
 from __future__ import annotations
@@ -42,8 +43,17 @@ PROC = Path("/proc")
 GIB = 2**30
 
 
+# The NVIDIA kernel driver's folder: a machine without it has no NVIDIA GPU to check.
+NVIDIA_DRIVER = Path("/proc/driver/nvidia")
+
+
 class NoNvml(Exception):
-    """NVML cannot be read here; the message is the one line to say (once) and archive."""
+    """NVML cannot be read here; the message is the one line to archive, and to say (once) on a
+    machine with an NVIDIA driver: on one without (no GPU to check) it would be noise."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.gpu_here = NVIDIA_DRIVER.exists()
 
 
 @dataclass
