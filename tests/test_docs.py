@@ -136,8 +136,6 @@ def test_quick_start_runs_as_written(tmp_path: Path) -> None:
     """
     commands = quick_start()
     assert [c.split()[1] for c in commands] == ["init", "record", "record", "report", "render"], commands
-    if run("tokenreel init --help", tmp_path).returncode != 0:
-        pytest.skip("this build has no `tokenreel init`")
     with running(SEED_LADDER, time_scale=TIME_SCALE) as cluster:
         for line in commands:
             done = run(line, tmp_path)

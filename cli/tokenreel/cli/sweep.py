@@ -3,7 +3,6 @@ recording itself lives in `tokenreel.recorder.sweep_recording`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -179,5 +178,6 @@ class _LevelLines:
                       markup=False, soft_wrap=True)
             return
         wall = f" in {figure(record.wall_s, 2, ' s')}" if record.wall_s is not None else ""
-        out.print(f"{position}{self.labels[record.arm]} level {record.level}: ok, {record.completed} completed, {record.failed} failed{wall}",
+        name = self.labels[record.arm]
+        out.print(f"{position}{name} level {record.level}: ok, {record.completed} completed, {record.failed} failed{wall}",
                   markup=False, soft_wrap=True)
