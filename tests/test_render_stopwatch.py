@@ -131,7 +131,9 @@ MISREAD = {("session", "1080x1920"), ("session", "1080x1080")}
 
 
 @pytest.mark.parametrize("size", LAYOUTS)
-def test_the_end_card_shows_only_claims_of_its_metric(session_path: Path, size: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_the_end_card_shows_only_claims_of_its_metric(
+    session_path: Path, size: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """Every multiplier read back is a claim of the video's metric (its value, or a bound of the
     suite's interval as the claim words it), and the headline is among them."""
     if (session_path.stem, size) in MISREAD:

@@ -90,7 +90,8 @@ def render(
     ] = None,
     prompt: Annotated[
         str | None,
-        typer.Option(metavar="ID", help="Prompt id (default: the one whose speed-up is nearest the suite's; render names it); a bare --prompt lists them."),
+        typer.Option(metavar="ID", help="Prompt id (default: the one whose speed-up is nearest the suite's; render names it);"
+                     " a bare --prompt lists them."),
     ] = None,
     run: Run = "median",
     arms: Arms = None,

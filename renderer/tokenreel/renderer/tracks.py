@@ -153,7 +153,8 @@ def answer_marks(session: Session, runs: list[Run], tracks: list[ArmTrack]) -> l
 
 def speed_ups(runs: list[Run], tracks: list[ArmTrack], metric: Metric, scope: str) -> list[ArmTrack]:
     """Each arm's speed-ups over the first arm on screen and over the arm before it (its ladder
-    step), which of them its verdict states (`ArmTrack.versus`), in the video's one metric, from `tokenreel.analysis.claims` (so the report's figure for the same runs), and its
+    step), which of them its verdict states (`ArmTrack.versus`), in the video's one metric,
+    from `tokenreel.analysis.claims` (so the report's figure for the same runs), and its
     finishing place."""
     out = []
     for n, (run, track) in enumerate(zip(runs, tracks, strict=False)):

@@ -18,9 +18,9 @@ from tokenreel.analysis.claims import typical_prompt
 from tokenreel.analysis.figures import MISSING, clock_seconds, figure
 from tokenreel.analysis.ladder import build_cells, median_run
 from tokenreel.analysis.metrics import first_token_index, last_token_index, output_tokens, run_metrics
-from tokenreel.base.safe_text import BIDI_CONTROLS, esc
 from tokenreel.analysis.selection import RunSelection
 from tokenreel.analysis.serving_config import real_acceptance_arms
+from tokenreel.base.safe_text import BIDI_CONTROLS, esc
 from tokenreel.report.data import Report, report_selection
 from tokenreel.session.model import Run, Session
 
