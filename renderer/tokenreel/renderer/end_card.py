@@ -100,11 +100,28 @@ class EndCard:
         label, small = self.painters["label"], self.painters["small"]
         gap, facts = label.line_h // 2, len(self.facts_lines(compact))
         rows = small.line_h + row_h * len(self.plan.arms)
-        return self._headline_h() + 3 * label.line_h + self._gap_h() + rows + gap + facts * small.line_h
+        lines = 3 if self.answer_own_line else 2
+        return self._headline_h() + lines * label.line_h + self._gap_h() + rows + gap + facts * small.line_h
 
     def _row_h(self, with_model: bool) -> int:
         label, small = self.painters["label"], self.painters["small"]
         return label.line_h + (small.line_h if with_model else 0) + self._bar_h() + label.line_h // 2
+
+    @cached_property
+    def answer_own_line(self) -> bool:
+        """The answer line under the arms compared, where the card has the room (four arms on a
+        wide frame have not: it follows the arms on their line, cut at the end if it must be)."""
+        layout = self.plan.layout
+        label, small = self.painters["label"], self.painters["small"]
+        rows = small.line_h + (label.line_h + self._bar_h() + label.line_h // 2) * len(self.plan.arms)
+        facts = len(self.facts_lines(True)) * small.line_h
+        need = self._headline_h() + 3 * label.line_h + self._gap_h() + rows + label.line_h // 2 + facts
+        return need <= layout.footer.y - layout.title.y
+
+    def compared(self) -> str:
+        """The line under the headline: the arms compared, and the answer where it has no line of its own."""
+        what = self.headline()[1]
+        return what if self.answer_own_line else f"{what} · {self.answer_line()}"
 
     @cached_property
     def compact(self) -> bool:
@@ -146,7 +163,7 @@ class EndCard:
         head, label, small = self.painters["headline"], self.painters["label"], self.painters["small"]
         y, row_h, _ = self._end_blocks()
         x, w, bg = layout.footer.x, layout.footer.w, theme.background
-        big, what = self.headline()
+        big, _ = self.headline()
         accent = f"accent{plan.arms[-1].color}"
         if self.hero:
             value, _, words = big.partition(" ")
@@ -156,10 +173,11 @@ class EndCard:
         else:
             canvas.spans(Rect(x, y, w, head.line_h), "headline", bg, ((big, "headline", accent),))
         y += head.line_h
-        canvas.spans(Rect(x, y, w, label.line_h), "label", bg, label_spans(self.painters, what, w, "label", "dim"))
+        canvas.spans(Rect(x, y, w, label.line_h), "label", bg, label_spans(self.painters, self.compared(), w, "label", "dim"))
         y += label.line_h
-        canvas.spans(Rect(x, y, w, label.line_h), "label", bg, label_spans(self.painters, self.answer_line(), w, "label", "dim"))
-        y += label.line_h
+        if self.answer_own_line:
+            canvas.spans(Rect(x, y, w, label.line_h), "label", bg, label_spans(self.painters, self.answer_line(), w, "label", "dim"))
+            y += label.line_h
         suite, interval = self.suite_line(), self.interval_line()
         if suite:
             canvas.spans(Rect(x, y, w, label.line_h), "label", bg, ((suite, "label", "title"),))
