@@ -68,7 +68,8 @@ def test_marks_come_from_the_answers_check():
 @pytest.mark.parametrize("size", ["1920x1080", "1080x1920"])
 def test_badge_shows_once_both_streams_it_compares_are_done_never_before(size: str):
     """Before: "✓ same as Original · bf16" 6.4 s before bf16 had streamed that text."""
-    plan = build_plan(three_arms(), RenderOptions(answer_badge=True, size=size, title_s="0"))
+    # an end-to-end race (clocks from send), in which the faster arms end first
+    plan = build_plan(three_arms(), RenderOptions(answer_badge=True, size=size, title_s="0", metric="e2e"))
     boxes: list[TextBox] = []
     expected = {1: rf"≠ differs (from .* )?at token {CHANGED + 1} ", 2: "✓ same (answer|as Original · bf16|as bf16)"}
     reference_done = finish_frame(plan, 0)

@@ -36,10 +36,10 @@ def ladder(arms: int, long_labels: bool) -> object:
     return s
 
 
-def boxes_of(size: str, arms: int, long_labels: bool, align: str) -> tuple[list[TextBox], list[str], str]:
+def boxes_of(size: str, arms: int, long_labels: bool, metric: str) -> tuple[list[TextBox], list[str], str]:
     """Every text run drawn on the title card, frames across the race and the end card."""
     s = ladder(arms, long_labels)
-    plan = build_plan(s, RenderOptions(size=size, align=align, hold_s="0.5", title_s="0.1"))
+    plan = build_plan(s, RenderOptions(size=size, metric=metric, hold_s="0.5", title_s="0.1"))
     boxes: list[TextBox] = []
     renderer = FrameRenderer(plan, boxes)
     first = plan.clock.title_frames
@@ -57,7 +57,7 @@ LAYOUTS = [(size, arms) for size in ("1920x1080", "1080x1920", "1080x1080", "384
 @pytest.mark.parametrize(("size", "arms"), LAYOUTS)
 @pytest.mark.parametrize("long_labels", [False, True])
 def test_no_figure_is_cut_or_outside_its_box(size: str, arms: int, long_labels: bool) -> None:
-    boxes, labels, fastest = boxes_of(size, arms, long_labels, "send" if arms != 3 else "first-token")
+    boxes, labels, fastest = boxes_of(size, arms, long_labels, "e2e" if arms != 3 else "decode")
     assert len(fastest.split(".")[0]) == 5, fastest  # the session really has a 5-digit tok/s
     assert any(box.text.startswith(fastest[:-2]) for box in boxes), "the 5-digit figure is drawn"
     for box in boxes:
@@ -130,7 +130,7 @@ def test_every_text_drawn_beside_the_stream_is_12_px_at_640_px_wide(size: str, a
     """Figures, verdicts, the clock, labels, headings, model ids, the small print and the footer
     (every text run logged: all but the streamed answer and the prompt line) on the title card,
     through the race and on the end card, scaled to a feed's 640 px wide, are at least 12 px."""
-    boxes, _, _ = boxes_of(size, arms, False, "send")
+    boxes, _, _ = boxes_of(size, arms, False, "e2e")
     plan = build_plan(ladder(arms, False), RenderOptions(size=size))
     width = plan.width
     sizes = {box.role: plan.layout.sizes[box.role] for box in boxes}

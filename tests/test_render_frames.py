@@ -45,7 +45,7 @@ def ttft_plan() -> RenderPlan:
         ],
         acceptance={"b": 3.2},
     )
-    return build_plan(s, RenderOptions(size=SMALL, title_s="0.2", hold_s="0.5"))
+    return build_plan(s, RenderOptions(size=SMALL, title_s="0.2", hold_s="0.5", metric="e2e"))  # clocks from send: TTFT shows
 
 
 @pytest.fixture(scope="module")

@@ -76,7 +76,7 @@ def test_the_end_card_reads_back_at_640_px(size: str, tmp_path: Path) -> None:
     box = renderer.end_card.headline_box()
     assert read_back(plan, frame, box, tmp_path, lines=2 if renderer.end_card.hero else 1) == big
     label_h = renderer.painters["label"].line_h
-    suite = Rect(box.x, box.bottom + label_h, box.w, label_h)
+    suite = Rect(box.x, box.bottom + 2 * label_h, box.w, label_h)
     assert read_back(plan, frame, suite, tmp_path) == renderer.end_card.suite_line()
     assert renderer.end_card.suite_line().endswith("faster decode over 4 prompts")
 
@@ -88,6 +88,6 @@ def test_the_suite_interval_reads_back_at_640_px(size: str, tmp_path: Path) -> N
     renderer = FrameRenderer(plan)
     frame = renderer.render(plan.frame_count - 1)
     box, label_h = renderer.end_card.headline_box(), renderer.painters["label"].line_h
-    line = Rect(box.x, box.bottom + 2 * label_h, box.w, renderer.painters["small"].line_h)
+    line = Rect(box.x, box.bottom + 3 * label_h, box.w, renderer.painters["small"].line_h)
     assert renderer.end_card.interval_line() == "95 % interval 3.80–4.21x"
     assert read_back(plan, frame, line, tmp_path).replace("-", "–") == renderer.end_card.interval_line()

@@ -55,7 +55,8 @@ def test_title_frames_shift_the_replay_and_hide_even_t0() -> None:
 
 
 def test_visibility_follows_the_archived_timestamps_and_ttft_differences() -> None:
-    plan = build_plan(two_arms(), RenderOptions(size="640x360", title_s="0", hold_s="0"))
+    # an end-to-end race: its clocks start at request send, so TTFT differences show
+    plan = build_plan(two_arms(), RenderOptions(size="640x360", title_s="0", hold_s="0", metric="e2e"))
     a, b = (ArmTimeline(t.t_ns, t.tokens, t.first_index) for t in plan.arms)
     first_a = first_frame_showing(plan.arms[0].t_ns[plan.arms[0].first_index], 30, Fraction(1))
     assert first_a == 15  # 500 ms at 30 fps

@@ -72,8 +72,8 @@ def demo(
     (conversation, reasoning, prose, code) at real speed into DIR/demo.json: by default a short
     ladder (128 tokens, one measured run per prompt, under a minute), with --full the seed-sized
     one (720 tokens, a warmup and two measured runs). Prints the ladder, writes the HTML report
-    (charts and an in-browser replay) to DIR/demo.html and renders the code prompt side by side
-    into DIR/demo.mp4, with the same-answer badges (DIR is --out, a new folder). No GPU needed.
+    (charts and an in-browser replay) to DIR/demo.html and renders the prompt whose speed-up is
+    nearest the suite's side by side into DIR/demo.mp4, with the same-answer badges (DIR is --out, a new folder). No GPU needed.
 
     Then a concurrency sweep (`tokenreel sweep`) of NVFP4 and NVFP4 + DFlash2 on a simulated
     batching engine at 1, 2, 4 and 8 requests in flight into DIR/sweep.json (a few seconds),
@@ -130,15 +130,20 @@ def demo(
     opened = [("report", html, "charts, percentiles, same answers, a replay"),
               ("sweep", out_dir / "sweep.html", "the crossover and ratios per level; its charts are beside it, sweep-*.png")]
     if video:
-        code_prompt = next((p.id for p in prompts if p.category == "code"), prompts[0].id)
-        arms, note = race_arms(load_session(path), code_prompt)
+        from tokenreel.renderer.render_plan import default_prompt
+
+        session = load_session(path)
+        with user_errors():
+            prompt, why = default_prompt(session, RenderOptions())  # the race tells the suite's story
+        out.print(why, markup=False)
+        arms, note = race_arms(session, prompt)
         if note:
             out.print(note, markup=False)
-        options = RenderOptions(prompt=code_prompt, answer_badge=True, arms=arms)
+        options = RenderOptions(prompt=prompt, answer_badge=True, arms=arms)
         if size.cards:
             options = replace(options, title_s=size.cards[0], hold_s=size.cards[1])
         render_to(path, out_dir / "demo.mp4", options, workers or default_workers(), True, quiet=True)
-        opened.insert(0, ("video", out_dir / "demo.mp4", f"the {code_prompt} race, side by side"))
+        opened.insert(0, ("video", out_dir / "demo.mp4", f"the {prompt} race, side by side"))
     out.print("open:", markup=False)
     for name, file, what in opened:
         out.print(f"  {name:<7}{shown_path(file)}  ({what})", markup=False, soft_wrap=True)

@@ -25,7 +25,6 @@ from tokenreel.cli.render_options import (
 )
 from tokenreel.cli.render_signals import interruptible
 from tokenreel.cli.terminal import Command
-from tokenreel.renderer.options import Align as AlignValue
 from tokenreel.renderer.options import Metric as MetricValue
 
 if TYPE_CHECKING:
@@ -94,7 +93,8 @@ def render(
     ] = None,
     prompt: Annotated[
         str | None,
-        typer.Option(metavar="ID", help="Prompt id (default: the session's first prompt); a bare --prompt lists them."),
+        typer.Option(metavar="ID", help="Prompt id (default: the one whose speed-up is nearest the suite's; render names it);"
+                     " a bare --prompt lists them."),
     ] = None,
     run: Run = "median",
     arms: Arms = None,
@@ -123,7 +123,7 @@ def render(
     ] = None,
     logo: Logo = None,
     hold: HoldS = "4",
-    align: Align = AlignValue.SEND,
+    align: Align = None,
     metric: Metric = MetricValue.DECODE,
     at: Annotated[str | None, typer.Option(metavar="SECONDS", help="Poster time in seconds, for .png output.")] = None,
     workers: Workers = None,
@@ -147,7 +147,8 @@ def render(
     times, so the same session and options give the same file byte for byte on any machine
     of the same platform. A FILE.render.json manifest is written next to the output.
 
-    Examples (the first renders the first prompt, every arm; the second lists the prompt ids):
+    Examples (the first renders the prompt nearest the suite's speed-up, every arm; the second
+    lists the prompt ids):
 
     \b
       tokenreel render sessions/ladder.json
@@ -161,6 +162,7 @@ def render(
       tokenreel render sessions/ladder.json --title "bf16 vs NVFP4" --logo logo.png --theme my.json
     """
     from tokenreel.renderer.options import RenderOptions, pin_files
+    from tokenreel.renderer.render_plan import default_prompt
 
     session = load_session(session_path)
     prompt_ids = [p.id for p in session.prompts]
@@ -170,7 +172,12 @@ def render(
         unknown = f"no prompt {prompt!r} in the session; " if prompt else ""
         fail(f"--prompt: {unknown}choose one of {', '.join(prompt_ids)} (session {shown_path(session_path)})")
     arm_ids = split_ids(arms)
-    target = out_file or _default_output(session_path, prompt or prompt_ids[0])
+    if prompt is None:  # the prompt nearest the suite's speed-up, said in one line
+        with user_errors():
+            prompt, why = default_prompt(session, RenderOptions(arms=tuple(arm_ids or ()), metric=metric,
+                                                                 exclude_host_contended=exclude_host_contended))
+        out.print(why, markup=False)
+    target = out_file or _default_output(session_path, prompt)
     gif = target.suffix.lower() == ".gif"
     options = RenderOptions(
         prompt=prompt, run=run, arms=tuple(arm_ids or ()), speed=speed,

@@ -28,7 +28,6 @@ from tokenreel.cli.render_options import (
 )
 from tokenreel.cli.render_signals import interruptible
 from tokenreel.cli.terminal import Command
-from tokenreel.renderer.options import Align as AlignValue
 from tokenreel.renderer.options import Metric as MetricValue
 
 if TYPE_CHECKING:
@@ -67,7 +66,7 @@ def render_all(
     title_s: TitleS = "1.5",
     logo: Logo = None,
     hold: HoldS = "4",
-    align: Align = AlignValue.SEND,
+    align: Align = None,
     metric: Metric = MetricValue.DECODE,
     workers: Workers = None,
     max_duration: MaxDuration = "1800",

@@ -46,11 +46,11 @@ HoldS = Annotated[
 ]
 
 Align = Annotated[
-    AlignValue,
+    AlignValue | None,
     typer.Option(
         metavar="send|first-token", case_sensitive=False,
-        help="send: every clock starts at request send (time to first token shows); "
-        "first-token: each arm's clock starts at its first token.",
+        help="Where the race's clocks start; the metric sets it (decode: each arm's first token; e2e: request send), "
+        "so the finish times a viewer can time give the speed-up the video states.  [default: the metric's]",
     ),
 ]
 
@@ -59,7 +59,7 @@ Metric = Annotated[
     typer.Option(
         metavar="decode|e2e", case_sensitive=False,
         help="The one metric of every speed-up the video shows: decode (decode tok/s, the report's headline) "
-        "or e2e (end to end: time from request send to the last token; needs --align send).",
+        "or e2e (end to end: time from request send to the last token). It sets the race's clock.",
     ),
 ]
 

@@ -20,6 +20,7 @@ Values keep full precision; `claim_text` words one as a person reads it, `interv
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tokenreel.analysis.figures import figure, multiplier
@@ -134,6 +135,50 @@ def all_speedups(session: Session, cells: list[Cell], selection: RunSelection = 
                     if (arm, p.id) in have and (vs, p.id) in have
                 ]
     return out
+
+
+def typical_prompt(
+    session: Session, cells: list[Cell], metric: str, arm: str, vs: str, selection: RunSelection = DEFAULT_SELECTION
+) -> tuple[str, Speedup, Speedup] | None:
+    """The prompt whose speed-up of `arm` over `vs` is nearest the suite's (by ratio, so 4x off
+    2x is as far as 1x), with both: the one answer a video or a replay shows by default, so the
+    race a viewer times tells the suite's story, not its best or worst prompt. The first such
+    prompt on a tie; None when no prompt has both arms' runs or the suite has no figure."""
+    suite = suite_speedup(session, cells, metric, arm, vs)
+    if suite.value is None:
+        return None
+    best: tuple[float, str, Speedup] | None = None
+    for prompt in session.prompts:
+        one = prompt_speedup(session, metric, prompt.id, arm, vs, selection)
+        if one.value is None or one.value <= 0:
+            continue
+        distance = abs(math.log(one.value / suite.value))
+        if best is None or distance < best[0]:
+            best = (distance, prompt.id, one)
+    return None if best is None else (best[1], best[2], suite)
+
+
+def prompt_rank(session: Session, speedup: Speedup, selection: RunSelection = DEFAULT_SELECTION) -> str:
+    """Where one answer's speed-up stands among the session's prompts, said truthfully: "the
+    fastest of 4 prompts", "2nd fastest of 4 prompts", "the slowest of 4 prompts" ("" for one prompt)."""
+    values = [
+        v for p in session.prompts
+        if (v := prompt_speedup(session, speedup.metric, p.id, speedup.arm, speedup.vs, selection).value) is not None
+    ]
+    if speedup.value is None or len(values) < 2:
+        return ""
+    place = 1 + sum(v > speedup.value for v in values)
+    if place == 1:
+        return f"the fastest of {len(values)} prompts"
+    if place == len(values):
+        return f"the slowest of {len(values)} prompts"
+    return f"{ordinal(place)} fastest of {len(values)} prompts"
+
+
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, 11th, 21st."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def faster_word(value: float | None) -> str:

@@ -35,6 +35,7 @@ def multiplier(value: float | None) -> str:
 
 
 def clock_seconds(ns: int) -> str:
-    """A time read off the race clock (the video's, the race chart's), as 8.14 s: cut to
-    hundredths like a clock shows them, never rounded up to a time not reached yet."""
-    return f"{ns // 1_000_000_000}.{ns % 1_000_000_000 // 10_000_000:02d} s"
+    """A time read off the race clock (the video's, the race chart's, the replay's), as 8.14 s:
+    rounded like every other figure, so a finish the video shows is the string the report and
+    the replay print for the same run (1.7263 s is 1.73 s everywhere)."""
+    return figure(ns / 1_000_000_000, 2, " s")

@@ -12,7 +12,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
-from tokenreel.analysis.claims import METRIC_WORDS, claim_text
+from tokenreel.analysis.claims import METRIC_WORDS, claim_text, ordinal
 from tokenreel.analysis.figures import clock_seconds, figure
 from tokenreel.base.theme import RGB
 from tokenreel.renderer.canvas import Canvas, Span, first_fit, style_color, text_w
@@ -26,7 +26,6 @@ from tokenreel.renderer.timeline import ArmTimeline
 from tokenreel.renderer.tracks import ArmTrack
 
 CURSOR_PHASES_PER_S = 2  # the cursor blinks (on, off) once a second while an arm waits
-ORDINALS = {1: "1st", 2: "2nd", 3: "3rd"}
 
 
 class ArmColumn:
@@ -35,7 +34,7 @@ class ArmColumn:
     def __init__(
         self, track: ArmTrack, geometry: ColumnLayout, painters: dict[str, GlyphPainter], plan: RenderPlan, reference: str | None
     ) -> None:
-        """reference: label of the arm that speed-ups are relative to; None for that arm itself."""
+        """reference: label of the arm its verdict's speed-up is over (`ArmTrack.versus`); None for the first arm."""
         self.track = track
         self.plan = plan
         self.theme = plan.theme
@@ -140,8 +139,8 @@ class ArmColumn:
         return f"accept {figure(self.steps(visible), 1)}" if self.steps is not None else whole_run
 
     def figures(self, visible: int, ref_done: bool) -> tuple[tuple[Span, ...], ...]:
-        """The figure lines as spans: (big left, big right, verdict, stats). ref_done: the first
-        arm on screen, which speed-ups are relative to, has finished. Each line is the first of
+        """The figure lines as spans: (big left, big right, verdict, stats). ref_done: the arm its
+        verdict compares with (`ArmTrack.versus`) has finished. Each line is the first of
         its variants that fits: words shorten, then step down a size, then the least important
         figures drop out whole; a figure itself is never cut or shrunk."""
         track, plan, geo = self.track, self.plan, self.geo
@@ -155,7 +154,7 @@ class ArmColumn:
             count = f"{tokens}/{plan.max_tokens}" if plan.max_tokens >= tokens else str(tokens)
             live = (self.about + figure(self.timeline.live_decode(visible)), "big", self.accent)
             return self.big_line(live), (), (), self.stats_line((count, ""), ttft, accept)
-        place = ORDINALS.get(track.place, f"{track.place}th")
+        place = ordinal(track.place)
         finish = clock_seconds(track.finish_ns)
         left, right = self.finish_line((self.about + figure(track.decode_tok_s), "big", self.accent), place, finish)
         # What the big line had no room for leads the stats line: the place is never dropped.
@@ -200,7 +199,8 @@ class ArmColumn:
         return first_fit(self.painters, width, candidates)
 
     def verdict(self, ref_done: bool) -> tuple[Span, ...]:
-        """The speed-up over the first arm, once both are done: never before its evidence (a live
+        """The speed-up over the arm it is compared with (the first, for the last arm: the
+        headline pair; the one before, for the others: their ladder step), once both are done: never before its evidence (a live
         lower bound read as a claim the race then contradicted: "≥1.14x" beside an arm visibly
         4x ahead). Its text is the claim's (plan.claims); whom it is against only where there is
         room, and the metric's word drops last (the footer says it too)."""
@@ -209,10 +209,11 @@ class ArmColumn:
             name = "baseline" if plan.reference_is_baseline else "reference"  # only the session's first arm is its baseline
             tails = [(tail, role, "dim") for role in ("small", "tiny") for tail in (" for the speed-ups", "")]
             return first_fit(self.painters, self.geo.verdict.w, [((name, "label", "dim"), tail) for tail in tails])
-        if not ref_done or track.vs_first is None:
+        value = track.verdict_value
+        if not ref_done or value is None:
             return ()
-        style = "good" if track.vs_first >= 1 else "dim"
-        text = claim_text(track.vs_first, plan.metric)
+        style = "good" if value >= 1 else "dim"
+        text = claim_text(value, plan.metric)
         short = text.removesuffix(" " + METRIC_WORDS[plan.metric])
         whom = (f" vs {self.reference}", "small", "dim")
         candidates = [((text, "label", style), whom), ((text, "label", style),), ((short, "label", style),)]

@@ -12,11 +12,12 @@ from __future__ import annotations
 from functools import cached_property
 
 from tokenreel.analysis.claims import claim_text, interval_text, scope_text
-from tokenreel.analysis.figures import clock_seconds, figure, multiplier
+from tokenreel.analysis.figures import clock_seconds, figure
 from tokenreel.renderer.canvas import Canvas, first_fit, label_spans, text_w
 from tokenreel.renderer.layout import Rect
 from tokenreel.renderer.options import Metric
 from tokenreel.renderer.placed_text import notes
+from tokenreel.renderer.race_claims import step_text
 from tokenreel.renderer.render_plan import RenderPlan
 from tokenreel.renderer.text.painter import GlyphPainter
 
@@ -30,11 +31,19 @@ class EndCard:
 
     def headline(self) -> tuple[str, str]:
         """The end card's big line (the last arm on screen against the first, the claim's text)
-        and what it is: which arms, on which answer."""
+        and which arms it compares."""
         plan = self.plan
         first, last = plan.arms[0], plan.arms[-1]
-        which = "on this answer" if plan.scope == "prompt" else f"run {last.run_index} vs run {first.run_index}"
-        return claim_text(last.vs_first, plan.metric), f"{last.label} vs {first.label} · {which}"
+        return claim_text(last.vs_first, plan.metric), f"{last.label} vs {first.label}"
+
+    def answer_line(self) -> str:
+        """Which answer the headline is, and where it stands among the prompts ("on the code
+        prompt, the fastest of 4 prompts"), so one answer's figure is never read as the suite's
+        (the next line gives that, in the same metric, as context)."""
+        plan = self.plan
+        if plan.scope != "prompt":
+            return f"run {plan.arms[-1].run_index} vs run {plan.arms[0].run_index} of {plan.prompt_id}"
+        return f"on {plan.prompt_name}" + (f", {plan.prompt_rank}" if plan.prompt_rank else "")
 
     def suite_line(self) -> str:
         """The suite's figure for the same two arms, saying it is the suite's ("4.42x faster
@@ -58,19 +67,21 @@ class EndCard:
 
     def headings(self) -> tuple[str, ...]:
         first = ("done in", "decode") if self.plan.metric == Metric.DECODE else ("TTFT", "done in")
-        return (*first, "vs prior", "vs first")
+        return (*first, "step")
 
     def rows(self) -> list[tuple[str, ...]]:
-        """Per arm on screen, under end_headings: its times and figures, and its speed-ups over
-        the arm before it and the first arm, in the video's one metric."""
+        """Per arm on screen, under its headings: its times and figures, and its ladder step over
+        the arm before it (race_claims.step_text) in the video's one metric; the first arm has
+        no step. No other pair is given a figure: one multiplier per pair."""
         rows: list[tuple[str, ...]] = []
-        for track in self.plan.arms:
+        for n, track in enumerate(self.plan.arms):
             done = clock_seconds(track.finish_ns)
+            step = step_text(n, track.vs_prior) if n else ""
             if self.plan.metric == Metric.DECODE:
                 decode = f"{'≈' if track.tokens_estimated else ''}{figure(track.decode_tok_s)} tok/s"
-                rows.append((done, decode, multiplier(track.vs_prior), multiplier(track.vs_first)))
+                rows.append((done, decode, step))
             else:
-                rows.append((clock_seconds(track.ttft_ns), done, multiplier(track.vs_prior), multiplier(track.vs_first)))
+                rows.append((clock_seconds(track.ttft_ns), done, step))
         return rows
 
     def facts_lines(self, compact: bool) -> tuple[str, ...]:
@@ -89,11 +100,28 @@ class EndCard:
         label, small = self.painters["label"], self.painters["small"]
         gap, facts = label.line_h // 2, len(self.facts_lines(compact))
         rows = small.line_h + row_h * len(self.plan.arms)
-        return self._headline_h() + 2 * label.line_h + self._gap_h() + rows + gap + facts * small.line_h
+        lines = 3 if self.answer_own_line else 2
+        return self._headline_h() + lines * label.line_h + self._gap_h() + rows + gap + facts * small.line_h
 
     def _row_h(self, with_model: bool) -> int:
         label, small = self.painters["label"], self.painters["small"]
         return label.line_h + (small.line_h if with_model else 0) + self._bar_h() + label.line_h // 2
+
+    @cached_property
+    def answer_own_line(self) -> bool:
+        """The answer line under the arms compared, where the card has the room (four arms on a
+        wide frame have not: it follows the arms on their line, cut at the end if it must be)."""
+        layout = self.plan.layout
+        label, small = self.painters["label"], self.painters["small"]
+        rows = small.line_h + (label.line_h + self._bar_h() + label.line_h // 2) * len(self.plan.arms)
+        facts = len(self.facts_lines(True)) * small.line_h
+        need = self._headline_h() + 3 * label.line_h + self._gap_h() + rows + label.line_h // 2 + facts
+        return need <= layout.footer.y - layout.title.y
+
+    def compared(self) -> str:
+        """The line under the headline: the arms compared, and the answer where it has no line of its own."""
+        what = self.headline()[1]
+        return what if self.answer_own_line else f"{what} · {self.answer_line()}"
 
     @cached_property
     def compact(self) -> bool:
@@ -135,7 +163,7 @@ class EndCard:
         head, label, small = self.painters["headline"], self.painters["label"], self.painters["small"]
         y, row_h, _ = self._end_blocks()
         x, w, bg = layout.footer.x, layout.footer.w, theme.background
-        big, what = self.headline()
+        big, _ = self.headline()
         accent = f"accent{plan.arms[-1].color}"
         if self.hero:
             value, _, words = big.partition(" ")
@@ -145,8 +173,11 @@ class EndCard:
         else:
             canvas.spans(Rect(x, y, w, head.line_h), "headline", bg, ((big, "headline", accent),))
         y += head.line_h
-        canvas.spans(Rect(x, y, w, label.line_h), "label", bg, label_spans(self.painters, what, w, "label", "dim"))
+        canvas.spans(Rect(x, y, w, label.line_h), "label", bg, label_spans(self.painters, self.compared(), w, "label", "dim"))
         y += label.line_h
+        if self.answer_own_line:
+            canvas.spans(Rect(x, y, w, label.line_h), "label", bg, label_spans(self.painters, self.answer_line(), w, "label", "dim"))
+            y += label.line_h
         suite, interval = self.suite_line(), self.interval_line()
         if suite:
             canvas.spans(Rect(x, y, w, label.line_h), "label", bg, ((suite, "label", "title"),))

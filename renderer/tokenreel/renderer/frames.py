@@ -46,7 +46,7 @@ class FrameRenderer:
         self.clock = plan.clock
         self.painters = {role: GlyphPainter(px) for role, px in plan.layout.sizes.items()}
         self.columns = [
-            ArmColumn(track, geo, self.painters, plan, plan.arms[0].label if n else None)
+            ArmColumn(track, geo, self.painters, plan, plan.arms[track.versus].label if n else None)
             for n, (track, geo) in enumerate(zip(plan.arms, plan.layout.columns, strict=False))
         ]
         self._base = self._draw_base()
@@ -104,7 +104,6 @@ class FrameRenderer:
             redrawn.append(rect)
         visible = [column.timeline.visible(cutoff) for column in self.columns]
         done = [column.finished(v) for column, v in zip(self.columns, visible, strict=False)]
-        ref_done = done[0]
         for n, column in enumerate(self.columns):
             text_key = column.text_key(visible[n], replay_frame, self.clock.fps)
             if keys.get(("text", n)) != text_key:
@@ -114,7 +113,7 @@ class FrameRenderer:
             if keys.get(("progress", n)) != progress_key:
                 redrawn.append(column.draw_progress(canvas, progress_key))
                 keys[("progress", n)] = progress_key
-            figures_key = column.figures(visible[n], ref_done)
+            figures_key = column.figures(visible[n], done[column.track.versus])
             if keys.get(("figures", n)) != figures_key:
                 redrawn.extend(column.draw_figures(canvas, self._base, figures_key, keys.get(("figures", n))))
                 keys[("figures", n)] = figures_key

@@ -32,7 +32,8 @@ _SIZE = re.compile(r"(\d{1,5})[xX×](\d{1,5})")
 
 
 class Align(StrEnum):
-    """Where each arm's replay clock starts."""
+    """Where each arm's replay clock starts: the video's metric decides (`clock_align`), so the
+    finish times a viewer can time give the speed-up the video states."""
 
     SEND = "send"  # at request send: time-to-first-token differences show
     FIRST_TOKEN = "first-token"  # at the arm's own first token
@@ -44,6 +45,9 @@ class Metric(StrEnum):
     DECODE = "decode"  # decode tok/s
     E2E = "e2e"  # end to end: time from request send to the last token
 
+
+# The stopwatch rule: the clock each metric's race is timed with.
+METRIC_CLOCK = {Metric.DECODE: Align.FIRST_TOKEN, Metric.E2E: Align.SEND}
 
 _Choice = TypeVar("_Choice", bound=StrEnum)
 
@@ -63,7 +67,7 @@ def choice(kind: type[_Choice], value: object, option: str) -> _Choice:
 
 @dataclass(frozen=True)
 class RenderOptions:
-    prompt: str | None = None  # None -> the session's first prompt
+    prompt: str | None = None  # None -> the prompt nearest the suite's speed-up (render_plan.default_prompt)
     run: str = "median"  # "median" or a measured run index (as in Run.index) e.g. "2"
     arms: tuple[str, ...] = ()  # empty -> all arms; a video races 2 to 4
     fps: int = 30
@@ -73,7 +77,7 @@ class RenderOptions:
     title_s: str = "1.5"  # title card length (whole frames: round(title_s*fps)); "0": none
     hold_s: str = "4"  # end card (the headline) shown this long, after a short pause on the final state
     at: str | None = None  # poster frame time in seconds (for .png output)
-    align: Align = Align.SEND
+    align: Align | None = None  # None -> the metric's clock (clock_align); another is refused
     metric: Metric = Metric.DECODE
     title: str | None = None  # title card's big line; None -> the session name
     subtitle: str | None = None  # title card's line under it; None -> the prompt text, "" -> none
@@ -86,8 +90,15 @@ class RenderOptions:
 
     def __post_init__(self) -> None:
         """The enumerated options as members, from a member or its spelling (a manifest's, a test's)."""
-        object.__setattr__(self, "align", choice(Align, self.align, "align"))
+        if self.align is not None:
+            object.__setattr__(self, "align", choice(Align, self.align, "align"))
         object.__setattr__(self, "metric", choice(Metric, self.metric, "metric"))
+
+    @property
+    def clock_align(self) -> Align:
+        """Where the race's clocks start: decode at each arm's first token (the finish times are
+        the decode times), e2e at request send (the finish times are the end-to-end times)."""
+        return METRIC_CLOCK[self.metric]
 
     @property
     def selection(self) -> RunSelection:
@@ -166,8 +177,11 @@ def check_options(options: RenderOptions) -> CheckedOptions:
     if is_theme_path(options.theme):
         pinned_file("theme", options.theme, options.theme_sha256)
     theme = load_theme(options.theme)
-    if options.metric == Metric.E2E and options.align != Align.SEND:
-        raise ValueError("metric: e2e is the time from request send to the last token; race it with --align send")
+    if options.align is not None and options.align != options.clock_align:
+        raise ValueError(
+            f"align: a {options.metric.value} race is timed from {options.clock_align.value}, so its finish times give the"
+            f" speed-up it states; drop --align {options.align.value} (the metric sets the clock) or choose the other --metric"
+        )
     run = options.run.strip()
     if run != "median" and not run.isdigit():
         raise ValueError(f"run: expected 'median' or a run index such as '2', got {options.run!r}")

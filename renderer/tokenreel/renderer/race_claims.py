@@ -35,25 +35,31 @@ def evidence_frame(clock: Clock, *tracks: ArmTrack) -> int:
     return clock.title_frames + max(first_frame_showing(t.finish_ns, clock.fps, clock.speed) for t in tracks)
 
 
+def step_text(n: int, value: float | None) -> str:
+    """A ladder step as the end card's rows label it, "1→2 2.10x": the arm at place n+1 on
+    screen over the one before it (the rows' numbered badges)."""
+    return f"{n}→{n + 1} {multiplier(value)}"
+
+
 def drawn_claims(clock: Clock, tracks: list[ArmTrack], metric: Metric, scope: str, suite: Speedup | None, prompt: str) -> list[Claim]:
     """Every speed-up the frames draw, with the text column.py and end_card.py draw it with: each column's
-    verdict (from the frame both it and the first arm are done), then the end card's headline
-    (the last arm against the first), each row's vs prior and vs first, and the suite's figure
-    with its 95 % interval (a claim of its own, of the suite's figure) where it has one."""
+    verdict (from the frame both it and the arm it is compared with are done: the first arm for
+    the last, the headline pair; the arm before for the others, their ladder step), then the end
+    card's headline (the last arm against the first), each row's ladder step, and the suite's
+    figure with its 95 % interval (a claim of its own, of the suite's figure) where it has one.
+    One value per pair: a pair that is both a step and the headline pair (two arms) is one figure."""
     first, last, end = tracks[0], tracks[-1], clock.title_frames + clock.replay_frames
 
     def claim(text: str, track: ArmTrack, vs: ArmTrack, value: float | None, frame: int | None, where: str) -> Claim:
         evidence = evidence_frame(clock, vs, track)
         return Claim(text, metric, scope, prompt, track.id, vs.id, value, evidence if frame is None else frame, evidence, where)
 
-    claims = [claim(claim_text(t.vs_first, metric), t, first, t.vs_first, None, "verdict") for t in tracks[1:]]
+    claims = [claim(claim_text(t.verdict_value, metric), t, tracks[t.versus], t.verdict_value, None, "verdict") for t in tracks[1:]]
     if not clock.hold_frames:
         return claims
     claims.append(claim(claim_text(last.vs_first, metric), last, first, last.vs_first, end, "end card"))
     for n, track in enumerate(tracks[1:], start=1):
-        claims.append(claim(multiplier(track.vs_prior), track, tracks[n - 1], track.vs_prior, end, "end card"))
-        if n > 1:
-            claims.append(claim(multiplier(track.vs_first), track, first, track.vs_first, end, "end card"))
+        claims.append(claim(step_text(n, track.vs_prior), track, tracks[n - 1], track.vs_prior, end, "end card"))
     if suite is not None:
         evidence = evidence_frame(clock, first, last)
         text = f"{claim_text(suite.value, metric)} {scope_text(suite)}"

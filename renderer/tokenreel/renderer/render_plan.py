@@ -13,7 +13,8 @@ from fractions import Fraction
 
 from PIL import Image
 
-from tokenreel.analysis.claims import Speedup, suite_speedup
+from tokenreel.analysis.claims import Speedup, claim_text, prompt_rank, prompt_speedup, suite_speedup, typical_prompt
+from tokenreel.analysis.figures import multiplier
 from tokenreel.analysis.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, median_run, missing_cells
 from tokenreel.analysis.selection import RunSelection
 from tokenreel.analysis.serving_config import SYNTHETIC_LABEL, synthetic_acceptance
@@ -52,7 +53,7 @@ class RenderPlan:
     ladder: tuple[LadderRow, ...]
     ladder_note: str
     poster_index: int | None  # frame to save for .png output (options.at), else None
-    align: Align = Align.SEND
+    align: Align = Align.SEND  # where the clocks start: the metric's (RenderOptions.clock_align)
     max_tokens: int = 0  # the session's max_tokens: the progress bars' full length
     race_end_ns: int = 0  # replay time the last arm is done; the clock stops there
     title: str = ""  # the title card's big line
@@ -64,6 +65,10 @@ class RenderPlan:
     suite: Speedup | None = None  # the last arm on screen against the first over the session's suite
     claims: tuple[Claim, ...] = ()  # every speed-up drawn, where and from which frame
     facts: EndFacts | None = None  # what the end card says the race ran on
+    prompt_name: str = ""  # how the end card names the answer: "the code prompt" (its category's only one), else its id
+    # Where the headline's answer stands among the session's prompts ("the fastest of 4
+    # prompts"; claims.prompt_rank), so a one-answer figure is never read as the suite's.
+    prompt_rank: str = ""
     # What the video shows that its source files did not hold, one entry an arm (manifest
     # `reconstructed`): an imported reply's text placed over its chunks (placed_text.RULE).
     reconstructed: tuple[Reconstruction, ...] = ()
@@ -227,6 +232,28 @@ def chosen_arms(session: Session, chosen: tuple[str, ...]) -> list[str]:
     return arm_ids
 
 
+def default_prompt(session: Session, options: RenderOptions) -> tuple[str, str]:
+    """The prompt a video plays when none is asked for, and one line saying why: the one whose
+    speed-up of the last arm raced over the first, in the video's metric, is nearest the suite's
+    (`tokenreel.analysis.claims.typical_prompt`), so the race tells the suite's story; the
+    session's first prompt where no prompt has a figure for both."""
+    if not session.prompts:
+        raise ValueError("prompt: the session has no prompts")
+    arms = chosen_arms(session, options.arms)
+    cells = build_cells(session, options.selection)
+    found = typical_prompt(session, cells, options.metric, arms[-1], arms[0], options.selection)
+    if found is None:
+        first = session.prompts[0].id
+        return first, f"prompt: {first} (the first; no prompt has a {options.metric.value} figure for both {arms[0]} and {arms[-1]})"
+    prompt, one, suite = found
+    if len(session.prompts) == 1:
+        return prompt, f"prompt: {prompt} (the session's only prompt)"
+    return prompt, (
+        f"prompt: {prompt} (its {claim_text(one.value, one.metric)} is the nearest of {len(session.prompts)} prompts to"
+        f" the suite's {multiplier(suite.value)}; --prompt ID races another)"
+    )
+
+
 def _poster_index(at: str, clock: Clock) -> int:
     """The frame showing video time `at` (the title card counts), which must be in the video."""
     index = int(fraction(at, "at", Fraction(0), MAX_SECONDS) * clock.fps)
@@ -254,10 +281,10 @@ def _check_duration(replay_frames: int, options: RenderOptions, speed: Fraction)
 def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
     """Check every option against the session and gather what the frames need."""
     width, height, speed, title_s, hold_s, theme = check_options(options)
-    align, metric = options.align, options.metric
+    align, metric = options.clock_align, options.metric
     if not session.prompts:
         raise ValueError("prompt: the session has no prompts")
-    prompt_id = options.prompt if options.prompt is not None else session.prompts[0].id
+    prompt_id = options.prompt if options.prompt is not None else default_prompt(session, options)[0]
     known_prompts = [p.id for p in session.prompts]
     if prompt_id not in known_prompts:
         raise ValueError(f"prompt: no prompt {prompt_id!r} in this session (prompts: {', '.join(known_prompts)})")
@@ -276,6 +303,7 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
     cells = build_cells(session, options.selection)
     layout = compute(width, height, len(tracks), options.answer_badge)
     suite = suite_speedup(session, cells, metric, tracks[-1].id, tracks[0].id)
+    hero = prompt_speedup(session, metric, prompt_id, tracks[-1].id, tracks[0].id, options.selection)
     return RenderPlan(
         width=width,
         height=height,
@@ -307,5 +335,7 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
         suite=suite,
         claims=tuple(drawn_claims(clock, tracks, metric, scope, suite, prompt_id)),
         facts=end_facts(session, [run.arm for run in runs]),
+        prompt_name=f"the {prompt.category} prompt" if [p.category for p in session.prompts].count(prompt.category) == 1 else prompt_id,
+        prompt_rank=prompt_rank(session, hero, options.selection) if scope == "prompt" else "",
         reconstructed=reconstructions(session, tracks),
     )

@@ -63,6 +63,14 @@ class ArmTrack:
     answer: AnswerMark | None = None  # only with RenderOptions.answer_badge
     vs_prior: float | None = None  # the speed-up over the arm before it on screen, in RenderPlan.metric
     text_placed: bool = False  # an imported reply kept whole, placed over the chunks (placed_text.RULE)
+    # The arm on screen its verdict compares with: the first for the last arm (the headline
+    # pair), the one before it for the others (the ladder's steps): one multiplier per pair.
+    versus: int = 0
+
+    @property
+    def verdict_value(self) -> float | None:
+        """The speed-up its verdict states: over the first arm, or its step over the one before."""
+        return self.vs_first if self.versus == 0 else self.vs_prior
 
     @property
     def finish_ns(self) -> int:
@@ -148,13 +156,15 @@ def answer_marks(session: Session, runs: list[Run], tracks: list[ArmTrack]) -> l
 
 
 def speed_ups(runs: list[Run], tracks: list[ArmTrack], metric: Metric, scope: str) -> list[ArmTrack]:
-    """Each arm's speed-ups over the first arm on screen and over the arm before it, in the
-    video's one metric, from `tokenreel.analysis.claims` (so the report's figure for the same runs), and its
+    """Each arm's speed-ups over the first arm on screen and over the arm before it (its ladder
+    step), which of them its verdict states (`ArmTrack.versus`), in the video's one metric,
+    from `tokenreel.analysis.claims` (so the report's figure for the same runs), and its
     finishing place."""
     out = []
     for n, (run, track) in enumerate(zip(runs, tracks, strict=False)):
         vs_first = run_speedup(metric, run, runs[0], scope).value
         vs_prior = run_speedup(metric, run, runs[n - 1], scope).value if n else vs_first
         place = 1 + sum(other.finish_ns < track.finish_ns for other in tracks)
-        out.append(replace(track, vs_first=vs_first, vs_prior=vs_prior, place=place))
+        versus = 0 if n in (0, len(runs) - 1) else n - 1
+        out.append(replace(track, vs_first=vs_first, vs_prior=vs_prior, place=place, versus=versus))
     return out

@@ -14,9 +14,12 @@ from typing import Any
 
 import orjson
 
-from tokenreel.analysis.figures import MISSING, figure
-from tokenreel.analysis.ladder import median_run
-from tokenreel.analysis.metrics import NS_PER_S, first_token_index, last_token_index, output_tokens, run_metrics
+from tokenreel.analysis.claims import typical_prompt
+from tokenreel.analysis.figures import MISSING, clock_seconds, figure
+from tokenreel.analysis.ladder import build_cells, median_run
+from tokenreel.analysis.metrics import first_token_index, last_token_index, output_tokens, run_metrics
+from tokenreel.analysis.selection import RunSelection
+from tokenreel.analysis.serving_config import real_acceptance_arms
 from tokenreel.base.safe_text import BIDI_CONTROLS, esc
 from tokenreel.report.data import Report, report_selection
 from tokenreel.session.model import Run, Session
@@ -43,7 +46,7 @@ def _track(session: Session, run: Run) -> dict[str, Any]:
         "estimated": run.tokens_estimated,
         "ttft": figure(m.ttft_s, 2, " s"),
         "decode": figure(m.decode_tok_s, 1),
-        "done": figure(chunks.t_ns[last] / NS_PER_S, 2, " s") if last is not None else MISSING,
+        "done": clock_seconds(chunks.t_ns[last]) if last is not None else MISSING,
     }
     for name in ("content", "reasoning", "tool"):
         column = getattr(chunks, name)
@@ -84,7 +87,17 @@ def replay_data(session: Session, report: Report) -> dict[str, Any]:
             "end_ms": math.ceil(end_ns / NS_PER_MS),
             "tracks": tracks,
         })
-    return {"arms": [a.id for a in session.arms], "prompts": prompts}
+    return {"arms": [a.id for a in session.arms], "prompts": prompts, "default": default_index(session, selection)}
+
+
+def default_index(session: Session, selection: RunSelection) -> int:
+    """The prompt the replay opens on: as a video's default, the one whose decode speed-up of the
+    headline's arms is nearest the suite's (`typical_prompt`); the first where none has one."""
+    arms = real_acceptance_arms(session.arms)
+    if len(arms) < 2:
+        return 0
+    found = typical_prompt(session, build_cells(session, selection), "decode", arms[-1], arms[0], selection)
+    return 0 if found is None else [p.id for p in session.prompts].index(found[0])
 
 
 def script_json(data: dict[str, Any]) -> str:
@@ -99,7 +112,10 @@ def replay_section(session: Session, data: dict[str, Any], colors: dict[str, str
     if not data["prompts"] or not session.arms:
         nothing = "<p class=note>Nothing to replay: the session has no prompts or no arms.</p>"
         return f'<section id="replay"><h2>Replay</h2>{nothing}</section>', set()
-    options = "".join(f'<option value="{i}">{esc(p["id"])} ({esc(p["category"])})</option>' for i, p in enumerate(data["prompts"]))
+    options = "".join(
+        f'<option value="{i}"{" selected" if i == data["default"] else ""}>{esc(p["id"])} ({esc(p["category"])})</option>'
+        for i, p in enumerate(data["prompts"])
+    )
     speeds = "".join(
         f'<button type="button" data-speed="{s}" aria-pressed="{"true" if s == "1" else "false"}">{s}×</button>' for s in SPEEDS
     )

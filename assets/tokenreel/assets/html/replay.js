@@ -430,5 +430,5 @@
     }
   });
 
-  choosePrompt(0);
+  choosePrompt(Number(picker.value));  // the prompt nearest the suite's speed-up (the page marks it selected)
 })();
