@@ -33,8 +33,11 @@ from tokenreel.renderer.title_card import TitleCard, composite_logo
 # What a frame shows, as designed: bumped with every deliberate change to it, so that `verify`
 # can say a re-render differs because the design did (2: the drawn claims, full-frame end card,
 # type legible at 640 px, markdown answers, title countdown; 3: the end card's small print names each
-# arm's dtype, quantization, speculative method and config hash). Manifests before 2 record none.
-DESIGN = "3"
+# arm's dtype, quantization, speculative method and config hash; 4: the race clock follows the
+# metric, one multiplier per pair, hardware and engine on the title card and race header, model ids
+# shortened from the middle, code wrapped between tokens, at most one badge a column). Manifests
+# before 2 record none.
+DESIGN = "4"
 
 class FrameRenderer:
     """Renders frame i of a plan; the same pixels whatever was rendered before and in what order."""
