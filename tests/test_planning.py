@@ -15,7 +15,7 @@ from tokenreel.analysis.intervals import Pair, ratio_interval
 from tokenreel.analysis.planning import plan
 from tokenreel.cli import app
 from tokenreel.session import archive
-from tokenreel.session.model import Arm, Prompt, Run, Session, Settings
+from tokenreel.session.model import MAX_RUNS, Arm, Prompt, Run, Session, Settings
 
 CATEGORIES = ("code", "prose", "reasoning", "conversation")
 
@@ -72,6 +72,12 @@ def test_plan_prints_a_table_and_check_without_a_pilot_says_how_to_get_one(tmp_p
     assert "q4_0-spec vs f16" in result.output and "--target-ci stops at" in result.output and "880 prompts" in result.output
     bad = runner.invoke(app, ["plan", str(H200 / "session-default-cache.json"), "--target-ci", "lots"])
     assert bad.exit_code == 2 and "--target-ci: expected a percentage" in bad.output
+    for size in (str(MAX_RUNS + 1), "1" + "0" * 401):  # no suite larger than a session can hold
+        huge = runner.invoke(app, ["plan", str(H200 / "session-default-cache.json"), "--target-ci", "2%", "--suite-size", size])
+        assert huge.exit_code == 2 and "--suite-size" in huge.output and "Traceback" not in huge.output, huge.output
+    largest = runner.invoke(app, ["plan", str(H200 / "session-default-cache.json"), "--target-ci", "2%",
+                                  "--suite-size", str(MAX_RUNS)])
+    assert largest.exit_code == 0 and f"{MAX_RUNS} prompts" in largest.output.replace(",", ""), largest.output
     config = tmp_path / "c.toml"
     config.write_text('[session]\nname = "x"\nprompts = "builtin:mixed"\n[[arms]]\nid = "a"\n'
                       'base_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n')

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from tokenreel.cli.app import app, load_session, out, user_errors
 from tokenreel.cli.terminal import Command
-from tokenreel.session.model import Session
+from tokenreel.session.model import MAX_RUNS, Session
 
 
 def print_plan(session: Session, target: float, suite_size: int | None) -> None:
@@ -51,7 +51,7 @@ def plan(
     session_path: Annotated[Path, typer.Argument(metavar="SESSION", help="A pilot session (a few prompts per category).")],
     target_ci: Annotated[str, typer.Option("--target-ci", metavar="PCT", help="The half-width to aim at, e.g. 2%.")],
     suite_size: Annotated[
-        int | None, typer.Option(min=1, help="Prompts in the suite to draw from (default: the pilot's suite).")
+        int | None, typer.Option(min=1, max=MAX_RUNS, help="Prompts in the suite to draw from (default: the pilot's suite).")
     ] = None,
 ) -> None:
     """Estimate, from a pilot session, how many prompts each ladder ratio needs for a 95 %
