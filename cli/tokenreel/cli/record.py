@@ -57,7 +57,7 @@ def record_into(
             return signals.exit_code(130, interrupted=True)
         err.print("interrupted: every completed run is saved; continue with `tokenreel record --resume`")
         return 130
-    done = outcome(session, result, arm_ids)
+    done = outcome(session, result, arm_ids, targeted=plan is not None)
     for line in done.lines:
         err.print(line, markup=False, soft_wrap=True)
     return done.exit_code

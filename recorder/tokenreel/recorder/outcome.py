@@ -44,8 +44,14 @@ def busy_machine_line(result: RecordResult) -> str:
     return "busy machine: measured runs " + "; ".join(said) + "." if said else ""
 
 
-def outcome(session: Session, result: RecordResult, arm_ids: list[str] | None) -> Outcome:
-    """What to say after a recording that was not interrupted, and its exit code."""
+# `record --target-ci` stopped (a budget, the suite) before every interval reached its target: the
+# runs are fine, the answer is not known to the width asked for (as `compare`'s "can't tell yet").
+TARGET_NOT_MET = 3
+
+
+def outcome(session: Session, result: RecordResult, arm_ids: list[str] | None, targeted: bool = False) -> Outcome:
+    """What to say after a recording that was not interrupted, and its exit code (`targeted`: this
+    recording had --target-ci, so a target not met is its exit code when nothing else failed)."""
     done = Outcome()
     busy = busy_machine_line(result)
     if busy:
@@ -74,6 +80,8 @@ def outcome(session: Session, result: RecordResult, arm_ids: list[str] | None) -
         done.exit_code = 1
     if session.stopping is not None:
         done.lines.append(stopping_line(session))
+        if targeted and session.stopping.stopped != "target met" and done.exit_code == 0:
+            done.exit_code = TARGET_NOT_MET
     return done
 
 
