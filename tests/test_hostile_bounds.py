@@ -189,12 +189,16 @@ def test_a_non_finite_number_in_an_event_is_named_not_called_invalid_text(number
     assert "invalid text" not in run.error and "UTF-8" not in run.error
 
 
-def test_a_nan_request_gauge_is_named_not_missing() -> None:
+@pytest.mark.parametrize("text, named", [
+    ("vllm:num_requests_running NaN\nvllm:num_requests_waiting 0\n", "vllm:num_requests_running (nan)"),
+    ("vllm:num_requests_running 0\nvllm:num_requests_waiting +Inf\n", "vllm:num_requests_waiting (inf)"),
+], ids=["running NaN", "waiting +Inf"])
+def test_a_request_gauge_that_is_not_a_number_is_named_never_read_as_idle(text: str, named: str) -> None:
     async def main() -> str:
         app = web.Application()
 
         async def metrics(request: web.Request) -> web.Response:
-            return web.Response(text="vllm:num_requests_running NaN\nvllm:num_requests_waiting 0\n")
+            return web.Response(text=text)
 
         app.router.add_get("/metrics", metrics)
         async with serve(app) as root, aiohttp.ClientSession() as http:
@@ -203,7 +207,7 @@ def test_a_nan_request_gauge_is_named_not_missing() -> None:
             return str(caught.value)
 
     message = asyncio.run(main())
-    assert "the request gauge vllm:num_requests_running (nan) is not a number" in message and "no request gauges" not in message
+    assert f"the request gauge {named} is not a number" in message and "no request gauges" not in message
 
 
 def test_an_overshoot_within_the_margin_stays_ok() -> None:

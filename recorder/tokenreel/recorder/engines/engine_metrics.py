@@ -188,12 +188,11 @@ async def fetch_snapshot(http: aiohttp.ClientSession, url: str, timeout: float =
         snapshot = parse_metrics(content.decode("utf-8", "replace"))  # the exposition format is UTF-8
     except ValueError as exc:
         raise MetricsUnavailable(f"/metrics at {url} is not Prometheus text ({one_line(str(exc), 80)})") from None
+    # A gauge that is NaN or +Inf would read as 0: idle. Neither says whether others are generating.
+    gauges = [name for name in snapshot.not_numbers if _FIELD_OF.get(name.partition(" ")[0]) in ("running", "waiting")]
+    if gauges:
+        raise MetricsUnavailable(f"/metrics at {url}: the request gauge {one_line(gauges[0], 120)} is not a number; check the server")
     if snapshot.running is None:
-        gauges = [name for name in snapshot.not_numbers if _FIELD_OF.get(name.partition(" ")[0]) == "running"]
-        if gauges:
-            raise MetricsUnavailable(
-                f"/metrics at {url}: the request gauge {one_line(gauges[0], 120)} is not a number; check the server"
-            )
         raise MetricsUnavailable(f"/metrics at {url} has no vLLM, SGLang or llama.cpp request gauges")
     return snapshot
 
