@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -384,6 +385,49 @@ def test_sigkill_of_record_kills_the_engine(tmp_path: Path) -> None:
     while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(pid), f"engine pid {pid} survived SIGKILL of record"
+
+
+# A wrapper whose server is its child (as a shell script's or vLLM's engine core): the parent-death
+# signal of the process record starts never reaches the server itself.
+FORKS_ITS_SERVER = [sys.executable, "-c", "import subprocess, sys; sys.exit(subprocess.call([sys.executable, *sys.argv[1:]]))",
+                    *SIM[1:]]
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live processes of a process group (zombies hold no port)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, ValueError):
+            continue
+        if entry.name.isdigit() and int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def test_sigkill_of_record_stops_an_engine_that_serves_from_a_child(tmp_path: Path) -> None:
+    """record SIGKILLed mid-run: no process of the launched engine's group survives, its server
+    (the wrapper's child) included, and the port is free again."""
+    config = write_config(tmp_path, [sim_arm("forks", launch=FORKS_ITS_SERVER)], max_tokens=4000)
+    config.write_text(config.read_text().replace('"0.02"', '"1"'))
+    session_path = tmp_path / "s.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tokenreel", "record", "--config", str(config), "--out", str(session_path)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    pid = wait_for_engine(session_path, proc)
+    head = (tmp_path / "s.engines" / "forks.log").read_text().split("\n", 1)[0]  # "started pid P at T: argv"
+    port = int(head.split(" --port ")[1].split()[0])
+    assert len(group_members(pid)) >= 2  # the wrapper and its server (and the keeper)
+    proc.kill()
+    finish(proc)
+    deadline = time.monotonic() + 30
+    while group_members(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not group_members(pid), f"processes {group_members(pid)} of the engine's group survived SIGKILL of record"
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still answers"
 
 
 def wait_for_engine(session_path: Path, proc: subprocess.Popen[str], timeout: float = 180) -> int:

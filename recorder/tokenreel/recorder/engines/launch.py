@@ -1,11 +1,13 @@
 """Arms that start their own engine: `record` launches an arm's engine for its
 turn and stops it after, so no two launched engines ever share the GPU.
 
-The engine runs in a session (and process group) of its own, without a shell, its output read
-through a pipe into a bounded log beside the session (`<session stem>.engines/<arm>.log`, secrets
-scrubbed). It is stopped with SIGTERM to its process group and SIGKILL after a grace; Ctrl-C,
-SIGTERM and a crash of `record` reach that stop through the recording's `finally`, and on Linux
-PR_SET_PDEATHSIG has the kernel SIGKILL the engine when `record` itself dies (even by SIGKILL).
+The engine runs under a small keeper (`engines.supervise`) in a session (and process group) of
+its own, without a shell, its output read through a pipe into a bounded log beside the session
+(`<session stem>.engines/<arm>.log`, secrets scrubbed). It is stopped with SIGTERM to its process
+group and SIGKILL after a grace; Ctrl-C, SIGTERM and a crash of `record` reach that stop through
+the recording's `finally`, and on Linux PR_SET_PDEATHSIG has the kernel SIGTERM the keeper when
+`record` itself dies (even by SIGKILL), which then stops the whole group: the engine's own
+children (a wrapper's server, vLLM's engine core) included.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -74,12 +77,13 @@ def _now() -> str:
 
 
 def _die_with_parent() -> None:
-    """Linux: have the kernel SIGKILL the engine when the process that launched it dies."""
+    """Linux: have the kernel SIGTERM the engine's keeper when the process that launched it dies
+    (the keeper then stops the engine's whole process group)."""
     libc = _LIBC
     if libc is None:
         return
     parent = os.getppid()
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     if os.getppid() != parent:  # record died between fork and prctl: nobody would stop us
         os._exit(1)
 
@@ -117,11 +121,15 @@ class Engine:
     def start(self) -> None:
         """Start the engine in its own session; its output is logged by a reader thread."""
         self._refuse_a_served_port()
+        if shutil.which(self.argv[0]) is None:
+            raise EngineFailed(f"launch {self.argv[0]!r} (arm {self.arm_id}) could not start: not an executable file"
+                               " (nor on PATH); fix the arm's launch command")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        try:
+        try:  # through the keeper (engines.supervise), which stops the engine's whole group when record dies
             self.process = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                start_new_session=True, preexec_fn=_die_with_parent, close_fds=True,
+                [sys.executable, "-m", "tokenreel.recorder.engines.supervise", *self.argv], stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent,
+                close_fds=True,
             )
         except OSError as exc:
             raise EngineFailed(f"launch {self.argv[0]!r} (arm {self.arm_id}) could not start: {exc.strerror or exc};"
