@@ -172,3 +172,21 @@ def test_replica_counts_must_agree_and_target_ci_and_sweep_refuse_them(tmp_path:
     assert target.exit_code == 2 and "--target-ci" in target.output and "replicas" in target.output, target.output
     sweep = invoke("sweep", "--config", config, "--concurrency", "1,2", "--out", tmp_path / "w.json")
     assert sweep.exit_code == 2 and "a sweep loads one endpoint per arm" in sweep.output, sweep.output
+
+
+def test_a_replica_that_serves_otherwise_is_refused_at_the_check(tmp_path: Path, make_sim) -> None:
+    """Replica 1 runs another engine (another version) for the same model: pooled with replica 0's
+    runs it would mix two servings in one cell, so the preflight names it and what differs, exit 2."""
+    from dataclasses import replace
+
+    profile = PROFILES[1]
+    same, other = make_sim([profile], time_scale=SCALE), make_sim([replace(profile, engine="llamacpp")], time_scale=SCALE)
+    bases = [same.base_url(profile.id), other.base_url(profile.id)]
+    config = tmp_path / "c.toml"
+    config.write_text("\n".join(["[session]", 'name = "r"', 'prompts = "builtin:ladder4"', "max_tokens = 16", "[[arms]]",
+                                 'id = "q"', f"base_urls = {orjson.dumps(bases).decode()}", f'model = "{profile.model}"']) + "\n")
+    result = invoke("record", "--config", config, "--out", tmp_path / "s.json", "--check")
+    assert result.exit_code == 2, result.output
+    [line] = [line for line in result.output.splitlines() if "replica 1:" in line]
+    assert "serves otherwise than replica 0 (engine llamacpp against vllm;" in line and "version" in line, line
+    assert "replica 0:" in result.output and "ok: q replica 0" in result.output

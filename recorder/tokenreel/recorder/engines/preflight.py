@@ -67,10 +67,28 @@ async def preflight(arms: list[Arm], prompts: list[Prompt], settings: Settings) 
             check_arm(http, arm, prompts, settings) if launch_of(arm) is None else _launched(arm) for arm, _ in targets
         )))
         identities = await asyncio.gather(*(_identity(http, arm) for arm in arms))
+        replicas = [(arm, r) for arm in arms if arm.replicas > 1 and launch_of(arm) is None for r in range(1, arm.replicas)]
+        replica_identities = await asyncio.gather(*(_identity(http, replica_arm(arm, r)) for arm, r in replicas))
     for check, (_, name) in zip(checks, targets, strict=False):
         check.arm = name
     _check_identical(checks, arms, identities)
+    _check_replicas_alike(checks, replicas, replica_identities, dict(zip((a.id for a in arms), identities, strict=True)))
     return checks
+
+
+def _check_replicas_alike(checks: list[ArmCheck], replicas: list[tuple[Arm, int]], identities: list[dict[str, str]],
+                          firsts: dict[str, dict[str, str]]) -> None:
+    """A replica whose engine says it serves otherwise than replica 0 (another version, dtype,
+    config): its runs would be pooled with replica 0's in one cell, so it is a problem."""
+    by_name = {c.arm: c for c in checks}
+    for (arm, r), identity in zip(replicas, identities, strict=True):
+        first = firsts[arm.id]
+        differ = [f"{k} {identity.get(k, '(none)')} against {first.get(k, '(none)')}"
+                  for k in sorted(set(first) | set(identity)) if identity.get(k) != first.get(k)]
+        check = by_name.get(replica_name(arm.id, r))
+        if differ and check is not None and not check.problems:
+            check.problems.append(f"serves otherwise than replica 0 ({'; '.join(differ)}): its runs would be pooled with"
+                                  " replica 0's; start every replica with the same engine, model and flags")
 
 
 async def _identity(http: aiohttp.ClientSession, arm: Arm) -> dict[str, str]:
