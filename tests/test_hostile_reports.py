@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import session_factory as sf
-from tests.test_html_report import browser, offline_problems, open_page, seek, shown  # noqa: F401 - browser is a fixture
+from tests.test_html_report import offline_problems, open_page, seek, shown
 from tokenreel.analysis.latency import distribution
 from tokenreel.session import archive
 from tokenreel.session.model import Chunks

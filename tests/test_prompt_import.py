@@ -210,7 +210,34 @@ def test_a_suite_past_the_prompt_file_cap_is_refused(tmp_path: Path) -> None:
     source = write_jsonl(tmp_path / "set.jsonl", [{"category": "long", "prompt": "word " * (14 << 20)}])
     result = invoke("prompts", "import", source, "--out", tmp_path / "suite.jsonl")
     assert result.exit_code == 2
-    assert "the suite would be 70 MiB, more than the 64 MiB tokenreel reads as a prompt file" in result.output
+    assert "set.jsonl: the suite would be more than the 64 MiB tokenreel reads as a prompt file (by line 1)" in result.output
+    assert not (tmp_path / "suite.jsonl").exists()
+
+
+@pytest.mark.parametrize("kind", ["csv of 5 M rows", "parquet of 20 M dictionary rows", "parquet with one 400 MB cell"])
+def test_a_huge_set_is_refused_before_memory_grows(tmp_path: Path, kind: str) -> None:
+    """Sets within the 512 MiB input cap whose rows would expand past what a suite can hold: the
+    import streams them and stops at the suite's limits (100,000 prompts, 64 MiB) or, for Parquet,
+    at the columns' decoded size, in one line, exit 2, within a few hundred MiB."""
+    from tests.test_hostile_reports import tokenreel
+
+    if kind.startswith("csv"):
+        source = tmp_path / "set.csv"
+        source.write_bytes(b"category,prompt\n" + b"c,hi\n" * 5_000_000)
+        words = "more than 100000 prompts (line 100002 and on)"
+    elif "dictionary" in kind:
+        source = tmp_path / "set.parquet"
+        pq.write_table(pa.table({"category": pa.array(["c"] * 20_000_000).dictionary_encode(),
+                                 "prompt": pa.array(["hi"] * 20_000_000).dictionary_encode()}), source)
+        words = "more than 100000 prompts (row 100001 and on)"
+    else:
+        source = tmp_path / "set.parquet"
+        pq.write_table(pa.table({"category": ["c"], "prompt": ["x" * (400 << 20)]}), source, compression="zstd")
+        words = "the suite would be more than the 64 MiB tokenreel reads as a prompt file (its columns category, prompt hold 400 MiB)"
+    result, seconds, peak_mib = tokenreel("prompts", "import", source, "--out", "suite.jsonl", cwd=tmp_path)
+    print(f"{kind}: {source.stat().st_size >> 20} MiB file, exit {result.returncode} in {seconds:.1f} s, peak {peak_mib:.0f} MiB")
+    assert result.returncode == 2 and words in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert peak_mib < 700, peak_mib
     assert not (tmp_path / "suite.jsonl").exists()
 
 

@@ -20,7 +20,7 @@ from PIL import Image
 from tests.test_charts import PNG_SIZE, SVG, SVG_SIZE, all_texts
 from tests.test_cli import invoke, write_config
 from tests.test_hostile_reports import BIDI, BIDI_CHARS
-from tests.test_html_report import browser, offline_problems, open_page  # noqa: F401 - browser is a fixture
+from tests.test_html_report import offline_problems, open_page
 from tokenreel.base.theme import load_theme
 from tokenreel.report.charts.style import Style, drawing, finish
 from tokenreel.report.charts.sweep_charts import SWEEP_STEMS, speedup_chart, throughput_chart

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import io
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,8 +22,15 @@ import pyarrow.parquet as pq
 
 from tokenreel.base.files import INPUTS, read_input, write_atomic
 from tokenreel.base.safe_text import shown_path
+from tokenreel.recorder.secrets import one_line
 from tokenreel.recorder.suites import PromptError
 from tokenreel.session.model import Prompt
+
+# Prompts a set may give: ten times what a two-arm ladder of five runs a prompt could record
+# within a session's run bound (session.model.MAX_RUNS). With the suite file's own cap, it bounds
+# the memory an import takes, however small the rows or well compressed the file.
+MAX_PROMPTS = 100_000
+BATCH_ROWS = 1024  # Parquet rows decoded at a time
 
 # Where the prompt text is looked for, in this order, when no column is named.
 PROMPT_COLUMNS = ("prompt", "question", "turns", "messages", "text")
@@ -50,7 +57,7 @@ class _Row:
 @dataclass(frozen=True)
 class _Table:
     header: list[str]  # the columns (JSONL: the first row's keys)
-    rows: Callable[[list[str]], list[_Row]]  # the rows, given the columns needed (Parquet reads only those)
+    rows: Callable[[list[str]], Iterator[_Row]]  # the rows, given the columns needed (Parquet reads only those), one at a time
 
 
 def import_prompt_set(path: Path, columns: Columns = Columns(), system: str | None = None) -> list[Prompt]:
@@ -78,12 +85,13 @@ def import_prompt_set(path: Path, columns: Columns = Columns(), system: str | No
         if name is not None and name not in table.header:
             raise PromptError(f"{shown_path(path)}: no column {name!r} ({option}); {_listing(table.header)}")
     rows = table.rows(list(dict.fromkeys(name for name in needed.values() if name is not None)))
-    if not rows:
-        raise _no_rows(path)
     prompts: list[Prompt] = []
     seen: dict[str, str] = {}
     numbers: Counter[str] = Counter()
+    size, cap = 0, INPUTS["prompts"].limit
     for row in rows:
+        if len(prompts) == MAX_PROMPTS:
+            raise PromptError(f"{shown_path(path)}: more than {MAX_PROMPTS} prompts ({row.place} and on); import a part of the set")
         category = _text(row, columns.category, "category")
         numbers[category] += 1
         if id_column is None:
@@ -95,6 +103,11 @@ def import_prompt_set(path: Path, columns: Columns = Columns(), system: str | No
             seen[prompt_id] = row.place
         messages, text = _prompt(row, prompt_column, system)
         prompts.append(Prompt(id=prompt_id, category=category, messages=messages, prompt=text))
+        size += len(_suite_line(prompts[-1]))
+        if size > cap:
+            raise _too_big(path, f"by {row.place}")
+    if not prompts:
+        raise _no_rows(path)
     return prompts
 
 
@@ -106,11 +119,7 @@ def category_counts(prompts: list[Prompt]) -> dict[str, int]:
 def write_suite(prompts: list[Prompt], out: Path) -> Path:
     """Write the prompts as a JSONL suite (atomically) that `load_prompts` reads; refused when it
     would be larger than the cap a prompt file is read with."""
-    data = b"".join(
-        orjson.dumps({"id": p.id, "category": p.category, **({"messages": p.messages} if p.messages else {"prompt": p.prompt})})
-        + b"\n"
-        for p in prompts
-    )
+    data = b"".join(_suite_line(p) for p in prompts)
     cap = INPUTS["prompts"].limit
     if len(data) > cap:
         raise PromptError(f"--out {shown_path(out)}: the suite would be {len(data) / (1 << 20):.0f} MiB, more than the "
@@ -118,12 +127,24 @@ def write_suite(prompts: list[Prompt], out: Path) -> Path:
     return write_atomic(out, data)
 
 
+def _suite_line(p: Prompt) -> bytes:
+    """The prompt as a line of the suite file `load_prompts` reads."""
+    return orjson.dumps({"id": p.id, "category": p.category, **({"messages": p.messages} if p.messages else {"prompt": p.prompt})}) + b"\n"
+
+
+def _too_big(path: Path, where: str) -> PromptError:
+    return PromptError(f"{shown_path(path)}: the suite would be more than the {INPUTS['prompts'].limit >> 20} MiB tokenreel"
+                       f" reads as a prompt file ({where}); import a part of the set")
+
+
 def _no_rows(path: Path) -> PromptError:
     return PromptError(f"{shown_path(path)}: no rows; a set needs one row per prompt, each with a category and a prompt")
 
 
 def _listing(header: list[str]) -> str:
-    return f"its columns: {', '.join(header)}" if header else "it has no columns"
+    """The columns as a user would type them: a name with control characters (ESC, BEL) escaped."""
+    names = [name if name.isprintable() else repr(name) for name in header]
+    return f"its columns: {', '.join(names)}" if header else "it has no columns"
 
 
 def _value(row: _Row, column: str) -> Any:
@@ -180,18 +201,20 @@ def _message(row: _Row, column: str, number: int, message: dict[str, Any]) -> di
 
 
 def _jsonl(path: Path, raw: bytes) -> _Table:
-    rows = []
-    for number, line in enumerate(raw.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            values = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise PromptError(f"{shown_path(path)}:{number}: not valid JSON ({exc}); give one JSON object per line") from None
-        if not isinstance(values, dict):
-            raise PromptError(f"{shown_path(path)}:{number}: expected one JSON object per line, found {type(values).__name__}")
-        rows.append(_Row(f"{shown_path(path)}:{number}", f"line {number}", values))
-    return _Table(list(rows[0].values) if rows else [], lambda _: rows)
+    def rows(_: list[str]) -> Iterator[_Row]:
+        for number, line in enumerate(io.BytesIO(raw), start=1):
+            if not line.strip():
+                continue
+            try:
+                values = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise PromptError(f"{shown_path(path)}:{number}: not valid JSON ({exc}); give one JSON object per line") from None
+            if not isinstance(values, dict):
+                raise PromptError(f"{shown_path(path)}:{number}: expected one JSON object per line, found {type(values).__name__}")
+            yield _Row(f"{shown_path(path)}:{number}", f"line {number}", values)
+
+    first = next(rows([]), None)
+    return _Table(list(first.values) if first else [], rows)
 
 
 def _csv(path: Path, raw: bytes) -> _Table:
@@ -199,24 +222,34 @@ def _csv(path: Path, raw: bytes) -> _Table:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise PromptError(f"{shown_path(path)}: not UTF-8 text (byte {exc.start}); save the CSV as UTF-8") from None
-    reader = csv.reader(io.StringIO(text, newline=""))
-    rows = []
-    limit = csv.field_size_limit(INPUTS["prompt set"].limit)  # a long-context prompt is one cell
-    try:
-        header = next(reader, [])
-        start = reader.line_num + 1
-        for cells in reader:
+
+    def reading() -> Iterator[tuple[int, list[str]]]:
+        """(line number, cells) of each record, the header first."""
+        reader = csv.reader(io.StringIO(text, newline=""))
+        limit = csv.field_size_limit(INPUTS["prompt set"].limit)  # a long-context prompt is one cell
+        try:
+            start = 1
+            for cells in reader:
+                yield start, cells
+                start = reader.line_num + 1
+        except csv.Error as exc:
+            raise PromptError(f"{shown_path(path)}:{reader.line_num}: not valid CSV ({exc})") from None
+        finally:
+            csv.field_size_limit(limit)
+
+    header = next(reading(), (1, []))[1]
+
+    def rows(_: list[str]) -> Iterator[_Row]:
+        records = reading()
+        next(records, None)  # the header
+        for start, cells in records:
             if len(cells) > len(header):
                 raise PromptError(f"{shown_path(path)}:{start}: {len(cells)} cells, but the header names {len(header)} columns")
             if cells:  # a blank line
                 values = dict(zip(header, cells + [""] * len(header), strict=False))
-                rows.append(_Row(f"{shown_path(path)}:{start}", f"line {start}", values))
-            start = reader.line_num + 1
-    except csv.Error as exc:
-        raise PromptError(f"{shown_path(path)}:{reader.line_num}: not valid CSV ({exc})") from None
-    finally:
-        csv.field_size_limit(limit)
-    return _Table(header, lambda _: rows)
+                yield _Row(f"{shown_path(path)}:{start}", f"line {start}", values)
+
+    return _Table(header, rows)
 
 
 def _parquet(path: Path, raw: bytes) -> _Table:
@@ -225,12 +258,23 @@ def _parquet(path: Path, raw: bytes) -> _Table:
     except pa.ArrowException as exc:
         raise PromptError(f"{shown_path(path)}: not a Parquet file tokenreel can read ({exc})") from None
 
-    def rows(columns: list[str]) -> list[_Row]:
+    def rows(columns: list[str]) -> Iterator[_Row]:
+        # Their decoded size, before one is decoded: a small file of well-compressed cells is not read
+        # into memory only to be refused (dictionary-encoded rows are bounded as they come, above).
+        meta, wanted = parquet.metadata, set(columns)
+        decoded = sum(group.column(i).total_uncompressed_size for group in (meta.row_group(g) for g in range(meta.num_row_groups))
+                      for i in range(group.num_columns) if group.column(i).path_in_schema in wanted)
+        if decoded > INPUTS["prompts"].limit:
+            raise _too_big(path, f"its columns {', '.join(columns)} hold {decoded >> 20} MiB")
+        number = 0
         try:
-            records = parquet.read(columns=columns).to_pylist()
-        except pa.ArrowException as exc:
-            raise PromptError(f"{shown_path(path)}: cannot read its columns {', '.join(columns)} ({exc})") from None
-        return [_Row(f"{shown_path(path)} row {n}", f"row {n}", values) for n, values in enumerate(records, start=1)]
+            for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns):
+                for values in batch.to_pylist():
+                    number += 1
+                    yield _Row(f"{shown_path(path)} row {number}", f"row {number}", values)
+        except (pa.ArrowException, ValueError, OverflowError) as exc:  # a value Python cannot hold (a date past year 9999)
+            raise PromptError(f"{shown_path(path)} rows {number + 1} to {number + BATCH_ROWS}: cannot read its columns"
+                              f" {', '.join(columns)} ({one_line(str(exc), 200)})") from None
 
     return _Table(parquet.schema_arrow.names, rows)
 
