@@ -304,3 +304,21 @@ def test_levels_in_a_ladder_are_refused(tmp_path: Path) -> None:
     with pytest.raises(archive.ArchiveError) as caught:
         archive.loads(orjson.dumps(data), "bad.json")
     assert "only a sweep session has levels" in str(caught.value)
+
+
+def test_a_level_that_lost_requests_is_named_and_the_sweep_exits_1(tmp_path: Path, make_sim) -> None:
+    """Three requests answered HTTP 500, the rest completed: the level is ok over those that did,
+    and a line says how many failed; exit 1, since its figures are over fewer than asked."""
+    from tests.test_recorder_support import set_state
+
+    cluster = make_sim([SEED_LADDER[0]])
+    set_state(cluster, "bf16", fault={"mode": "500", "count": 3})
+    config = write_config(tmp_path / "c.toml", cluster, max_tokens=8)
+    out = tmp_path / "sweep.json"
+    result = invoke("sweep", "--config", config, "--concurrency", "1", "--requests", "8", "--out", out, "--no-preflight")
+    assert result.exit_code == 1, result.output
+    [record] = archive.load(out).levels
+    assert record.status == "ok" and record.failed > 0, record
+    label = archive.load(out).arm("bf16").label
+    assert (f"{label} level 1: {record.failed} of {record.completed + record.failed} requests failed; its figures are over"
+            f" the {record.completed} that completed") in result.output, result.output

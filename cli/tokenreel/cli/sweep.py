@@ -147,9 +147,14 @@ def sweep_into(session: Session, path: Path, levels: list[int], requests: int | 
     if result.ok:
         for line in sweep_report(session)["summary"]:
             out.print(line, markup=False, soft_wrap=True)
+    lost = [record for record in session.levels if record.status == "ok" and record.failed]
+    for record in lost:  # its figures are over fewer requests than asked, and failures may be the load's
+        err.print(f"{labels[record.arm]} level {record.level}: {record.failed} of {record.completed + record.failed} requests"
+                  f" failed; its figures are over the {record.completed} that completed (lines above say why)",
+                  markup=False, soft_wrap=True)
     if result.interrupted:
         return signals.exit_code(130, interrupted=True)
-    return 1 if result.failed or result.skipped else 0
+    return 1 if result.failed or result.skipped or lost else 0
 
 
 class _LevelLines:
