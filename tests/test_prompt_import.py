@@ -262,3 +262,16 @@ def test_a_speed_bench_shaped_set_imports_quickly(tmp_path: Path) -> None:
     assert len(prompts) == 880 and prompts[0].id == "coding-q000" and prompts[0].messages[1]["content"].endswith("about coding?")
     counts = ", ".join(f"{category} 80" for category in SPEED_CATEGORIES)
     assert lines == [f"880 prompts in 11 categories written to {tmp_path / 'suite.jsonl'} (category counts: {counts})"]
+
+
+def test_a_parquet_value_python_cannot_hold_names_its_rows_and_columns(tmp_path: Path) -> None:
+    """A date past year 9999 (Arrow holds it, Python cannot): one line naming the file, the rows
+    and the columns, not "unexpected error"; a column name with control characters is escaped."""
+    source = tmp_path / "set.parquet"
+    pq.write_table(pa.table({"category": ["c"], "prompt": pa.array([3_000_000], pa.date32()), "odd\x1b[31m\x07": ["x"]}),
+                   source)
+    result = invoke("prompts", "import", source, "--out", tmp_path / "suite.jsonl")
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert "set.parquet rows 1 to 1024: cannot read its columns category, prompt (" in result.output, result.output
+    missing = invoke("prompts", "import", source, "--out", tmp_path / "suite.jsonl", "--prompt-column", "nope")
+    assert missing.exit_code == 2 and "'odd\\x1b[31m\\x07'" in missing.output, missing.output
