@@ -219,3 +219,42 @@ def test_verify_on_a_broken_install_exits_2_not_1(rendered: Path, tmp_path: Path
     assert "DIFFERS" not in probe.stderr and "Traceback" not in probe.stderr
     healthy = run_tokenreel("verify", rendered, cwd=tmp_path)
     assert healthy.returncode == 0, healthy.stderr
+
+
+def test_a_png_tampered_and_its_manifest_resealed_is_not_blamed_on_the_encoder(tmp_path: Path) -> None:
+    """The image changed on disk and the manifest's hash re-sealed to match it: the frames still
+    re-render identically, so the cause named is the change after the render, never "the encoder
+    is not deterministic"."""
+    import hashlib
+
+    from PIL import Image
+
+    session_file = write_session(tmp_path / "session.json")
+    manifest = render(session_file, tmp_path / "out.png", SMALL).manifest
+    image = tmp_path / "out.png"
+    with Image.open(image) as png:
+        pixels = png.convert("RGB")
+    pixels.putpixel((0, 0), (255, 0, 255))
+    pixels.save(image)
+    data = orjson.loads(manifest.read_bytes())
+    data["output_sha256"] = hashlib.sha256(image.read_bytes()).hexdigest()
+    data[manifests.SEAL] = manifests.seal(data)
+    manifest.write_bytes(orjson.dumps(data))
+    [result] = verify.verify([manifest])
+    assert result.status == verify.ENCODING_DIFFERS, result.message
+    assert "out.png on disk matches the manifest but not its re-render" in result.message
+    assert "changed together after the render (re-sealed)" in result.message
+
+
+def test_derived_fields_that_moved_with_the_session_blame_the_session(rendered: Path) -> None:
+    """A record still adding runs changes what the re-render derives (here its claims) while the
+    frames stay the same: the session changed, the manifest was not edited."""
+    from dataclasses import replace
+
+    record = manifests.load(rendered)
+    now = replace(record, session_sha256="0" * 64, claims=[])
+    result = verify._compare(rendered, record, now, ("absent", None), None, False)
+    assert record.claims and result.status == verify.SESSION_CHANGED, result.message
+    assert result.message.startswith("session changed since the render: the speed-ups it lists (claims)")
+    unchanged = verify._compare(rendered, record, replace(record, claims=[]), ("absent", None), None, False)
+    assert unchanged.status == verify.MANIFEST_EDITED

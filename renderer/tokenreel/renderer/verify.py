@@ -69,7 +69,7 @@ def _first_difference(then: tuple[str, ...], now: tuple[str, ...]) -> int | None
     return None if len(then) == len(now) else min(len(then), len(now))
 
 
-def _encoding_cause(record: manifests.Manifest, now: manifests.Manifest) -> str:
+def _encoding_cause(record: manifests.Manifest, now: manifests.Manifest, disk: tuple[str, str | None]) -> str:
     then_v, now_v = record.versions, now.versions
     if then_v["ffmpeg"] != now_v["ffmpeg"]:
         return (
@@ -80,6 +80,13 @@ def _encoding_cause(record: manifests.Manifest, now: manifests.Manifest) -> str:
         return "the encoder arguments changed"
     if then_v["pillow"] != now_v["pillow"] and record.poster_frame is not None:
         return f"pillow then {then_v['pillow']}, now {now_v['pillow']} (it writes the PNG)"
+    if disk == ("file", record.output_sha256):
+        # The file on disk is what the manifest says, yet the same frames encode otherwise now.
+        return (f"{shown_path(record.output)} on disk matches the manifest but not its re-render with the same encoder"
+                " and arguments: the output and the manifest's hash were changed together after the render (re-sealed),"
+                " or the encoder is not deterministic here")
+    if record.poster_frame is not None:
+        return f"same pillow ({now_v['pillow']}) writes the PNG: the manifest's hash was changed after the render"
     return f"same ffmpeg ({now_v['ffmpeg']!r}) and arguments: the encoder is not deterministic here"
 
 
@@ -165,9 +172,11 @@ def _compare(
         cause = _renderer_versions(record, now)
         return VerifyResult(path, FRAMES_DIFFER, f"{where}; the session is unchanged ({cause})", frame)
     if record.output_sha256 != now.output_sha256:
-        message = f"all {len(now.frame_sha256)} frames identical, encoded bytes differ: {_encoding_cause(record, now)}"
+        message = f"all {len(now.frame_sha256)} frames identical, encoded bytes differ: {_encoding_cause(record, now, disk)}"
         return VerifyResult(path, ENCODING_DIFFERS, message)
     mismatch = _differs(record, now)
+    if mismatch and session_changed:  # a record still adding runs, say: the session, not the manifest, moved
+        return VerifyResult(path, SESSION_CHANGED, f"session changed since the render: {mismatch}")
     if mismatch:
         return VerifyResult(path, MANIFEST_EDITED, f"{mismatch}: the manifest does not describe this render")
     if session_changed:
