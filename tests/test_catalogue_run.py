@@ -21,7 +21,7 @@ from tokenreel.renderer.catalogue.run_jobs import FAILED, RENDERED, render_catal
 from tokenreel.renderer.options import RenderOptions
 from tokenreel.renderer.render import encode_chunk
 
-BASE = RenderOptions(title_s="0", hold_s="0")
+BASE = RenderOptions(title_s="0", hold_s="1")  # 276 frames: two chunks a video
 
 
 def jobs_in(folder: Path) -> list[Job]:

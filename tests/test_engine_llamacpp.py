@@ -304,8 +304,9 @@ def test_same_answers_agree_with_the_engines_own_texts(ladder) -> None:
                 wrong.append(f"{arm.id}/{prompt.id}: the archived text is not the engine's answer")
         verdicts = {a.arm: a for p in answers.prompts if p.prompt == prompt.id for a in p.arms}
         for arm in session.arms[1:]:
-            ref_text, text = texts[reference.id], texts[arm.id]
-            verdict = verdicts[arm.id]
+            verdict = verdicts[arm.id]  # against the arm it is held to: the first, or (the drafter) its target
+            assert verdict.reference == ("q4_0" if arm.id == "q4_0-spec" else reference.id), verdict
+            ref_text, text = texts[verdict.reference], texts[arm.id]
             same_prefix = len(os.path.commonprefix([ref_text, text]))
             if verdict.identical != (ref_text == text) or verdict.common_prefix_chars != same_prefix:
                 wrong.append(f"{arm.id}/{prompt.id}: identical={verdict.identical}, prefix {verdict.common_prefix_chars} "

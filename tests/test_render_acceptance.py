@@ -85,6 +85,6 @@ def test_the_footer_says_when_acceptance_is_the_whole_runs(make_sim: Any, tmp_pa
     for engine, whole_run in (("llamacpp", True), ("vllm", False)):
         session = recorded(make_sim, tmp_path / engine, engine)
         renderer = FrameRenderer(build_plan(session, RenderOptions(size=SMALL, title_s="0", hold_s="0.5")))
-        said = ["Accept: the engine's figure for the whole run." in text or text.endswith("Accept: whole run.")
-                for text in renderer.footer_wordings()]
+        said = ["Accept: tokens made per step, as the engine counted them over the answer." in text
+                or text.endswith("Accept: tokens per step, whole answer.") for text in renderer.footer_wordings()]
         assert said == [whole_run] * len(said), (engine, renderer.footer_wordings())

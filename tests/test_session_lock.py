@@ -110,7 +110,7 @@ def test_a_link_planted_at_the_lock_or_a_hard_linked_session_is_refused(tmp_path
     (tmp_path / ".s.json.lock").symlink_to(target)
     planted = start_record(config, session)
     _, stderr = planted.communicate(timeout=120)
-    assert planted.returncode == 2 and ".s.json.lock: cannot be opened as the session's lock" in stderr, stderr
+    assert planted.returncode == 2 and ".s.json.lock: is a symbolic link, not the session's lock: remove it" in stderr, stderr
     assert target.read_text() == "keep me\n" and len(stderr.strip().splitlines()) == 1
     (tmp_path / ".s.json.lock").unlink()
 

@@ -135,7 +135,8 @@ def demo(
         session = load_session(path)
         with user_errors():
             prompt, why = default_prompt(session, RenderOptions())  # the race tells the suite's story
-        out.print(why, markup=False)
+        if why:
+            out.print(why, markup=False)
         arms, note = race_arms(session, prompt)
         if note:
             out.print(note, markup=False)

@@ -176,7 +176,8 @@ def render(
         with user_errors():
             prompt, why = default_prompt(session, RenderOptions(arms=tuple(arm_ids or ()), metric=metric,
                                                                  exclude_host_contended=exclude_host_contended))
-        out.print(why, markup=False)
+        if why:
+            out.print(why, markup=False)
     target = out_file or _default_output(session_path, prompt)
     gif = target.suffix.lower() == ".gif"
     options = RenderOptions(

@@ -12,6 +12,7 @@ held for a whole `record`; a second writer is refused at once, naming the holder
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from pathlib import Path
@@ -110,8 +111,10 @@ class SessionLock:
             try:  # a link planted at the lock's name is not followed (its target would be overwritten)
                 fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
             except OSError as exc:
-                raise ArchiveError(self.lock_path, "", f"cannot be opened as the session's lock ({exc.strerror or exc});"
-                                   " remove it if no record is running") from None
+                if exc.errno != errno.ELOOP:
+                    raise  # no permission, a full disk: said by the caller as any output's error
+                raise ArchiveError(self.lock_path, "", "is a symbolic link, not the session's lock: remove it (its target is"
+                                   " left alone)") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -157,7 +157,7 @@ class FrameRenderer:
         about, guess = (" ≈: an estimate (the server gave no exact count).", " ≈: an estimate.") if estimates else ("", "")
         whole_run = any(t.acceptance_length is not None and not t.step_events for t in plan.arms)  # events not steps
         accept, brief = (
-            (" Accept: tokens made per step, as the engine counted them over the answer.", " Accept: tokens per step.")
+            (" Accept: tokens made per step, as the engine counted them over the answer.", " Accept: tokens per step, whole answer.")
             if whole_run else ("", "")
         )
         tools = plan.placed_tools

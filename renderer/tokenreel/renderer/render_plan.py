@@ -236,7 +236,8 @@ def default_prompt(session: Session, options: RenderOptions) -> tuple[str, str]:
     """The prompt a video plays when none is asked for, and one line saying why: the one whose
     speed-up of the last arm raced over the first, in the video's metric, is nearest the suite's
     (`tokenreel.analysis.claims.typical_prompt`), so the race tells the suite's story; the
-    session's first prompt where no prompt has a figure for both."""
+    session's first prompt where no prompt has a figure for both. The line is "" for a session
+    of one prompt."""
     if not session.prompts:
         raise ValueError("prompt: the session has no prompts")
     arms = chosen_arms(session, options.arms)
@@ -247,7 +248,7 @@ def default_prompt(session: Session, options: RenderOptions) -> tuple[str, str]:
         return first, f"prompt: {first} (the first; no prompt has a {options.metric.value} figure for both {arms[0]} and {arms[-1]})"
     prompt, one, suite = found
     if len(session.prompts) == 1:
-        return prompt, f"prompt: {prompt} (the session's only prompt)"
+        return prompt, ""  # no choice was made: nothing to say
     return prompt, (
         f"prompt: {prompt} (its {claim_text(one.value, one.metric)} is the nearest of {len(session.prompts)} prompts to"
         f" the suite's {multiplier(suite.value)}; --prompt ID races another)"
