@@ -269,7 +269,8 @@ def record_beside(server: VllmServer, tmp_path: Path, name: str, other_tokens: i
 def test_idle_gate_waits_out_a_busy_server(server: VllmServer, tmp_path: Path) -> None:
     """Another client's request is running when record starts: the gate sees vLLM's running gauge,
     waits until it is done, and the run starts on an idle server."""
-    done, run = record_beside(server, tmp_path, "gate", other_tokens=400, max_tokens=32, idle_wait_s=600)
+    # long enough to outlast record's start-up and preflight on a loaded machine (400 tokens did not, once)
+    done, run = record_beside(server, tmp_path, "gate", other_tokens=1500, max_tokens=32, idle_wait_s=600)
     assert done.returncode == 0, done.stderr.strip()[-600:]
     assert run.gate.status == "idle" and run.gate.waited_s > 0.5, run.gate
     assert not run.contended, run.contention_detail

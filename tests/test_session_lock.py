@@ -40,8 +40,8 @@ def arms_recorded(session: Path) -> set[str]:
 
 
 def test_second_record_on_the_same_session_is_refused_naming_the_holder(tmp_path: Path, make_sim) -> None:
-    cluster = make_sim(SEED_LADDER[:2], time_scale=1.0)  # real speed: bf16 takes ~4 s for 4 prompts
-    config = write_config(tmp_path / "c.toml", cluster, max_tokens=32)
+    cluster = make_sim(SEED_LADDER[:2], time_scale=1.0)  # real speed: bf16 takes ~10 s for 4 prompts,
+    config = write_config(tmp_path / "c.toml", cluster, max_tokens=256)  # past a loaded machine's start-up of the second
     session = tmp_path / "s.json"
     first = start_record(config, session, "--arms", "bf16")
     try:
