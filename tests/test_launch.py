@@ -352,13 +352,7 @@ def test_an_engine_that_exits_mid_arm_is_named_in_the_failed_runs(tmp_path: Path
 
 
 def test_ctrl_c_mid_arm_leaves_no_engine(tmp_path: Path) -> None:
-    config = write_config(tmp_path, [sim_arm("slow")], max_tokens=4000, repeats=3)
-    config.write_text(config.read_text().replace('"0.02"', '"1"'))  # the simulator at full speed: a long run
-    session_path = tmp_path / "s.json"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tokenreel", "record", "--config", str(config), "--out", str(session_path)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    proc, session_path = start_long_record(tmp_path, sim_arm("slow"), repeats=3)
     pid = wait_for_engine(session_path, proc)
     time.sleep(1)  # into the first run
     proc.send_signal(signal.SIGINT)
@@ -369,15 +363,22 @@ def test_ctrl_c_mid_arm_leaves_no_engine(tmp_path: Path) -> None:
     assert_one_at_a_time(archive.load(session_path), 1)
 
 
-def test_sigkill_of_record_kills_the_engine(tmp_path: Path) -> None:
-    """PR_SET_PDEATHSIG: the kernel stops the engine even when record gets no chance to."""
-    config = write_config(tmp_path, [sim_arm("slow")], max_tokens=4000)
+def start_long_record(tmp_path: Path, arm: dict, repeats: int = 1) -> tuple[subprocess.Popen[str], Path]:
+    """record of one launched arm with long runs (4,000 tokens, the simulator at full speed), in
+    the background: (its process, the session path)."""
+    config = write_config(tmp_path, [arm], max_tokens=4000, repeats=repeats)
     config.write_text(config.read_text().replace('"0.02"', '"1"'))
     session_path = tmp_path / "s.json"
     proc = subprocess.Popen(
         [sys.executable, "-m", "tokenreel", "record", "--config", str(config), "--out", str(session_path)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
+    return proc, session_path
+
+
+def test_sigkill_of_record_kills_the_engine(tmp_path: Path) -> None:
+    """PR_SET_PDEATHSIG: the kernel stops the engine even when record gets no chance to."""
+    proc, session_path = start_long_record(tmp_path, sim_arm("slow"))
     pid = wait_for_engine(session_path, proc)
     proc.kill()
     finish(proc)
@@ -409,13 +410,7 @@ def group_members(pgid: int) -> list[int]:
 def test_sigkill_of_record_stops_an_engine_that_serves_from_a_child(tmp_path: Path) -> None:
     """record SIGKILLed mid-run: no process of the launched engine's group survives, its server
     (the wrapper's child) included, and the port is free again."""
-    config = write_config(tmp_path, [sim_arm("forks", launch=FORKS_ITS_SERVER)], max_tokens=4000)
-    config.write_text(config.read_text().replace('"0.02"', '"1"'))
-    session_path = tmp_path / "s.json"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tokenreel", "record", "--config", str(config), "--out", str(session_path)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    proc, session_path = start_long_record(tmp_path, sim_arm("forks", launch=FORKS_ITS_SERVER))
     pid = wait_for_engine(session_path, proc)
     head = (tmp_path / "s.engines" / "forks.log").read_text().split("\n", 1)[0]  # "started pid P at T: argv"
     port = int(head.split(" --port ")[1].split()[0])
