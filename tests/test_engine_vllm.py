@@ -39,10 +39,12 @@ pytestmark = pytest.mark.engine
 # The decode check compares spans (first token to last) of 1-6 s: what the two clocks may differ
 # by is the delivery of the first and the last token, which vLLM's API server process streams
 # after the engine made them. Alone on 2 cores the medians were 0.007-0.05 % (worst 0.08 %); in
-# `make test`, beside two other test workers on the same 2 cores, up to 0.21 % (worst 0.36 %).
+# `make test`, beside two other test workers on the same 2 cores, up to 0.21 % (worst 0.36 %), and
+# with the browser and OCR tests running beside it up to 0.99 % (worst 1.8 %): vLLM stamps its own
+# times in its Python API server, which waits for a CPU like the rest.
 MAX_TOKENS = 256
-DECODE_MEDIAN = 0.005  # 0.5 %, the median over an arm's runs, on 2 cores shared with other tests
-DECODE_WORST = 0.01  # 1 %, any one run
+DECODE_MEDIAN = 0.02  # 2 %, the median over an arm's runs, on 2 cores shared with the busiest tests
+DECODE_WORST = 0.04  # 4 %, any one run
 PROMPTS = [
     {"id": "code-1", "category": "code",
      "messages": [{"role": "user", "content": "Write a Python function that merges overlapping intervals, "
