@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -376,16 +377,21 @@ def start_long_record(tmp_path: Path, arm: dict, repeats: int = 1) -> tuple[subp
     return proc, session_path
 
 
+def gone(running: Callable[[], bool], timeout_s: float = 30) -> bool:
+    """Whether `running()` turns false within the timeout (the kernel reaps a killed group in its own time)."""
+    deadline = time.monotonic() + timeout_s
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not running()
+
+
 def test_sigkill_of_record_kills_the_engine(tmp_path: Path) -> None:
     """PR_SET_PDEATHSIG: the kernel stops the engine even when record gets no chance to."""
     proc, session_path = start_long_record(tmp_path, sim_arm("slow"))
     pid = wait_for_engine(session_path, proc)
     proc.kill()
     finish(proc)
-    deadline = time.monotonic() + 30
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not alive(pid), f"engine pid {pid} survived SIGKILL of record"
+    assert gone(lambda: alive(pid)), f"engine pid {pid} survived SIGKILL of record"
 
 
 # A wrapper whose server is its child (as a shell script's or vLLM's engine core): the parent-death
@@ -417,10 +423,7 @@ def test_sigkill_of_record_stops_an_engine_that_serves_from_a_child(tmp_path: Pa
     assert len(group_members(pid)) >= 2  # the wrapper and its server (and the keeper)
     proc.kill()
     finish(proc)
-    deadline = time.monotonic() + 30
-    while group_members(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not group_members(pid), f"processes {group_members(pid)} of the engine's group survived SIGKILL of record"
+    assert gone(lambda: bool(group_members(pid))), f"processes {group_members(pid)} of the engine's group survived SIGKILL of record"
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still answers"
 
