@@ -2,8 +2,8 @@
 
 One llama-server per arm, started with `-np 4` (and `-c` 4 x 2048: llama.cpp splits the context
 across its slots), swept over levels 1, 2, 4 through the real CLI: every level ok with its
-requests and warmups, the engine's counters per level, aggregate output tok/s at 4 above 1 (the
-engine batches the 4 slots into one decode step), and a level above the 4 slots refused up front.
+requests and warmups, the engine's counters per level, 4 requests served at once at level 4, and a
+level above the 4 slots refused up front.
 Marked `engine`: `make test-fast` leaves it out.
 """
 
@@ -114,21 +114,24 @@ def test_counters_per_level(swept) -> None:
             assert counters["drafts"] == 0, row
 
 
-def test_four_slots_serve_more_than_one(swept) -> None:
-    """Aggregate output tok/s at 4 in flight exceeds 1 on the Q4_0 arm: llama.cpp batches the 4
-    slots' tokens into one decode step, which costs far less than 4 steps even on 2 busy cores
-    (1.40-1.88x over 7 sweeps here: 98-115 tok/s at 1, 118-145 at 2, 149-197 at 4).
+def test_four_slots_run_at_once(swept) -> None:
+    """At level 4 the endpoint serves about 4 requests' worth at once: the level's aggregate
+    output tok/s is well above one request's decode rate at that level (3.14-3.97x over 4 sweeps
+    here on both arms, quiet or beside two CPU hogs), and at level 1 it is not above it (prefill
+    leaves gaps between the tokens: 0.89-1.00x). Both figures of a level come from the same seconds, so a test
+    beside it that loads the cores moves them together.
 
-    The drafter arm gains less and not reliably (1.02-1.49x: at 1 the drafter already keeps the
-    core busy, and each of 4 slots drafts and verifies on the same single thread), so it is only
-    held to its level 4 not falling far below its level 1 (1.02x at the least seen). Against the
-    Q4_0 arm it is not held: that depends on how well the generated drafter guesses (0.82x seen).
+    Aggregate tok/s at 4 against at 1 is not held: the levels run one after another, load can
+    change between them (184.7 tok/s at 1, 102.0 at 4 seen in the full suite), and with this tiny
+    model the client's and server's per-token work weighs as much as the batched step (0.98-1.36x
+    on a quiet 2-core machine). `bench/` and the sweep report are where that figure is read.
     """
     _, rows = swept
-    rate = {(row["arm"], row["level"]): row["aggregate_output_tok_s"] for row in rows}
-    shown = {f"{arm}@{level}": round(value, 1) for (arm, level), value in rate.items()}
-    assert rate[("q4_0", 4)] > rate[("q4_0", 1)], shown
-    assert rate[("q4_0-spec", 4)] > 0.8 * rate[("q4_0-spec", 1)], shown
+    ratio = {(row["arm"], row["level"]): row["aggregate_output_tok_s"] / row["median_decode_tok_s"] for row in rows}
+    shown = {f"{arm}@{level}": round(value, 2) for (arm, level), value in ratio.items()}
+    for arm in ("q4_0", "q4_0-spec"):
+        assert ratio[(arm, 4)] > 2.5, shown
+        assert ratio[(arm, 1)] < 1.1, shown
 
 
 def test_level_above_the_slots_is_refused(servers: dict[str, Server], tmp_path: Path) -> None:

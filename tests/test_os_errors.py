@@ -163,9 +163,14 @@ def test_disk_full_on_the_manifest_is_one_line(small_disk, tmp_path: Path) -> No
 def test_simulate_on_ports_it_cannot_have_is_one_line(tmp_path: Path) -> None:
     line = error_line(tokenreel("simulate", "--port", "65534", cwd=tmp_path, timeout=30))
     assert "--port 65534" in line and "65536" in line and "65533" in line, line
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        held.listen()
-        taken = held.getsockname()[1]
-        line = error_line(tokenreel("simulate", "--profiles", "bf16,nvfp4", "--port", taken - 1, cwd=tmp_path, timeout=30))
+    # The port below the held one must be free for the first profile; another test's server may
+    # have it (seen in the full suite), so a line naming that port and bf16 tries another pair.
+    for _ in range(5):
+        with socket.socket() as held:
+            held.bind(("127.0.0.1", 0))
+            held.listen()
+            taken = held.getsockname()[1]
+            line = error_line(tokenreel("simulate", "--profiles", "bf16,nvfp4", "--port", taken - 1, cwd=tmp_path, timeout=30))
+        if f"127.0.0.1:{taken - 1} (profile bf16)" not in line:
+            break
     assert f"127.0.0.1:{taken}" in line and "nvfp4" in line and "--port" in line, line
