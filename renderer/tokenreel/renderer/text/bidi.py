@@ -33,9 +33,42 @@ def has_rtl(text: str) -> bool:
     return any(unicodedata.bidirectional(c) in _STRONG_RTL for c in text)
 
 
-def levels(text: str) -> list[int]:
-    """The resolved embedding level of each character of one paragraph (rules X1-I2)."""
-    info = get_display(text, debug=True)
+LEVEL_CHUNK = 4096  # characters resolved at once in a long paragraph
+_WHOLE = frozenset({"LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI", "B", "S"})
+_STRONG = frozenset({"L", "R", "AL"})
+
+
+def levels(text: str, chunk: int = LEVEL_CHUNK) -> list[int]:
+    """The resolved embedding level of each character of one paragraph (rules X1-I2).
+
+    A long paragraph without explicit embeddings, isolates, separators or mirrored characters
+    (N0 pairs brackets across any distance) is resolved a chunk at a time (python-bidi's debug
+    form costs about 100 bytes a character): each chunk ends just after a strong character and
+    the next starts with that character again as its context. No other rule looks past a strong
+    character (W2 and W7 stop at it, N1 and N2 are bounded by it, the rest are local), so every
+    level is the one the whole paragraph gives."""
+    if len(text) <= chunk or any(unicodedata.bidirectional(c) in _WHOLE or unicodedata.mirrored(c) for c in text):
+        return _levels(text, None)
+    base = "R" if is_rtl_paragraph(text) else "L"
+    out: list[int] = []
+    start, context = 0, ""
+    while start < len(text):
+        end = len(text) if len(text) - start <= chunk else _after_strong(text, start + chunk // 2, start + chunk)
+        out.extend(_levels(context + text[start:end], base)[len(context) :])
+        start, context = end, text[end - 1]
+    return out
+
+
+def _after_strong(text: str, low: int, high: int) -> int:
+    """The last end in (low, high] right after a strong character; past high when there is none."""
+    for end in range(high, low, -1):
+        if unicodedata.bidirectional(text[end - 1]) in _STRONG:
+            return end
+    return next((end for end in range(high + 1, len(text)) if unicodedata.bidirectional(text[end - 1]) in _STRONG), len(text))
+
+
+def _levels(text: str, base: str | None) -> list[int]:
+    info = get_display(text, base_dir=base, debug=True)
     per_byte = [int(m) for m in _LEVEL.findall(info.split("paragraphs:", 1)[0])]
     out, at = [], 0
     for char in text:

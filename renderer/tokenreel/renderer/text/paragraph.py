@@ -14,7 +14,9 @@ nothing already shown moves. Emoji and replacement boxes keep their grid tiles (
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterator, Sequence
+from functools import lru_cache
 from typing import NamedTuple
 
 from tokenreel.renderer.text import bidi, fonts, raster, shaping
@@ -36,23 +38,39 @@ class Piece(NamedTuple):
     x4: int  # quarter px from the line's left edge (a tile's left; a glyph's pen is in glyph)
 
 
-class ShapedLine(NamedTuple):
+class ShapedLine:
     """A line of a shaped paragraph, as wide as the grid; text, font, width and style read as
-    a Cell's do. cursor[k] is where the cursor's left edge goes once k clusters show."""
+    a Cell's do. cursor[k] is where the cursor's left edge goes once k clusters show.
 
-    text: str
-    font: str
-    width: int
-    style: str
-    pieces: tuple[Piece, ...]
-    cursor: tuple[int, ...]
-    rtl: bool
+    Its pieces and cursor are shaped when a frame first draws the line and kept for the last
+    LINES_KEPT lines drawn: a long answer costs its lines' units, packed, not their glyphs."""
+
+    __slots__ = ("text", "width", "style", "rtl", "_units", "_geometry")
+    font = SHAPED_FONT
+
+    def __init__(self, units: _Packed, geometry: _Geometry, width: int, style: str) -> None:
+        self.text, self.width, self.style, self.rtl = units.text, width, style, geometry.base == 1
+        self._units, self._geometry = units, geometry
+
+    @property
+    def pieces(self) -> tuple[Piece, ...]:
+        return _drawn(self)[0]
+
+    @property
+    def cursor(self) -> tuple[int, ...]:
+        return _drawn(self)[1]
 
 
 class ShapedParagraph(NamedTuple):
     lines: tuple[ShapedLine, ...]
-    carets: tuple[tuple[int, int], ...]  # per cluster: (line of the paragraph, clusters of it shown)
-    starts: tuple[int, ...]  # per cluster: where it starts in the source text
+    counts: array[int]  # clusters on each line
+    starts: array[int]  # per cluster: where it starts in the source text
+
+    def carets(self) -> Iterator[tuple[int, int]]:
+        """Per cluster: (line of the paragraph, clusters of it shown)."""
+        for number, count in enumerate(self.counts):
+            for k in range(count):
+                yield number, k + 1
 
 
 def wants_shaping(items: Sequence[Cluster]) -> bool:
@@ -72,6 +90,43 @@ class _Unit(NamedTuple):
     level: int
     space: bool
     wide: bool
+
+
+class _Packed(NamedTuple):
+    """A line's units in a few bytes each: their text, where each ends in it, their levels,
+    and an index into the paragraph's palette of (font, style, space, wide)."""
+
+    text: str
+    ends: array[int]
+    levels: bytes
+    kinds: array[int]
+    palette: list[tuple[str | None, str, bool, bool]]
+
+    def units(self) -> list[_Unit]:
+        out, at = [], 0
+        for end, level, kind in zip(self.ends, self.levels, self.kinds, strict=True):
+            font, style, space, wide = self.palette[kind]
+            out.append(_Unit(self.text[at:end], font, style, level, space, wide))
+            at = end
+        return out
+
+
+def _pack(units: Sequence[_Unit], palette: dict[tuple[str | None, str, bool, bool], int]) -> _Packed:
+    ends, at = array("I"), 0
+    for unit in units:
+        at += len(unit.text)
+        ends.append(at)
+    kinds = array("H", (palette.setdefault((u.font, u.style, u.space, u.wide), len(palette)) for u in units))
+    return _Packed("".join(u.text for u in units), ends, bytes(u.level for u in units), kinds, list(palette))
+
+
+class _Geometry(NamedTuple):
+    """What every line of a paragraph is laid out with."""
+
+    size: int
+    base: int
+    cols: int
+    grid4: int
 
 
 def _units(items: Sequence[Cluster]) -> tuple[list[_Unit], int]:
@@ -153,8 +208,18 @@ class _Shaper:
             if units[start].font in TILE_FONTS:
                 out[start] = self.tile_w4(units[start])
                 continue
-            for glyph in self.glyphs(units[start:end], levels[start] % 2 == 1)[0]:
-                out[start + glyph.unit] += glyph.advance4
+            run = units[start:end]
+            font: str = run[0].font  # type: ignore[assignment]
+            owner = array("I")
+            for index, unit in enumerate(run):
+                owner.extend([start + index] * len(unit.text))
+            size64 = glyph_size64(font, self.size)
+            pen4 = pen = 0
+            for cluster, x_advance in shaping.advances("".join(u.text for u in run), font, levels[start] % 2 == 1):
+                pen += x_advance
+                after = raster.scale4(pen, font, size64)
+                out[owner[cluster]] += after - pen4
+                pen4 = after
         return out
 
 
@@ -188,18 +253,27 @@ def layout(items: Sequence[Cluster], cols: int, size: int) -> ShapedParagraph:
     shaper = _Shaper(size)
     units, base = _units(items)
     levels = [u.level for u in units]
-    grid4 = cols * shaper.cell_w * Q
-    lines: list[ShapedLine] = []
-    carets: list[tuple[int, int]] = []
-    for number, (start, end) in enumerate(_break(units, shaper.widths(units, levels), grid4)):
-        line = _line(shaper, units[start:end], base, cols, grid4)
-        lines.append(line)
-        carets.extend((number, k + 1) for k in range(end - start))
-    return ShapedParagraph(tuple(lines), tuple(carets), tuple(item.start for item in items))
+    geometry = _Geometry(size, base, cols, cols * shaper.cell_w * Q)
+    palette: dict[tuple[str | None, str, bool, bool], int] = {}
+    lines, counts = [], array("I")
+    for start, end in _break(units, shaper.widths(units, levels), geometry.grid4):
+        lines.append(ShapedLine(_pack(units[start:end], palette), geometry, cols, units[start].style if end > start else "text"))
+        counts.append(end - start)
+    return ShapedParagraph(tuple(lines), counts, array("I", (item.start for item in items)))
 
 
-def _line(shaper: _Shaper, units: Sequence[_Unit], base: int, cols: int, grid4: int) -> ShapedLine:
-    """One line: L1, runs in display order (L2), shaped and placed, aligned to its start edge."""
+LINES_KEPT = 256  # shaped lines kept drawn (a frame shows a few dozen per column)
+
+
+@lru_cache(maxsize=LINES_KEPT)
+def _drawn(line: ShapedLine) -> tuple[tuple[Piece, ...], tuple[int, ...]]:
+    geometry: _Geometry = line._geometry
+    return _line(_Shaper(geometry.size), line._units.units(), geometry.base, geometry.grid4)
+
+
+def _line(shaper: _Shaper, units: Sequence[_Unit], base: int, grid4: int) -> tuple[tuple[Piece, ...], tuple[int, ...]]:
+    """One line's pieces and cursor: L1, runs in display order (L2), shaped and placed, aligned
+    to its start edge."""
     shown = len(units)
     while shown and units[shown - 1].space:
         shown -= 1  # trailing spaces are not drawn and take no room (L1 puts them at the end)
@@ -237,9 +311,7 @@ def _line(shaper: _Shaper, units: Sequence[_Unit], base: int, cols: int, grid4: 
             left, right = extents[k]
             edge = (left + shift) // Q - cursor_w if levels[k] % 2 else (right + shift + Q - 1) // Q
         cursor.append(min(max(edge, 0), right_edge))
-    return ShapedLine(
-        "".join(u.text for u in units), SHAPED_FONT, cols, units[0].style if units else "text", pieces, tuple(cursor), base == 1
-    )
+    return pieces, tuple(cursor)
 
 
 def place_bidi(text: str, font: str, size64: int) -> tuple[list[raster.Placed], int]:

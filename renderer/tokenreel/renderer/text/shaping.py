@@ -5,6 +5,11 @@ same glyphs and positions on every machine with the pinned version. Positions ar
 units (the font's scale is its units per em), so they scale exactly to any pixel size; text is
 added as codepoints, so a glyph's cluster is the index of its first character in the run.
 A right-to-left run comes back in visual order (left to right), mirrored characters mirrored.
+
+A long run (a paragraph of Arabic prose is one run of one font and level) is shaped in
+segments of SEGMENT characters with their neighbours as context, cut where HarfBuzz marks a
+cluster safe to break: its guarantee is that both sides then shape exactly as in the whole
+run, so the advances are the same while no buffer holds more than a segment.
 """
 
 from __future__ import annotations
@@ -48,6 +53,66 @@ def shape(text: str, filename: str, rtl: bool = False) -> tuple[Glyph, ...]:
         Glyph(info.codepoint, info.cluster, pos.x_advance, pos.x_offset, pos.y_offset)
         for info, pos in zip(buffer.glyph_infos, buffer.glyph_positions, strict=False)
     )
+
+
+SEGMENT = 1024  # characters shaped at once in a long run
+CONTEXT = 64  # characters on each side handed to HarfBuzz as context, not shaped
+
+
+def advances(text: str, filename: str, rtl: bool = False, segment: int = SEGMENT) -> list[tuple[int, int]]:
+    """(cluster, x_advance) of each glyph of the run in visual order, as `shape` of the whole
+    run gives them, shaped a segment at a time."""
+    if len(text) <= segment:
+        return [(g.cluster, g.x_advance) for g in shape(text, filename, rtl)]
+    parts: list[list[tuple[int, int]]] = []
+    at = 0
+    while at < len(text):
+        end = min(len(text), at + segment)
+        while True:  # a part with no safe place to cut (hardly text) grows until it has one or ends
+            buffer, left = _shape_part(text, at, end, filename, rtl)
+            cut = end if end == len(text) else _safe_cut(buffer, left, at + segment // 2, end, rtl)
+            if cut is not None:
+                break
+            end = min(len(text), end + segment)
+        parts.append([(left + info.cluster, pos.x_advance)
+                      for info, pos in zip(buffer.glyph_infos, buffer.glyph_positions, strict=False)
+                      if left + info.cluster < cut])
+        at = cut
+    if rtl:
+        parts.reverse()
+    return [glyph for part in parts for glyph in part]
+
+
+def _shape_part(text: str, start: int, end: int, filename: str, rtl: bool) -> tuple[hb.Buffer, int]:
+    """text[start:end] shaped with up to CONTEXT characters each side as context; and where
+    the characters handed over start in text (glyph clusters count from there)."""
+    left = max(0, start - CONTEXT)
+    buffer = hb.Buffer()
+    buffer.add_codepoints([ord(c) for c in text[left : end + CONTEXT]], start - left, end - start)
+    buffer.direction = "rtl" if rtl else "ltr"
+    buffer.guess_segment_properties()
+    hb.shape(_font(filename), buffer, {})
+    return buffer, left
+
+
+def _safe_cut(buffer: hb.Buffer, left: int, low: int, high: int, rtl: bool) -> int | None:
+    """The last cluster start in (low, high) where no glyph is unsafe to break, if any: glyphs
+    are looked at from the part's logical end back, so usually only a few."""
+    infos = buffer.glyph_infos
+    logical = range(len(infos)) if rtl else range(len(infos) - 1, -1, -1)  # rtl glyphs are in visual order
+    unsafe = hb.GlyphFlags.UNSAFE_TO_BREAK
+    candidate: int | None = None
+    safe = True
+    for k in logical:
+        cluster: int = left + infos[k].cluster
+        if cluster != candidate:
+            if candidate is not None and safe and low < candidate < high:
+                return candidate
+            if cluster <= low:
+                return None
+            candidate, safe = cluster, True
+        safe = safe and not infos[k].flags & unsafe
+    return candidate if candidate is not None and safe and low < candidate < high else None
 
 
 def advance(text: str, filename: str, rtl: bool = False) -> int:

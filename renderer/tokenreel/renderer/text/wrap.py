@@ -202,7 +202,7 @@ def _wrap(
                 if number:
                     break_line(continued=False)
                 place(shaped_line)
-            for number, shown in cell.carets:
+            for number, shown in cell.carets():
                 caret(first + number, shown)
             col = cols  # the paragraph's last line counts as full: a stream break after it starts a new one
             continue

@@ -1,0 +1,86 @@
+"""What a long answer costs `render`: one poster frame of a two-arm session whose answer is one
+paragraph of N characters, right-to-left (Arabic prose) or left-to-right (English prose), each
+render in a fresh process, printing its wall time and peak memory (ru_maxrss) and the memory per
+character above a 1,000-character render of the same script.
+
+    python bench/long_text.py                          # 200,000 characters, both scripts
+    python bench/long_text.py --chars 200000 1800000 --scripts rtl
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tokenreel.renderer.options import RenderOptions
+from tokenreel.renderer.render import render
+from tokenreel.session import Arm, Prompt, Run, Session, Settings, archive
+from tokenreel.session.model import Chunks
+
+PROSE = {
+    "rtl": ("مرحبا بالعالم، كيف حالك اليوم؟", "في عام ٢٠٢٤", "إنّ السّلامَ عليكم", "لا إله"),
+    "ltr": ("hello world, how are you today?", "in the year 2024", "peace be upon you", "no god"),
+}
+MS = 1_000_000
+
+
+def _session(script: str, chars: int) -> Session:
+    words = PROSE[script]
+    pieces: list[str] = []
+    size = 0
+    while size < chars:
+        piece = (" " if pieces else "") + words[len(pieces) * 3 % len(words)]
+        pieces.append(piece)
+        size += len(piece)
+    session = Session(name="Long text", settings=Settings(max_tokens=len(pieces), ignore_eos=True, warmup=0, repeats=1),
+                      prompts=[Prompt(id="p1", category="conversation", messages=[{"role": "user", "content": "Write."}], prompt="")],
+                      arms=[Arm(id=a, label=a.upper(), base_url="http://127.0.0.1:9/v1", model="m") for a in ("a", "b")])
+    for arm, step in (("a", MS), ("b", 2 * MS)):
+        chunks = Chunks()
+        for k, piece in enumerate(pieces):
+            chunks.append(50 * MS + k * step, 1, content=piece)
+        session.runs.append(Run(arm=arm, prompt="p1", index=0, warmup=False, usage={"completion_tokens": len(pieces)},
+                                token_source="usage_delta", chunks=chunks))
+    return session
+
+
+def one(script: str, chars: int) -> None:
+    """Render the poster in this process; print 'seconds peak_kib'."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "s.json"
+        archive.save(_session(script, chars), path)
+        start = time.perf_counter()
+        render(path, Path(tmp) / "poster.png", RenderOptions(size="1280x720", at="4"), workers=1)
+        print(f"{time.perf_counter() - start} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}")
+
+
+def _measure(script: str, chars: int) -> tuple[float, float]:
+    done = subprocess.run([sys.executable, __file__, "--one", script, str(chars)], capture_output=True, text=True, check=True)
+    seconds, kib = done.stdout.split()
+    return float(seconds), int(kib) / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--chars", type=int, nargs="+", default=[200_000])
+    parser.add_argument("--scripts", nargs="+", choices=sorted(PROSE), default=["rtl", "ltr"])
+    parser.add_argument("--one", nargs=2, metavar=("SCRIPT", "CHARS"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        one(args.one[0], int(args.one[1]))
+        return
+    print(f"{'script':6} {'characters':>11} {'seconds':>8} {'peak MiB':>9} {'KiB/char':>9}")
+    for script in args.scripts:
+        _, floor = _measure(script, 1_000)
+        for chars in args.chars:
+            seconds, peak = _measure(script, chars)
+            print(f"{script:6} {chars:>11,} {seconds:>8.1f} {peak:>9.0f} {(peak - floor) * 1024 / chars:>9.2f}")
+
+
+if __name__ == "__main__":
+    main()
