@@ -133,14 +133,18 @@ class Basis:
     runs_a_cell: list[int]  # [fewest, most] usable runs a cell, over both sessions' cells it covers
 
     @property
+    def size(self) -> str:
+        """"3 runs a cell, 4 prompts" ("2-3 runs a cell" where cells differ)."""
+        low, high = self.runs_a_cell
+        runs = f"{low}-{high}" if low != high else f"{low}"
+        return f"{runs} run{'' if high == 1 else 's'} a cell, {self.prompts} prompt{'' if self.prompts == 1 else 's'}"
+
+    @property
     def text(self) -> str:
         """"from 3 runs a cell, 4 prompts" ("" for an interval over prompts, the usual case)."""
         if self.method == "prompts":
             return ""
-        low, high = self.runs_a_cell
-        runs = f"{low}-{high}" if low != high else f"{low}"
-        size = f"{runs} run{'' if high == 1 else 's'} a cell, {self.prompts} prompt{'' if self.prompts == 1 else 's'}"
-        return f"from the same runs in both sessions ({size})" if self.method == "same runs" else f"from {size}"
+        return f"from {self.size}{': the same runs in both sessions' if self.method == 'same runs' else ''}"
 
 
 @dataclass(frozen=True)

@@ -81,8 +81,8 @@ def _with_basis(v: Verdict, basis: Basis) -> str:
 
 def _bases(c: Comparison) -> str:
     """", from 3 runs a cell, 4 prompts": what the gated verdicts were judged from, where not prompts."""
-    texts = dict.fromkeys(b.text for b in c.bases if b.text)
-    return "".join(f", {text}" for text in texts)
+    sizes = dict.fromkeys(b.size for b in c.bases if b.method != "prompts")
+    return f", from {' or '.join(sizes)}" if sizes else ""
 
 
 def _named(gated: list[tuple[str, Verdict]]) -> list[str]:
