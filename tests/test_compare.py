@@ -1,7 +1,8 @@
 """`tokenreel compare`: each difference with its 95 % interval and a verdict; the exit code follows.
 
 Sessions are real files, run through the real command: the archived seed ladder (4 prompts: too
-few for an interval over prompts) and edited copies of it, the two llama.cpp sessions recorded
+few for an interval over prompts, so its ladder is judged from the runs: tests/test_compare_runs.py)
+and edited copies of it, the two llama.cpp sessions recorded
 on one H200 (tests/data/h200-llamacpp/: 12 prompts in 4 categories, 2 runs a cell), and
 synthetic ladders at known speeds (`tests.session_factory.ladder`). Stretching a run's timestamps
 by 5 % slows its decode speed by 1 - 1/1.05 = 4.76 %.
@@ -94,28 +95,10 @@ def test_identical_copies_reproduce(tmp_path: Path) -> None:
     assert data["verdicts"]["ladder"] == {"same": 6, "faster": 0, "slower": 0, CANT_TELL: 0}
 
 
-def test_four_prompts_cannot_tell_and_say_why(tmp_path: Path) -> None:
-    """The seed has 4 prompts: an identical copy has no interval over prompts, so no verdict yet."""
-    copy = tmp_path / "copy.json"
-    shutil.copyfile(SEED, copy)
-    result = invoke("compare", SEED, copy)
-    assert result.exit_code == 3
-    note = "n = 4 prompts: no interval (it needs 6)"
-    assert result.stderr.strip() == (
-        f"can't tell yet: ladder (decode tok/s, gated, ±2 %): 6 can't tell yet (all: {note}); 12 cells (not gated): 12 same"
-    )
-    assert f"| Original · bf16 | 97.1 | 97.1 | 0.00 % | — | 1.00x | 1.00x | can't tell yet: {note} |" in result.stdout
-    code, data = compare_json(SEED, copy)
-    assert code == 3 and data["outcome"] == CANT_TELL
-    assert all(r["diff_ci95"] is None and r["diff_ci95_note"] == note and r["more_prompts"] is None
-               for r in data["ladder"] + data["ratios"])
-    assert all(c["verdict"] == "same" for c in data["cells"])  # the seed's runs agree within 0.1 %
-
-
 def test_a_cell_stretched_by_5_percent_is_slower_and_named(tmp_path: Path) -> None:
     slower = edited(tmp_path, "slower.json", stretch("nvfp4", "prose-1", 1.05))
     result = invoke("compare", SEED, slower)
-    assert result.exit_code == 3  # cells do not gate; the ladder's 4 prompts give no interval
+    assert result.exit_code == 0  # cells do not gate; nvfp4's row, from the runs, is 1.19 % slower: the same within ±2 %
     assert "Cells that differ (shown, not gated):\n\n- nvfp4 / prose-1 slower (-4.76 % [-4.79 %, -4.73 %])\n" in result.stdout
     assert result.stderr.strip().endswith("; 12 cells (not gated): 11 same, 1 slower")
     code, data = compare_json(SEED, slower)
@@ -148,7 +131,7 @@ def test_an_arm_stretched_by_5_percent_is_not_reproduced_and_named(tmp_path: Pat
 def test_a_change_within_tolerance_reproduces_but_is_outside_the_spread(tmp_path: Path) -> None:
     slower = edited(tmp_path, "slower.json", stretch("bf16", "code-1", 1.01))
     code, data = compare_json(SEED, slower)
-    assert code == 3  # 4 prompts: no interval over prompts
+    assert code == 0  # the ladder's figures, from the runs, move by 0.25 % at most
     cell = next(c for c in data["cells"] if (c["arm"], c["prompt"]) == ("bf16", "code-1"))
     decode = cell["figures"]["decode_tok_s"]
     assert decode["diff_pct"] == pytest.approx((1 / 1.01 - 1) * 100, abs=0.01)
@@ -227,18 +210,22 @@ def test_a_cell_without_usable_runs_on_one_side_is_listed(tmp_path: Path) -> Non
 def test_csv_and_out_follow_the_report_format_rule(tmp_path: Path) -> None:
     slower = edited(tmp_path, "slower.json", stretch("nvfp4", "prose-1", 1.05))
     target = tmp_path / "c.csv"
-    assert invoke("compare", SEED, slower, "-o", target).exit_code == 3
+    assert invoke("compare", SEED, slower, "-o", target).exit_code == 0
     rows = list(csv.DictReader(io.StringIO(target.read_text(encoding="utf-8"))))
     assert [r["row"] for r in rows] == ["ladder"] * 3 + ["ratio"] * 3 + ["cell"] * 12
     assert [(r["arm"], r["prompt"]) for r in rows if r["verdict"] == "slower"] == [("nvfp4", "prose-1")]
-    assert {r["verdict"] for r in rows} == {"same", "slower", CANT_TELL}
+    assert {r["verdict"] for r in rows} == {"same", "slower"}
     assert [(r["arm"], r["base"]) for r in rows if r["row"] == "ratio"] == [
         ("nvfp4", "bf16"), ("nvfp4-dflash2", "bf16"), ("nvfp4-dflash2", "nvfp4")]
     cell = next(r for r in rows if r["verdict"] == "slower")
     assert float(cell["diff_ci95_low"]) < float(cell["estimate_pct"]) < float(cell["diff_ci95_high"]) < -2
-    assert all(r["diff_ci95_low"] == "" and r["diff_ci95_note"].startswith("n = 4 prompts") for r in rows[:6])
+    # 4 prompts: the ladder is judged from the runs; the arms and ratios the cell is not in, from the same runs
+    assert [(r["method"], r["method_prompts"], r["method_runs_min"], r["method_runs_max"]) for r in rows[:6]] == [
+        ("same runs", "4", "2", "2"), ("runs", "4", "2", "2"), ("same runs", "4", "2", "2"),
+        ("runs", "4", "2", "2"), ("same runs", "4", "2", "2"), ("runs", "4", "2", "2")]
+    assert all(r["method"] == "" for r in rows[6:])
     assert invoke("compare", SEED, slower, "-o", target).exit_code == 2  # exists, no --force
-    assert invoke("compare", SEED, slower, "-o", target, "--format", "json", "--force").exit_code == 3
+    assert invoke("compare", SEED, slower, "-o", target, "--format", "json", "--force").exit_code == 0
     assert orjson.loads(target.read_bytes())["format"] == "tokenreel.compare"
 
 

@@ -41,7 +41,9 @@ def compare(
     outside on that side, else "can't tell yet" with about how many more prompts (ladder) or
     runs (cell) would settle it. Ladder rows (each arm's mean, B / A) and ladder ratios (each
     arm vs the first and vs the prior arm, B's over A's) are judged over prompts, a cell over
-    its runs.
+    its runs. With too few prompts for that (fewer than 6, or one in a category), the ladder
+    rows and ratios are judged from the runs, each arm's scatter pooled over its cells, and
+    say so ("from 3 runs a cell, 4 prompts"); a session against a copy of itself is "same".
 
     The ladder rows and ratios gate; cells are shown, not gated (a cell's runs miss how it
     moves between sessions). Exit codes:

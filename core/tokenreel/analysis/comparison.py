@@ -23,6 +23,12 @@ references):
 - a cell (one arm, one prompt): B / A of the mean over its runs, Welch's interval with the run as
   the unit (`runs_interval`); fewer than 2 runs on a side: no interval, and it says so.
 
+With too few prompts for an interval over prompts (fewer than 6, or a category with one), a ladder
+row or ratio is judged from the runs instead (`pooled_runs_interval`: each arm's run-to-run scatter
+pooled over its cells, the prompts held as they are), and says so ("from 3 runs a cell, 4
+prompts"); when every run it covers is the same in both sessions (a session compared with a copy
+of itself), the difference is 0 exactly, with nothing between the two to sample.
+
 The ladder rows and ratios gate: they are the ladder's claims, and their intervals over prompts
 count how much a cell moves from one session to the next. The cells do not: a cell's interval
 sees only how its own runs scatter within a session, not a cell that moves as a whole between
@@ -42,10 +48,12 @@ comparison that silently skipped it would claim more than it checked); else "can
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from tokenreel.analysis.answers import compare as compare_answers
-from tokenreel.analysis.intervals import Pair, Sample, contrast_interval, ratio_interval
+from tokenreel.analysis.intervals import Interval, Pair, Sample, contrast_interval, ratio_interval
 from tokenreel.analysis.ladder import (
     Cell,
     LadderRow,
@@ -58,6 +66,7 @@ from tokenreel.analysis.ladder import (
     usable_runs,
 )
 from tokenreel.analysis.metrics import run_metrics
+from tokenreel.analysis.pooled_runs import RunGroup, pooled_runs_interval
 from tokenreel.analysis.verdicts import CANT_TELL, SAME, Verdict, judge, runs_interval
 from tokenreel.session.model import Session
 
@@ -77,10 +86,15 @@ SPREAD_RULE = (
 )
 GATE_RULE = (
     "decode tok/s: each ladder row (an arm's mean, B / A) and each ladder ratio (B's speed-up over A's) "
-    "by its 95 % interval over prompts; cells are judged by their runs but do not gate (a cell's runs "
+    "by its 95 % interval over prompts (too few prompts for one: from the runs, pooled over the cells); "
+    "cells are judged by their runs but do not gate (a cell's runs "
     "miss how it moves between sessions, and 2 runs a side seldom settle it)"
 )
 REPRODUCED, NOT_REPRODUCED = "reproduced", "not reproduced"
+# What a gated verdict was judged from: its interval over prompts, over the runs (too few prompts),
+# or none needed (B's runs are A's).
+Method = Literal["prompts", "runs", "same runs"]
+RunsByCell = dict[tuple[str, str], tuple[list[float], list[float]]]  # (arm, prompt) -> A's, B's runs' decode tok/s
 EXIT_CODES = {REPRODUCED: 0, NOT_REPRODUCED: 1, CANT_TELL: 3}  # 2 is bad input, as for every command
 
 
@@ -111,6 +125,29 @@ class CellDiff:
 
 
 @dataclass(frozen=True)
+class Basis:
+    """What a gated verdict was judged from, and its n."""
+
+    method: Method
+    prompts: int
+    runs_a_cell: list[int]  # [fewest, most] usable runs a cell, over both sessions' cells it covers
+
+    @property
+    def size(self) -> str:
+        """"3 runs a cell, 4 prompts" ("2-3 runs a cell" where cells differ)."""
+        low, high = self.runs_a_cell
+        runs = f"{low}-{high}" if low != high else f"{low}"
+        return f"{runs} run{'' if high == 1 else 's'} a cell, {self.prompts} prompt{'' if self.prompts == 1 else 's'}"
+
+    @property
+    def text(self) -> str:
+        """"from 3 runs a cell, 4 prompts" ("" for an interval over prompts, the usual case)."""
+        if self.method == "prompts":
+            return ""
+        return f"from {self.size}{': the same runs in both sessions' if self.method == 'same runs' else ''}"
+
+
+@dataclass(frozen=True)
 class LadderDiff:
     """An arm's ladder row in both sessions: mean decode tok/s and the speed-up vs the first arm."""
 
@@ -120,6 +157,7 @@ class LadderDiff:
     vs_first_a: float | None
     vs_first_b: float | None
     verdict: Verdict  # B / A of the arm's mean decode tok/s, paired by prompt: gated
+    basis: Basis
 
 
 @dataclass(frozen=True)
@@ -132,6 +170,7 @@ class RatioDiff:
     a: float | None
     b: float | None
     verdict: Verdict  # B's ratio over A's: gated
+    basis: Basis
 
 
 @dataclass(frozen=True)
@@ -161,6 +200,11 @@ class Comparison:
         return [(f"{r.arm} decode", r.verdict) for r in self.ladder] + [(f"{r.arm} / {r.base}", r.verdict) for r in self.ratios]
 
     @property
+    def bases(self) -> list[Basis]:
+        """What each gated verdict was judged from, in `gated`'s order."""
+        return [r.basis for r in self.ladder] + [r.basis for r in self.ratios]
+
+    @property
     def outcome(self) -> str:
         verdicts = [v for _, v in self.gated]
         if self.unmatched or any(v.differs for v in verdicts):
@@ -182,8 +226,8 @@ def _run_figures(session: Session, cell: Cell) -> dict[str, list[float]]:
     return {key: [v for v in (getattr(m, key) for m in metrics) if v is not None] for key, _, _ in FIGURES}
 
 
-def _cell_diff(a: Session, b: Session, ca: Cell, cb: Cell, tolerance: float) -> CellDiff:
-    runs_a, runs_b = _run_figures(a, ca), _run_figures(b, cb)
+def _cell_diff(a: Session, b: Session, ca: Cell, cb: Cell, tolerance: float,
+               runs_a: dict[str, list[float]], runs_b: dict[str, list[float]]) -> CellDiff:
     figures = {
         key: _diff(getattr(ca, key), getattr(cb, key), _spread(runs_a[key]), _spread(runs_b[key])) for key, _, _ in FIGURES
     }
@@ -278,11 +322,14 @@ def compare_sessions(
     cells_b = {(c.arm, c.prompt): c for c in all_b}
     both = [arm.id for arm in a.arms if arm.id in arms_b]
     diffs = []
+    runs: RunsByCell = {}
     for arm_id in both:
         for prompt_id in shared_prompts:
             ca, cb = cells_a.get((arm_id, prompt_id)), cells_b.get((arm_id, prompt_id))
             if ca is not None and cb is not None:
-                diffs.append(_cell_diff(a, b, ca, cb, tolerance_pct))
+                runs_a, runs_b = _run_figures(a, ca), _run_figures(b, cb)
+                runs[arm_id, prompt_id] = runs_a[GATE], runs_b[GATE]
+                diffs.append(_cell_diff(a, b, ca, cb, tolerance_pct, runs_a, runs_b))
                 continue
             why = [f"no usable run in {side}: {_missing_reason(s, arm_id, prompt_id)}"
                    for side, s, c in (("A", a, ca), ("B", b, cb)) if c is None]
@@ -298,8 +345,8 @@ def compare_sessions(
         )
     return Comparison(
         a=names[0], b=names[1], session_a=a.name, session_b=b.name, tolerance_pct=tolerance_pct,
-        ladder=_ladder_diffs(build_ladder(a, all_a), build_ladder(b, all_b), diffs, tolerance_pct, level),
-        ratios=_ratio_diffs(both, diffs, tolerance_pct, level), cells=diffs, unmatched=unmatched, notes=notes,
+        ladder=_ladder_diffs(build_ladder(a, all_a), build_ladder(b, all_b), diffs, runs, tolerance_pct, level),
+        ratios=_ratio_diffs(both, diffs, runs, tolerance_pct, level), cells=diffs, unmatched=unmatched, notes=notes,
     )
 
 
@@ -323,7 +370,8 @@ def _decodes(cells: list[CellDiff], arm: str) -> dict[str, tuple[str, float, flo
 
 
 def _ladder_diffs(
-    ladder_a: list[LadderRow], ladder_b: list[LadderRow], cells: list[CellDiff], tolerance: float, level: float
+    ladder_a: list[LadderRow], ladder_b: list[LadderRow], cells: list[CellDiff], runs: RunsByCell, tolerance: float,
+    level: float,
 ) -> list[LadderDiff]:
     """Ladder rows of the arms in both sessions (each session's own ladder: its first arm, its
     shared prompts), each judged on B / A of its mean over the prompts both sessions have."""
@@ -333,29 +381,34 @@ def _ladder_diffs(
         other = rows_b.get(row.arm)
         if other is None:
             continue
-        pairs = [Pair(category, a, b) for category, a, b in _decodes(cells, row.arm).values()]
+        decodes = _decodes(cells, row.arm)
+        pairs = [Pair(category, a, b) for category, a, b in decodes.values()]
+        verdict, basis = _judge(ratio_interval(pairs, level), ((row.arm, 0, -1), (row.arm, 1, 1)), list(decodes), runs,
+                                tolerance, level)
         result.append(LadderDiff(
             arm=row.arm, label=row.label, decode_tok_s=_diff(row.decode_tok_s, other.decode_tok_s),
-            vs_first_a=row.vs_first, vs_first_b=other.vs_first, verdict=judge(ratio_interval(pairs, level), tolerance, "prompts"),
+            vs_first_a=row.vs_first, vs_first_b=other.vs_first, verdict=verdict, basis=basis,
         ))
     return result
 
 
-def _ratio_diffs(arms: list[str], cells: list[CellDiff], tolerance: float, level: float) -> list[RatioDiff]:
+def _ratio_diffs(arms: list[str], cells: list[CellDiff], runs: RunsByCell, tolerance: float, level: float) -> list[RatioDiff]:
     """Every arm over the first of `arms` (A's order) and, from the third on, over the arm before."""
     decodes = {arm: _decodes(cells, arm) for arm in arms}
     result = []
     for i, arm in enumerate(arms[1:], start=1):
         mine = decodes[arm]
         for base in dict.fromkeys((arms[0], arms[i - 1])):  # the second arm's prior is the first
+            prompts = [prompt for prompt in decodes[base] if prompt in mine]
             samples = [
                 Sample(category, (base_a, mine[prompt][1], base_b, mine[prompt][2]))
                 for prompt, (category, base_a, base_b) in decodes[base].items() if prompt in mine
             ]
+            terms = ((base, 0, 1), (arm, 0, -1), (base, 1, -1), (arm, 1, 1))
+            verdict, basis = _judge(contrast_interval(samples, (1, -1, -1, 1), level), terms, prompts, runs, tolerance, level)
             result.append(RatioDiff(
                 arm=arm, base=base, vs="first" if base == arms[0] else "prior",
-                a=_mean_ratio(samples, 1, 0), b=_mean_ratio(samples, 3, 2),
-                verdict=judge(contrast_interval(samples, (1, -1, -1, 1), level), tolerance, "prompts"),
+                a=_mean_ratio(samples, 1, 0), b=_mean_ratio(samples, 3, 2), verdict=verdict, basis=basis,
             ))
     return result
 
@@ -365,3 +418,23 @@ def _mean_ratio(samples: list[Sample], numerator: int, denominator: int) -> floa
     below = mean_of([s.values[denominator] for s in samples])
     above = mean_of([s.values[numerator] for s in samples])
     return above / below if above is not None and below else None
+
+
+def _judge(
+    over_prompts: Interval, terms: Sequence[tuple[str, int, int]], prompts: list[str], runs: RunsByCell,
+    tolerance: float, level: float,
+) -> tuple[Verdict, Basis]:
+    """A gated figure's verdict: by its interval over prompts; with too few prompts for one, from
+    the runs of its `terms` (arm, session 0 for A or 1 for B, power) over `prompts`."""
+    counts = [len(runs[arm, prompt][side]) for arm, side, _ in terms for prompt in prompts]
+    spread = [min(counts), max(counts)] if counts else [0, 0]
+    if over_prompts.low is not None or over_prompts.ratio is None:
+        return judge(over_prompts, tolerance, "prompts"), Basis("prompts", len(prompts), spread)
+    if all(runs[arm, prompt][0] == runs[arm, prompt][1] for arm, _, _ in terms for prompt in prompts):
+        # B's runs are A's: the same measurements, so the difference is 0 with nothing to sample.
+        return judge(Interval(1.0, 1.0, 1.0, spread[1], level), tolerance, "runs"), Basis("same runs", len(prompts), spread)
+    groups = [RunGroup(power, [runs[arm, prompt][side] for prompt in prompts]) for arm, side, power in terms]
+    interval = pooled_runs_interval(groups, level)
+    if interval.low is None:
+        interval = Interval(interval.ratio, None, None, interval.prompts, level, f"{over_prompts.note}; {interval.note}")
+    return judge(interval, tolerance, "runs"), Basis("runs", len(prompts), spread)

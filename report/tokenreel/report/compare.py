@@ -15,6 +15,7 @@ from tokenreel.analysis.comparison import (
     NOT_REPRODUCED,
     REPRODUCED,
     SPREAD_RULE,
+    Basis,
     CellDiff,
     Comparison,
     LadderDiff,
@@ -27,12 +28,19 @@ from tokenreel.report.csv_format import CsvWriter, csv_value
 from tokenreel.report.json_format import to_json
 
 COMPARE_FORMAT = "tokenreel.compare"
-COMPARE_VERSION = 2  # 2: verdicts with intervals; cells no longer gate
+COMPARE_VERSION = 3  # 2: verdicts with intervals; cells no longer gate. 3: too few prompts, ladder verdicts from the runs
 METHOD = (
     "a ladder figure's over prompts (paired by prompt, stratified by category: the delta method on "
     "Cochran's combined ratio estimate, *Sampling Techniques* 1977, 6.11-6.12), a cell's over its runs "
     "(Welch's t on the log of the ratio of the means)"
 )
+RUNS_METHOD = (
+    "with too few prompts for an interval over prompts, a ladder figure's over the runs: the prompts held "
+    "as they are, each arm's relative run-to-run variance in each session pooled over its cells, the delta "
+    "method on the log of the ratio of the means over prompts of the cells' means, Satterthwaite's degrees "
+    "of freedom and Student's t; B's runs the same as A's: a difference of 0 exactly"
+)
+METHODS = {"prompts": METHOD, "runs": RUNS_METHOD}
 
 
 def _pct(value: float | None) -> str:
@@ -66,6 +74,17 @@ def _judged(what: str, v: Verdict) -> str:
     return f"{what} {v.verdict} ({shown})"
 
 
+def _with_basis(v: Verdict, basis: Basis) -> str:
+    """The verdict in words, and what it was judged from unless an interval over prompts."""
+    return f"{v.text} ({basis.text})" if basis.text else v.text
+
+
+def _bases(c: Comparison) -> str:
+    """", from 3 runs a cell, 4 prompts": what the gated verdicts were judged from, where not prompts."""
+    sizes = dict.fromkeys(b.size for b in c.bases if b.method != "prompts")
+    return f", from {' or '.join(sizes)}" if sizes else ""
+
+
 def _named(gated: list[tuple[str, Verdict]]) -> list[str]:
     """The gated figures that are not "same": those that differ, then those that can't tell yet,
     a reason without an interval said once for all it holds for."""
@@ -90,7 +109,7 @@ def summary_line(c: Comparison) -> str:
         parts.append(f"{len(cells)} of {matched + len(cells)} cells have no usable run on one side ({shown}{more})")
     parts += [f"{u.what} {u.arm or u.prompt} {u.reason}" for u in c.unmatched if u.what != "cell"]
     named = _named(c.gated)
-    parts.append(f"ladder (decode tok/s, gated, ±{c.tolerance_pct:g} %): {_counts([v for _, v in c.gated])}"
+    parts.append(f"ladder (decode tok/s, gated, ±{c.tolerance_pct:g} %{_bases(c)}): {_counts([v for _, v in c.gated])}"
                  + (f" ({'; '.join(named)})" if named else ""))
     parts.append(f"{matched} cell{'' if matched == 1 else 's'} (not gated): {_counts([d.verdict for d in c.cells])}")
     parted = [d for d in c.cells if d.answers_diverge_at is not None]
@@ -111,7 +130,7 @@ def to_markdown(c: Comparison) -> str:
         "",
         f"Verdicts: \"same\" when the 95 % interval of Δ lies inside {tol}, \"faster\" or \"slower\" when it lies "
         f"wholly outside on that side, else \"can't tell yet\", with about how many more prompts or runs would settle it. "
-        f"Intervals: {METHOD}. Gate: {GATE_RULE}. In spread: {SPREAD_RULE}.",
+        f"Intervals: {METHOD}{'; ' + RUNS_METHOD if _bases(c) else ''}. Gate: {GATE_RULE}. In spread: {SPREAD_RULE}.",
         "",
     ]
     differ = [(what, v) for what, v in c.gated if v.differs]
@@ -135,7 +154,7 @@ def to_markdown(c: Comparison) -> str:
         "|---|---|---|---|---|---|---|---|",
         *(
             f"| {r.label} | {figure(r.decode_tok_s.a)} | {figure(r.decode_tok_s.b)} | {_pct(r.decode_tok_s.diff_pct)} "
-            f"| {_interval(r.verdict)} | {multiplier(r.vs_first_a)} | {multiplier(r.vs_first_b)} | {r.verdict.text} |"
+            f"| {_interval(r.verdict)} | {multiplier(r.vs_first_a)} | {multiplier(r.vs_first_b)} | {_with_basis(r.verdict, r.basis)} |"
             for r in c.ladder
         ),
         "",
@@ -146,7 +165,7 @@ def to_markdown(c: Comparison) -> str:
             "|---|---|---|---|---|---|",
             *(
                 f"| {r.arm} / {r.base} (vs {r.vs}) | {multiplier(r.a)} | {multiplier(r.b)} | {_pct(r.verdict.estimate_pct)} "
-                f"| {_interval(r.verdict)} | {r.verdict.text} |"
+                f"| {_interval(r.verdict)} | {_with_basis(r.verdict, r.basis)} |"
                 for r in c.ratios
             ),
             "",
@@ -200,6 +219,7 @@ def to_data(c: Comparison) -> dict[str, Any]:
         "gate": GATE,
         "gate_rule": GATE_RULE,
         "spread_rule": SPREAD_RULE,
+        "methods": METHODS,
         "outcome": c.outcome,
         "exit_code": EXIT_CODES[c.outcome],
         "reproduced": c.outcome == REPRODUCED,
@@ -220,17 +240,20 @@ def to_data(c: Comparison) -> dict[str, Any]:
 
 
 FIGURE_CSV_PARTS = ("a", "b", "diff_pct", "spread_a", "spread_b", "within_spread")
+BASIS_CSV_KEYS = ("method", "method_prompts", "method_runs_min", "method_runs_max")
 VERDICT_CSV_KEYS = ("estimate_pct", "diff_ci95_low", "diff_ci95_high", "diff_ci95_note", "verdict", "more_prompts", "more_runs")
 CSV_KEYS = (
     "row", "arm", "prompt", "category", "runs_a", "runs_b", "tokens_a", "tokens_b",
     *(f"{key}_{part}" for key, _, _ in FIGURES for part in FIGURE_CSV_PARTS),
-    "vs_first_a", "vs_first_b", "base", "ratio_a", "ratio_b", *VERDICT_CSV_KEYS, "note",
+    "vs_first_a", "vs_first_b", "base", "ratio_a", "ratio_b", *VERDICT_CSV_KEYS, *BASIS_CSV_KEYS, "note",
 )
 
 
 def _verdict_csv(row: dict[str, Any]) -> dict[str, Any]:
     low, high = row["diff_ci95"] or (None, None)
-    return {**{k: row[k] for k in VERDICT_CSV_KEYS if k in row}, "diff_ci95_low": low, "diff_ci95_high": high}
+    basis = dict(zip(BASIS_CSV_KEYS, (row["basis"]["method"], row["basis"]["prompts"], *row["basis"]["runs_a_cell"]), strict=True)) \
+        if "basis" in row else {}
+    return {**{k: row[k] for k in VERDICT_CSV_KEYS if k in row}, "diff_ci95_low": low, "diff_ci95_high": high, **basis}
 
 
 def to_csv(c: Comparison) -> str:
