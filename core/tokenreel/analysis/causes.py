@@ -12,7 +12,7 @@ of a cell in A paired with the i-th in B:
   prompts of each cell's mean, beside tokenreel's own over the same runs. Moving by about as
   much says the engine itself ran faster or slower; not moving says the difference arose
   between the engine and tokenreel's stamps (its HTTP server, the network, the recording client);
-- TTFT, when it moved beyond the tolerance in most cells: alone ("TTFT only": a prompt cache, a
+- TTFT, when its mean moved beyond the tolerance and most cells moved so: alone ("TTFT only": a prompt cache, a
   prefill path) for an arm whose decode did not differ, since decode tok/s leaves TTFT out;
 - flags: runs the endpoint, host or recorder gates flagged, and a GPU found busy, where either
   session has any;
@@ -204,17 +204,23 @@ def _engine_reading(engine: float, ours: float | None) -> str:
 
 
 def _ttft(c: Comparison, arm: str, alone: bool) -> Cause | None:
-    """The arm's TTFT when it moved beyond the tolerance, out of the runs' spread in most cells."""
-    cells = [d.figures["ttft_s"] for d in c.cells if d.arm == arm]
-    both = [f for f in cells if f.a is not None and f.b is not None]
+    """The arm's mean TTFT over the cells, when it moved beyond the tolerance and most cells moved
+    that way beyond it too (one slow cell is not the arm's TTFT)."""
+    both = [f for f in (d.figures["ttft_s"] for d in c.cells if d.arm == arm) if f.a is not None and f.b is not None]
     mean_a, mean_b = mean_of([f.a for f in both]), mean_of([f.b for f in both])
     change = _pct(mean_a, mean_b)
-    if change is None or abs(change) <= c.tolerance_pct or 2 * sum(f.within_spread is False for f in both) <= len(both):
+    if change is None or abs(change) <= c.tolerance_pct:
         return None
+    along = sum((f.diff_pct or 0) * change > 0 and abs(f.diff_pct or 0) > c.tolerance_pct for f in both)
+    if 2 * along <= len(both):
+        return None
+    said = (f"{figure(mean_a, 3)} s in A, {figure(mean_b, 3)} s in B ({signed_pct(change)}, mean over the cells; "
+            f"{along} of {len(both)} cells moved so)")
+    if not alone:
+        return Cause(arm, "ttft", f"TTFT moved too: {said}", mean_a, mean_b, change)
     gate = next(row.decode_tok_s.diff_pct for row in c.ladder if row.arm == arm)
-    tail = f"TTFT only: decode tok/s {signed_pct(gate)}, not a difference" if alone else "TTFT moved too"
-    return Cause(arm, "ttft", f"{tail}: {figure(mean_a, 3)} s in A, {figure(mean_b, 3)} s in B ({signed_pct(change)}, "
-                 "mean over the cells; decode tok/s leaves TTFT out)", mean_a, mean_b, change)
+    return Cause(arm, "ttft", f"TTFT only: {said}; decode tok/s, which leaves TTFT out, {signed_pct(gate)}, not judged different",
+                 mean_a, mean_b, change)
 
 
 FLAGS: dict[str, Callable[[Run], bool]] = {

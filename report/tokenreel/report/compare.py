@@ -111,7 +111,7 @@ def to_markdown(c: Comparison, causes: list[Cause]) -> str:
     if differ:
         lines += ["Not reproduced:", "", *(f"- {_judged(what, v)}, outside {tol}" for what, v in differ), ""]
     if causes:
-        lines += ["What moved with it (one line per cause):", "", *(f"- {cause.line}" for cause in causes), ""]
+        lines += ["What moved (one line per cause, for each figure that differs):", "", *(f"- {cause.line}" for cause in causes), ""]
     moved = [d for d in c.cells if d.verdict.differs]
     if moved:
         lines += ["Cells that differ (shown, not gated):", "",
