@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -91,7 +92,13 @@ def test_ladder_recording_round_trips_through_the_archive(sim: SimCluster, tmp_p
 def test_new_session_stamps_version_host_and_time(sim: SimCluster) -> None:
     session = ladder_session(sim, ["bf16"])
     assert session.tool_version == tokenreel.base.version.__version__
-    assert set(session.host) == {"hostname", "platform", "python"}
+    assert {"hostname", "platform", "python", "kernel", "cpus"} <= set(session.host)
+    # The machine's own facts, read here another way: what tells two recordings' hosts apart.
+    assert session.host["kernel"] == os.uname().release
+    assert session.host["cpus"] == str(os.cpu_count())
+    models = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+              if line.startswith("model name")]
+    assert session.host.get("cpu_model") == (models[0] if models else platform.processor() or None)
     assert datetime.fromisoformat(session.created_at).tzinfo is not None
     assert session.runs == [] and session.simulated is False
 

@@ -45,6 +45,11 @@ def compare(
     rows and ratios are judged from the runs, each arm's scatter pooled over its cells, and
     say so ("from 3 runs a cell, 4 prompts"); a session against a copy of itself is "same".
 
+    Before the tables, for each ladder row or ratio that differs, one line per cause says what
+    moved with it: the tokens (counts, answers), the acceptance, the engine's own timing, the
+    TTFT, the gates' flags, and the recording facts that differ (kernel, CPU, GPU, driver,
+    clocks, power limit, engine build).
+
     The ladder rows and ratios gate; cells are shown, not gated (a cell's runs miss how it
     moves between sessions). Exit codes:
 
@@ -63,6 +68,7 @@ def compare(
       tokenreel compare sessions/ladder.json sessions/ladder-rerun.json
       tokenreel compare sessions/ladder.json sessions/ladder-rerun.json --tolerance 1 -o compare.csv
     """
+    from tokenreel.analysis.causes import explain
     from tokenreel.analysis.comparison import EXIT_CODES, compare_sessions
     from tokenreel.report.compare import parse_compare_format, render_comparison, summary_line
 
@@ -73,11 +79,10 @@ def compare(
     if not math.isfinite(tolerance_pct) or tolerance_pct < 0:
         fail(f"--tolerance {tolerance}: give a percentage of 0 or more, e.g. --tolerance 2")
     asked = report_format(fmt, out_path)
-    comparison = compare_sessions(
-        load_session(a_path), load_session(b_path), tolerance_pct, (str(a_path), str(b_path))
-    )
+    session_a, session_b = load_session(a_path), load_session(b_path)
+    comparison = compare_sessions(session_a, session_b, tolerance_pct, (str(a_path), str(b_path)))
     with user_errors():
-        text = render_comparison(comparison, parse_compare_format(asked))
+        text = render_comparison(comparison, parse_compare_format(asked), explain(session_a, session_b, comparison))
     if out_path is None:
         sys.stdout.write(strip_controls(text))
     else:

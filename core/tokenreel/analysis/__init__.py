@@ -2,6 +2,7 @@
 model.
 
 - answers.py: Same answers? Each arm's text against the reference arm's, and runs of one arm among themselves.
+- causes.py: Why a re-recording differs: for each ladder row or ratio that differs, what moved with it.
 - claims.py: Every speed-up a viewer is told, defined once: the report, the video and its end card print from
   here and compute none of their own.
 - comparison.py: Did re-recording give the same numbers? Two sessions compared, each difference with its 95 %
@@ -15,6 +16,8 @@ model.
 - latency.py: Latency percentiles: p50/p90/p99 of TTFT, TPOT and inter-token latency, per arm and per cell.
 - metrics.py: The one set of metric definitions used by report, record summaries and the video.
 - planning.py: How many prompts a target interval needs, from a pilot session, before spending GPU hours.
+- recording_facts.py: What two recordings were made on, and where they differ: the host, the GPUs, the engine
+  build.
 - replica_ladders.py: Each replica's own ladder: a session recorded on several replicas, figure by figure.
 - selection.py: Which runs count, decided once: the one run-selection policy every figure uses.
 - verdicts.py: Same, faster, slower, or can't tell yet: a difference between two sessions, judged by its

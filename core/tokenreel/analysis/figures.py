@@ -34,6 +34,15 @@ def multiplier(value: float | None) -> str:
     return figure(value, 2, "x")
 
 
+def signed_pct(value: float | None) -> str:
+    """A signed difference in %, 2 decimals (a 2 % tolerance needs more than one); no sign on 0.00."""
+    if value is None:
+        return figure(None)
+    text = figure(abs(value), 2)
+    sign = "" if text == figure(0.0, 2) else ("+" if value > 0 else "-")
+    return f"{sign}{text} %"
+
+
 def clock_seconds(ns: int) -> str:
     """A time read off the race clock (the video's, the race chart's, the replay's), as 8.14 s:
     rounded like every other figure, so a finish the video shows is the string the report and

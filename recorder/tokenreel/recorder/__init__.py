@@ -5,6 +5,7 @@ archived.
 - events.py: The recorder's progress events: small frozen records a live display draws (`cli.progress`).
 - enums.py: The recorder's enumerated values, as str-valued enums: the TOML, the archive and every message
   hold the same strings as before, while the code compares members, not spellings.
+- host_facts.py: The recording machine as a session archives it: enough to tell two recordings' hosts apart.
 - outcome.py: What a finished recording says and how it exits, decided once for `record` and `demo`.
 - prompt_sets.py: Someone else's prompt set (JSONL, CSV or Parquet) turned into a tokenreel suite.
 - replicas.py: Replicas: one arm served by several endpoints, one per GPU or node.

@@ -9,7 +9,6 @@ with `launch` has its engine started for its turn and stopped before the next (r
 from __future__ import annotations
 
 import asyncio
-import platform
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -63,6 +62,7 @@ from tokenreel.recorder.gates.gpu_gate import (
 )
 from tokenreel.recorder.gates.host_gate import HostWatch, Load, Unwatched, endpoint_is_local, endpoint_port, find_engine
 from tokenreel.recorder.gates.idle_gate import contention, settle_after_run, wait_idle
+from tokenreel.recorder.host_facts import host_facts
 from tokenreel.recorder.replicas import replica_arm, replica_name, rotated, shards
 from tokenreel.recorder.target import LookDone, TargetPlan
 from tokenreel.recorder.todo import done_keys, runs_todo, select_arms
@@ -96,14 +96,13 @@ class RecordResult:
 
 def new_session(name: str, settings: Settings, prompts: list[Prompt], arms: list[Arm]) -> Session:
     """A fresh session stamped with the tool version, the recording host and the time."""
-    host = {"hostname": socket.gethostname(), "platform": platform.platform(), "python": platform.python_version()}
     return Session(
         name=name,
         settings=settings,
         prompts=prompts,
         arms=arms,
         tool_version=tokenreel.base.version.__version__,
-        host=host,
+        host=host_facts(),
         created_at=_now(),
     )
 

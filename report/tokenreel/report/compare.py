@@ -7,6 +7,7 @@ import io
 from dataclasses import asdict
 from typing import Any, Literal, assert_never, get_args
 
+from tokenreel.analysis.causes import Cause
 from tokenreel.analysis.comparison import (
     EXIT_CODES,
     FIGURES,
@@ -22,6 +23,7 @@ from tokenreel.analysis.comparison import (
     RatioDiff,
 )
 from tokenreel.analysis.figures import figure, multiplier
+from tokenreel.analysis.figures import signed_pct as _pct
 from tokenreel.analysis.verdicts import CANT_TELL, VERDICTS, Verdict
 from tokenreel.base.safe_text import strip_controls
 from tokenreel.report.csv_format import CsvWriter, csv_value
@@ -41,15 +43,6 @@ RUNS_METHOD = (
     "of freedom and Student's t; B's runs the same as A's: a difference of 0 exactly"
 )
 METHODS = {"prompts": METHOD, "runs": RUNS_METHOD}
-
-
-def _pct(value: float | None) -> str:
-    """A signed difference in %, 2 decimals (a 2 % tolerance needs more than one)."""
-    if value is None:
-        return figure(None)
-    text = figure(abs(value), 2)
-    sign = "" if text == figure(0.0, 2) else ("+" if value > 0 else "-")
-    return f"{sign}{text} %"
 
 
 def _interval(v: Verdict) -> str:
@@ -119,7 +112,7 @@ def summary_line(c: Comparison) -> str:
     return f"{'NOT reproduced' if c.outcome == NOT_REPRODUCED else c.outcome}: " + "; ".join(parts)
 
 
-def to_markdown(c: Comparison) -> str:
+def to_markdown(c: Comparison, causes: list[Cause]) -> str:
     tol = f"±{c.tolerance_pct:g} %"
     lines = [
         f"# Compare: {c.session_a} vs {c.session_b}",
@@ -136,6 +129,8 @@ def to_markdown(c: Comparison) -> str:
     differ = [(what, v) for what, v in c.gated if v.differs]
     if differ:
         lines += ["Not reproduced:", "", *(f"- {_judged(what, v)}, outside {tol}" for what, v in differ), ""]
+    if causes:
+        lines += ["What moved (one line per cause, for each figure that differs):", "", *(f"- {cause.line}" for cause in causes), ""]
     moved = [d for d in c.cells if d.verdict.differs]
     if moved:
         lines += ["Cells that differ (shown, not gated):", "",
@@ -201,7 +196,7 @@ def _judged_data(item: LadderDiff | RatioDiff | CellDiff) -> dict[str, Any]:
     return {**data, **_verdict_data(item.verdict)}
 
 
-def to_data(c: Comparison) -> dict[str, Any]:
+def to_data(c: Comparison, causes: list[Cause]) -> dict[str, Any]:
     """The comparison as plain data; the json format prints exactly this."""
     def plain(item: object) -> object:
         if isinstance(item, dict):
@@ -235,6 +230,7 @@ def to_data(c: Comparison) -> dict[str, Any]:
         "cells": [_judged_data(cell) for cell in c.cells],
         "unmatched": [asdict(u) for u in c.unmatched],
         "notes": c.notes,
+        "causes": [{**asdict(cause), "line": cause.line} for cause in causes],
     }
     return {key: plain(value) for key, value in data.items()}
 
@@ -256,10 +252,10 @@ def _verdict_csv(row: dict[str, Any]) -> dict[str, Any]:
     return {**{k: row[k] for k in VERDICT_CSV_KEYS if k in row}, "diff_ci95_low": low, "diff_ci95_high": high, **basis}
 
 
-def to_csv(c: Comparison) -> str:
+def to_csv(c: Comparison, causes: list[Cause]) -> str:
     """One row per ladder row ("ladder"), ladder ratio ("ratio", `base` its denominator), matched
-    cell ("cell") and unmatched item ("unmatched arm"...)."""
-    data = to_data(c)
+    cell ("cell"), unmatched item ("unmatched arm"...) and cause ("cause", its line in `note`)."""
+    data = to_data(c, causes)
     out = io.StringIO()
     writer = CsvWriter(out, CSV_KEYS)
     writer.writeheader()
@@ -282,6 +278,8 @@ def to_csv(c: Comparison) -> str:
         })
     for u in data["unmatched"]:
         write({"row": f"unmatched {u['what']}", "arm": u["arm"], "prompt": u["prompt"], "note": u["reason"]})
+    for cause in data["causes"]:
+        write({"row": "cause", "arm": cause["subject"], "note": cause["line"]})
     return out.getvalue()
 
 
@@ -297,11 +295,11 @@ def parse_compare_format(text: str) -> CompareFormat:
     raise ValueError(f"--format: compare writes md, json or csv, not {text!r}")
 
 
-def render_comparison(c: Comparison, fmt: CompareFormat) -> str:
+def render_comparison(c: Comparison, fmt: CompareFormat, causes: list[Cause]) -> str:
     if fmt == "md":
-        return strip_controls(to_markdown(c))  # text for people, as the report's (render_report)
+        return strip_controls(to_markdown(c, causes))  # text for people, as the report's (render_report)
     if fmt == "json":
-        return to_json(to_data(c))
+        return to_json(to_data(c, causes))
     if fmt == "csv":
-        return strip_controls(to_csv(c))
+        return strip_controls(to_csv(c, causes))
     assert_never(fmt)
