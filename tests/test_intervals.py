@@ -11,12 +11,22 @@ import random
 import subprocess
 import sys
 from pathlib import Path
-from statistics import NormalDist
 
 import pytest
 
 from tests.test_cli import REPO
-from tokenreel.analysis.intervals import MIN_PROMPTS, Pair, StoppingRule, first_look, look_sizes, ratio_interval
+from tokenreel.analysis.intervals import (
+    LEVEL,
+    MIN_PROMPTS,
+    STOP_LEVEL,
+    Interval,
+    Pair,
+    StoppingRule,
+    first_look,
+    planned_looks,
+    ratio_interval,
+    t_quantile,
+)
 from tokenreel.report import render_report
 from tokenreel.report.data import build_report
 from tokenreel.session import archive
@@ -77,16 +87,26 @@ def test_too_few_prompts_say_so_and_give_no_interval(pairs: list[Pair], note: st
     assert interval.note == note
 
 
-def test_looks_grow_by_half_and_end_at_the_budget() -> None:
-    sizes = look_sizes(first_look(11), 880)
-    assert sizes[0] == 22 and sizes[-1] == 880 and sizes[-2] < 880
-    assert all(b == math.ceil(1.5 * a) for a, b in zip(sizes, sizes[1:-1], strict=False))
-    assert first_look(2) == MIN_PROMPTS and look_sizes(6, 6) == [6]
-    rule = StoppingRule.plan(0.02, sizes)
-    # Pocock's constant for 11 looks: between one look's 1.96 and Bonferroni's 2.84.
-    constant = NormalDist().inv_cdf(1 - (1 - rule.level) / 2)
-    assert 2.5 < constant < NormalDist().inv_cdf(1 - 0.025 / len(sizes)) and rule == StoppingRule.plan(0.02, sizes)
-    assert rule.met(ratio_interval(suite(8, spread=0.001))) and not rule.met(ratio_interval(suite(1)))
+def test_looks_grow_by_five_percent_and_end_at_the_budget() -> None:
+    sizes = planned_looks(11, 880)
+    assert sizes[0] == first_look(11) == 22 and sizes[-1] == 880 and sizes[-2] < 880
+    assert all(b == max(a + 1, math.ceil(1.05 * a)) for a, b in zip(sizes, sizes[1:-1], strict=False))
+    assert planned_looks(2, 6) == [MIN_PROMPTS] and planned_looks(11, 10) == [10]
+
+
+def test_the_rule_stops_on_the_width_alone_at_its_level() -> None:
+    rule = StoppingRule(0.25, tuple(planned_looks(4, 100)))
+    assert rule.level == STOP_LEVEL > LEVEL
+    # The boundary: a half-width of exactly the target stops, a hair above does not.
+    assert rule.met(Interval(2.0, 1.5, 2.5, 40)) and not rule.met(Interval(2.0, 1.5, 2.5 + 1e-9, 40))
+    # Where the interval lies does not matter, only its width; no interval never stops.
+    assert rule.met(Interval(2.0, 1.9, 2.9, 40)) and not rule.met(Interval(2.0, None, None, 4, note="too few"))
+    # The rule's interval is the 95 % one widened by the ratio of the two t quantiles.
+    pairs = suite(8)
+    wide, plain = ratio_interval(pairs, STOP_LEVEL), ratio_interval(pairs)
+    assert wide.dof == plain.dof and wide.dof is not None
+    stretch = t_quantile(1 - (1 - STOP_LEVEL) / 2, wide.dof) / t_quantile(0.975, wide.dof)
+    assert math.log(wide.high / wide.ratio) == pytest.approx(stretch * math.log(plain.high / plain.ratio))
 
 
 def test_the_simulation_study_covers_the_truth() -> None:

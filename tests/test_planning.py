@@ -11,9 +11,10 @@ from typer.testing import CliRunner
 
 from tests import session_factory as sf
 from tests.test_intervals import H200
-from tokenreel.analysis.intervals import Pair, ratio_interval
+from tokenreel.analysis.intervals import STOP_LEVEL, Pair, StoppingRule, planned_looks, ratio_interval
 from tokenreel.analysis.planning import plan
 from tokenreel.cli import app
+from tokenreel.recorder.target import new_stopping
 from tokenreel.session import archive
 from tokenreel.session.model import MAX_RUNS, Arm, Prompt, Run, Session, Settings
 
@@ -53,6 +54,22 @@ def test_the_planned_prompts_give_about_the_target_width() -> None:
     width = ratio_interval([Pair(c, 100.0, 100.0 * s) for c, s in drawn]).half_width
     assert 0.6 * target < width < 1.5 * target, (estimate, width)
     assert estimate.hours is not None and estimate.hours > 0
+
+
+def test_plan_and_record_share_the_rule_and_stop_at_about_the_same_look() -> None:
+    """The plan's stop is one of the looks `record --target-ci` plans for the suite, and a seeded
+    session of the same population, looked at as the recorder looks, stops within a few looks of it."""
+    target = 0.03
+    prompts = speed_ups(60, seed=4)
+    session = pilot(prompts)
+    (estimate,) = plan(session, target)
+    rule = new_stopping(session, target, None, None, [])
+    assert rule.level == STOP_LEVEL and rule.looks == planned_looks(len(CATEGORIES), len(prompts))
+    assert estimate.sequential_prompts in rule.looks and estimate.fixed_prompts < estimate.sequential_prompts
+    speed_up = {f"p{i}": (c, s) for i, (c, s) in enumerate(prompts)}
+    stop = next(look for look in rule.looks if StoppingRule(target, tuple(rule.looks), rule.level).met(
+        ratio_interval([Pair(speed_up[p][0], 100.0, 100.0 * speed_up[p][1]) for p in rule.order[:look]], rule.level)))
+    assert abs(rule.looks.index(stop) - rule.looks.index(estimate.sequential_prompts)) <= 4, (stop, estimate)
 
 
 def test_a_thin_pilot_and_a_small_suite_say_what_to_do() -> None:

@@ -73,7 +73,7 @@ def test_resume_goes_on_to_the_next_look_and_a_plain_arm_fills_the_drawn_prompts
     third = runner.invoke(app, ["record", "--config", str(config), "--out", str(out), "--resume", "--arms", "bf16",
                                 "--target-ci", "50%"])
     assert third.exit_code == 0, third.output
-    assert archive.load(out).stopping.looked == [8, 12]
+    assert archive.load(out).stopping.looked == [8, 9]
 
 
 def test_bad_target_options_are_one_line_each(tmp_path: Path, make_sim) -> None:

@@ -16,6 +16,7 @@ from tokenreel.session.model import MAX_RUNS, Session
 def print_plan(session: Session, target: float, suite_size: int | None) -> None:
     """The plan as one table and its notes (shared with `record --check --target-ci`)."""
     from tokenreel.analysis.figures import figure
+    from tokenreel.analysis.intervals import STOP_LEVEL
     from tokenreel.analysis.planning import plan  # lazy: scipy and numpy load only when a plan is made
 
     plans = plan(session, target, suite_size)
@@ -33,7 +34,8 @@ def print_plan(session: Session, target: float, suite_size: int | None) -> None:
         )
     out.print(table)
     out.print(f"Out of a suite of {suite} prompts. One look: a fixed number chosen now; --target-ci looks as it goes"
-              " (its intervals are wider for that), so it stops at one of its planned looks.", markup=False, soft_wrap=True)
+              f" (its intervals, at {100 * STOP_LEVEL:g} %, are a little wider), so it stops at one of its planned looks.",
+              markup=False, soft_wrap=True)
     for p in plans:
         if p.note:
             out.print(f"{p.name}: {p.note}", markup=False, soft_wrap=True)
@@ -58,8 +60,8 @@ def plan(
     interval within +-PCT, per category, and how long recording them takes at the pilot's speeds.
 
     "One look" is a fixed number of prompts chosen now; "--target-ci stops at" is the look at
-    which `record --target-ci PCT` would likely stop (its intervals stay valid however often it
-    looks, so they are a little wider). A pilot of a few prompts per category gives a rough
+    which `record --target-ci PCT` would likely stop (it takes its intervals at 96.5 %, so they
+    are a little wider). A pilot of a few prompts per category gives a rough
     estimate; record --target-ci decides as it goes.
 
     Example:

@@ -5,8 +5,9 @@ the pilot's prompts give each category's spread of the ratio's linearised values
 `tokenreel.analysis.intervals` takes its interval from). With the suite's categories in their shares
 (proportional allocation), the interval's relative half-width over n prompts is about
 z * sqrt(sum_h W_h s_h^2 / n), so a half-width of `target` needs n = z^2 sum_h W_h s_h^2 / target^2
-(Cochran 1977, 5.5 and 5.9): z = 1.96 for one look at a fixed n chosen now, and the repeated
-level's z for `record --target-ci` (which may look several times), rounded up to its next look.
+(Cochran 1977, 5.5 and 5.9): z = 1.96 for one look at a fixed n chosen now, and the z of
+`record --target-ci`'s level (`intervals.STOP_LEVEL`), rounded up to the next of the looks it
+plans (`intervals.planned_looks`, the recorder's own).
 Time is the pilot's own: each arm's mean seconds per run (send to last token) times the runs per
 prompt. An estimate from a pilot is itself uncertain: a pilot of a few prompts per category can
 be off by half, so `record --target-ci` decides as it goes, and this says where it will likely end.
@@ -19,7 +20,7 @@ import statistics
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from tokenreel.analysis.intervals import LEVEL, MIN_PER_CATEGORY, Pair, first_look, look_sizes, ratio_interval, repeated_level
+from tokenreel.analysis.intervals import LEVEL, MIN_PER_CATEGORY, STOP_LEVEL, Pair, planned_looks, ratio_interval
 from tokenreel.analysis.ladder import build_cells, common_prompts, paired
 from tokenreel.analysis.metrics import run_metrics
 from tokenreel.analysis.selection import DEFAULT_SELECTION
@@ -45,16 +46,16 @@ def plan(session: Session, target: float, suite_size: int | None = None) -> list
     shared = set(common_prompts(session, cells))
     shares = _shares(session)
     suite = suite_size or len(session.prompts)
-    looks = look_sizes(min(first_look(len(shares)), suite), suite)
+    looks = planned_looks(len(shares), suite)
     z_fixed = NormalDist().inv_cdf(0.5 + LEVEL / 2)
-    z_repeated = NormalDist().inv_cdf(0.5 + repeated_level(tuple(looks)) / 2)
+    z_stop = NormalDist().inv_cdf(0.5 + STOP_LEVEL / 2)
     seconds = _seconds_per_prompt(session)
     arms = [a.id for a in session.arms]
     plans = []
     for i, arm in enumerate(arms[1:], start=1):
         for base in dict.fromkeys((arms[i - 1], arms[0])):
             pairs = paired(cells, shared, lambda c: c.decode_tok_s, arm, base)
-            plans.append(_ratio_plan(f"{arm} vs {base}", pairs, shares, target, z_fixed, z_repeated, looks, seconds))
+            plans.append(_ratio_plan(f"{arm} vs {base}", pairs, shares, target, z_fixed, z_stop, looks, seconds))
     return plans
 
 
@@ -79,7 +80,7 @@ def _seconds_per_prompt(session: Session) -> float | None:
     return runs * math.fsum(per_run)
 
 
-def _ratio_plan(name: str, pairs: list[Pair], shares: dict[str, float], target: float, z_fixed: float, z_repeated: float,
+def _ratio_plan(name: str, pairs: list[Pair], shares: dict[str, float], target: float, z_fixed: float, z_stop: float,
                 looks: list[int], seconds: float | None) -> RatioPlan:
     by_category: dict[str, list[Pair]] = {}
     for p in pairs:
@@ -96,7 +97,7 @@ def _ratio_plan(name: str, pairs: list[Pair], shares: dict[str, float], target: 
     )
     now = ratio_interval(pairs).half_width
     fixed = max(math.ceil(z_fixed**2 * variance / target**2), looks[0])
-    needed = z_repeated**2 * variance / target**2
+    needed = z_stop**2 * variance / target**2
     stop = next((look for look in looks if look >= needed), None)
     if stop is None:
         note = (f"needs about {math.ceil(needed)} prompts, more than the suite's {looks[-1]}: a bigger suite"

@@ -12,7 +12,7 @@ class Stopping:
     Prompts are drawn in `order` (a seeded shuffle within each category, then round-robin over
     the categories: `tokenreel.analysis.intervals.stratified_order`); the rule looks once the first
     `looks[i]` of them are recorded on every arm, and stops at the first look where every
-    targeted interval, taken at `level` (`tokenreel.analysis.intervals.repeated_level`), is within
+    targeted interval, taken at `level` (`tokenreel.analysis.intervals.STOP_LEVEL`), is within
     `target` (relative half-width). Every interval of the session is reported at `level`.
     """
 

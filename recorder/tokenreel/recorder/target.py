@@ -1,9 +1,9 @@
 """`record --target-ci`: record until the answer is known, then stop.
 
 Prompts are drawn in a seeded stratified order (`intervals.stratified_order`) and recorded in
-looks of growing size (`intervals.look_sizes`): each look records its new prompts on every
+looks of growing size (`intervals.planned_looks`): each look records its new prompts on every
 selected arm in turn (arms stay strictly one at a time, and every arm runs the same prompts),
-then takes the targeted intervals at the stopping rule's repeated level, and stops once every
+then takes the targeted intervals at the stopping rule's level (`intervals.STOP_LEVEL`), and stops once every
 one is within the target, or when the budget (`--max-prompts`, `--max-time`) or the suite runs
 out. The rule and how far it got are in the session (`tokenreel.session.stopping.Stopping`), so `--resume` goes on
 where it stopped and every report shows the intervals at the rule's level.
@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from tokenreel.analysis.intervals import Interval, Sample, contrast_interval, first_look, look_sizes, repeated_level, stratified_order
+from tokenreel.analysis.intervals import STOP_LEVEL, Interval, Sample, contrast_interval, planned_looks, stratified_order
 from tokenreel.analysis.ladder import build_cells, paired
 from tokenreel.session.model import Session
 from tokenreel.session.stopping import Stopping
@@ -45,12 +45,11 @@ class LookDone:
 
 def new_stopping(session: Session, target: float, max_prompts: int | None, max_time_s: float | None,
                  targets: list[str], seed: int = DEFAULT_SEED) -> Stopping:
-    """The rule for a fresh session: the draw order, the looks up to the budget, their level."""
+    """The rule for a fresh session: the draw order, the looks up to the budget, the level."""
     order = stratified_order([(p.id, p.category) for p in session.prompts], seed)
     budget = min(max_prompts or len(order), len(order))
-    categories = len({p.category for p in session.prompts})
-    looks = look_sizes(min(first_look(categories), budget), budget)
-    return Stopping(target, repeated_level(tuple(looks)), looks, order, seed, max_time_s, targets)
+    looks = planned_looks(len({p.category for p in session.prompts}), budget)
+    return Stopping(target, STOP_LEVEL, looks, order, seed, max_time_s, targets)
 
 
 def target_names(session: Session, arm_ids: list[str] | None) -> list[str]:
