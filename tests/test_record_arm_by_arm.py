@@ -14,6 +14,10 @@ from tests.test_cli import invoke, write_config
 from tokenreel.analysis.figures import MISSING, figure, multiplier
 from tokenreel.simulator.profiles import SEED_LADDER
 
+# A quarter of the profiles' real timing: tokens 2-3 ms apart, so a busy machine still reads a stream
+# in several reads and every arm has its decode speed and TTFT (at 50x a stream can come in one read).
+TIME_SCALE = 0.25
+
 
 def table_rows(output: str) -> dict[str, list[str]]:
     """The terminal ladder's rows, by step number: its cells, stripped."""
@@ -53,7 +57,7 @@ def check_report(report: dict[str, Any], recorded: list[str], pending: list[str]
 
 
 def test_each_arm_has_its_figures_as_it_lands(tmp_path: Path, make_sim) -> None:
-    cluster = make_sim(SEED_LADDER)
+    cluster = make_sim(SEED_LADDER, TIME_SCALE)
     config = write_config(tmp_path / "c.toml", cluster, max_tokens=32, prompts="builtin:ladder4")
     session = tmp_path / "s.json"
     arms = [profile.id for profile in SEED_LADDER]
@@ -92,7 +96,7 @@ def test_each_arm_has_its_figures_as_it_lands(tmp_path: Path, make_sim) -> None:
 
 
 def test_report_arms_limits_the_ladder(tmp_path: Path, make_sim) -> None:
-    cluster = make_sim(SEED_LADDER)
+    cluster = make_sim(SEED_LADDER, TIME_SCALE)
     config = write_config(tmp_path / "c.toml", cluster, max_tokens=32, prompts="builtin:ladder4")
     session = tmp_path / "s.json"
     assert invoke("record", "--config", config, "--out", session, "--arms", "bf16,nvfp4-dflash2").exit_code == 0
