@@ -50,8 +50,8 @@ def record_into(
         recording = (on_ray.record(session, path, arm_ids, display, fail_fast) if on_ray
                      else record_session(session, path, arm_ids, display, fail_fast, plan))
         result = asyncio.run(signals.run(recording) if signals else recording)
-    for table in summary_tables(session, "CONFIG" if config is None else shown_path(config), shown_path(path)):
-        out.print(table, soft_wrap=isinstance(table, Text))  # a line with a command stays whole, to copy
+    for part in summary_tables(session, "CONFIG" if config is None else shown_path(config), shown_path(path)):
+        out.print(part, soft_wrap=isinstance(part, Text))  # a line with a command stays whole, to copy
     out.print(
         f"session: {shown_path(path)}  ({result.ok} runs recorded, {result.already_ok} already done, "
         f"{result.failed} failed, {result.skipped} skipped" + (f", {result.invalid} invalid)" if result.invalid else ")")
