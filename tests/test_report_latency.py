@@ -113,7 +113,9 @@ def test_markdown_says_why_a_percentile_is_missing() -> None:
     text = render_report(s, "md")
     assert "- a / p1: TPOT —: no run carried tokens after its first token event" in text
     assert "- a / p1: ITL —: no token arrived after the first token event" in text
-    alone = render_report(make_session([("a", "Arm A", [events((100, 1), (110, 1))]), ("b", "Arm B", [])]), "md")
+    lone = make_session([("a", "Arm A", [events((100, 1), (110, 1))]), ("b", "Arm B", [])])
+    lone.runs.append(Run(arm="b", prompt="p1", index=0, warmup=False, status="failed", error="HTTP 500"))  # recorded, unusable
+    alone = render_report(lone, "md")
     assert "on the 0 prompts every arm has (none)" in alone
     assert "- a: every figure —: no usable run on the prompts every arm has" in alone
     assert "| a | p1 | 1 | 100.0 / 100.0 / 100.0 |" in alone  # the cell still has its own figures

@@ -29,11 +29,15 @@ if TYPE_CHECKING:
 def record_into(
     session: Session, path: Path, arm_ids: list[str] | None, fail_fast: bool, metrics_warned: set[str] | None = None,
     signals: RecordSignals | None = None, plan: TargetPlan | None = None, on_ray: RayRecording | None = None,
+    config: Path | None = None,
 ) -> int:
     """Record with the live display, print the ladder and the outcome; returns the exit code.
-    With `on_ray` (record --ray), each replica's part runs on a Ray worker next to its engines."""
+    With `on_ray` (record --ray), each replica's part runs on a Ray worker next to its engines;
+    `config` is named in the command that records the arms not recorded yet."""
     # Lazy: asyncio and the recorder load only when a recording starts, not for `--help`.
     import asyncio
+
+    from rich.text import Text
 
     from tokenreel.cli.progress import RecordDisplay
     from tokenreel.recorder.outcome import outcome
@@ -46,8 +50,8 @@ def record_into(
         recording = (on_ray.record(session, path, arm_ids, display, fail_fast) if on_ray
                      else record_session(session, path, arm_ids, display, fail_fast, plan))
         result = asyncio.run(signals.run(recording) if signals else recording)
-    for table in summary_tables(session):
-        out.print(table)
+    for part in summary_tables(session, "CONFIG" if config is None else shown_path(config), shown_path(path)):
+        out.print(part, soft_wrap=isinstance(part, Text))  # a line with a command stays whole, to copy
     out.print(
         f"session: {shown_path(path)}  ({result.ok} runs recorded, {result.already_ok} already done, "
         f"{result.failed} failed, {result.skipped} skipped" + (f", {result.invalid} invalid)" if result.invalid else ")")
@@ -178,10 +182,11 @@ def _record(
     stop: StopOptions, ray: str | None = None,
 ) -> int:
     """The `record` command under its signal handler; returns the exit code."""
+    from tokenreel.analysis.arm_view import select_arms_of
     from tokenreel.base.files import output_target
     from tokenreel.recorder.config import load_config
     from tokenreel.recorder.session_file import open_session, remove_stale_temps
-    from tokenreel.recorder.todo import runs_todo, select_arms, select_arms_of
+    from tokenreel.recorder.todo import runs_todo, select_arms
     from tokenreel.session.archive import SessionLock
 
     with user_errors():
@@ -226,7 +231,7 @@ def _record(
             )
             if code:
                 return code
-        return record_into(session, path, arm_ids, fail_fast, metrics_warned, signals, plan, on_ray)
+        return record_into(session, path, arm_ids, fail_fast, metrics_warned, signals, plan, on_ray, config)
     finally:
         lock.release()
 

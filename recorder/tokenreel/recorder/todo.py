@@ -6,6 +6,7 @@ reason a new recording can change is not done.
 
 from __future__ import annotations
 
+from tokenreel.analysis.arm_view import select_arms_of
 from tokenreel.analysis.selection import DEFAULT_SELECTION
 from tokenreel.session.model import Arm, Prompt, Session
 
@@ -13,17 +14,6 @@ from tokenreel.session.model import Arm, Prompt, Session
 def select_arms(session: Session, arm_ids: list[str] | None) -> list[Arm]:
     """The arms to record, always in the session's (config) order; unknown ids are an error."""
     return select_arms_of(session.arms, arm_ids)
-
-
-def select_arms_of(arms: list[Arm], arm_ids: list[str] | None) -> list[Arm]:
-    """The arms named by arm_ids (all when None), in their own order; unknown ids are an error."""
-    if arm_ids is None:
-        return list(arms)
-    known = [arm.id for arm in arms]
-    unknown = [arm_id for arm_id in arm_ids if arm_id not in known]
-    if unknown:
-        raise ValueError(f"unknown arm {unknown[0]!r}; known arms: {', '.join(known)}")
-    return [arm for arm in arms if arm.id in arm_ids]
 
 
 def done_keys(session: Session) -> set[tuple[str, str, int]]:

@@ -10,7 +10,7 @@ from typing import Literal, assert_never, get_args
 from tokenreel.analysis.selection import DEFAULT_SELECTION, RunSelection
 from tokenreel.base.safe_text import strip_controls
 from tokenreel.report.csv_format import to_csv
-from tokenreel.report.data import build_report
+from tokenreel.report.data import build_report, report_view
 from tokenreel.report.html_page import to_html
 from tokenreel.report.json_format import to_json
 from tokenreel.report.markdown import to_markdown
@@ -29,12 +29,17 @@ def parse_report_format(text: str) -> ReportFormat:
     raise ValueError(f"--format: unknown format {text!r}; use md, json, csv or html")
 
 
-def render_report(session: Session, fmt: ReportFormat, baseline: str | None = None, selection: RunSelection = DEFAULT_SELECTION) -> str:
-    """The session's report in one of FORMATS, its figures under `selection`. A sweep session
-    (`tokenreel sweep`) is refused: its views are `report.sweep` (json), `sweep_md`, `sweep_html`."""
+def render_report(
+    session: Session, fmt: ReportFormat, baseline: str | None = None, selection: RunSelection = DEFAULT_SELECTION,
+    arms: list[str] | None = None,
+) -> str:
+    """The session's report in one of FORMATS, its figures under `selection`, of the recorded
+    arms of `arms` (all when None). A sweep session (`tokenreel sweep`) is refused: its views
+    are `report.sweep` (json), `sweep_md`, `sweep_html`."""
     if session.kind == "sweep":
         raise ValueError(f"session {session.name!r} is a sweep: its report is report.sweep (sweep_rows, sweep_json)")
-    report = build_report(session, baseline, selection)
+    report = build_report(session, baseline, selection, arms)
+    session = report_view(session, arms).session  # the views show the report's arms alone
     if fmt == "md":
         return strip_controls(to_markdown(report, session))  # text for people: no escapes, no bidi tricks
     if fmt == "json":

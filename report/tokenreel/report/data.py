@@ -10,6 +10,7 @@ from dataclasses import asdict
 from typing import Any
 
 from tokenreel.analysis.answers import build_answers
+from tokenreel.analysis.arm_view import ArmView, arm_view, recorded_arms
 from tokenreel.analysis.claims import DEFINITIONS, all_speedups, claim_text, headline, interval_text, scope_text
 from tokenreel.analysis.engine_figures import arm_fingerprint, engine_agreement, prompt_cache
 from tokenreel.analysis.ladder import Cell, build_cells, build_ladder, category_ladders, category_table, common_prompts, missing_cells
@@ -27,12 +28,21 @@ REPORT_VERSION = 1
 Report = dict[str, Any]
 
 
-def build_report(session: Session, baseline: str | None = None, selection: RunSelection = DEFAULT_SELECTION) -> Report:
+def build_report(
+    session: Session, baseline: str | None = None, selection: RunSelection = DEFAULT_SELECTION, arms: list[str] | None = None,
+) -> Report:
     """The report as plain data; the json format prints exactly this, every figure at full
-    precision (rounding belongs to the tables people read)."""
+    precision (rounding belongs to the tables people read). Its arms are those `report_view`
+    shows: the recorded ones of `arms` (all when None); the rest are named, not figured."""
+    view = report_view(session, arms)
+    shown = [a.id for a in view.session.arms]
     if baseline is not None and baseline not in {a.id for a in session.arms}:
         known = ", ".join(a.id for a in session.arms)
         raise ValueError(f"--baseline: no arm {baseline!r} in this session (arms: {known})")
+    if baseline is not None and baseline not in shown:
+        why = "left out by --arms" if baseline in recorded_arms(session) else "not recorded yet"
+        raise ValueError(f"--baseline: arm {baseline!r} is {why}; the report shows {', '.join(shown)}")
+    session = view.session
     cells = build_cells(session, selection)
     ladder = build_ladder(session, cells, baseline)
     shared = common_prompts(session, cells)
@@ -49,6 +59,8 @@ def build_report(session: Session, baseline: str | None = None, selection: RunSe
         "selection": {"exclude_host_contended": selection.exclude_host_contended, "rule": selection.describe()},
         "headline": headline_entry(session, cells),
         "stopping": asdict(session.stopping) if session.stopping else None,
+        "not_recorded": view.not_recorded,
+        "arms_left_out": view.left_out,
         "ladder": [asdict(row) for row in ladder],
         "acceptance_positions": acceptance_positions(session, ladder),
         "speedups": [asdict(s) for s in all_speedups(session, cells, selection)],
@@ -68,6 +80,14 @@ def build_report(session: Session, baseline: str | None = None, selection: RunSe
         "prompt_cache": prompt_cache(session),
         **({"replicas": replicas} if (replicas := replica_ladders(session, cells, baseline)) else {}),
     }
+
+
+def report_view(session: Session, arms: list[str] | None = None) -> ArmView:
+    """The arms a report shows (`tokenreel.analysis.arm_view`), an unknown id named as --arms's."""
+    try:
+        return arm_view(session, arms)
+    except ValueError as error:
+        raise ValueError(f"--arms: {error}") from None
 
 
 def headline_entry(session: Session, cells: list[Cell]) -> dict[str, Any] | None:

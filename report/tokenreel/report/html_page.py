@@ -31,6 +31,7 @@ from tokenreel.report.wording import (
     acceptance_notes,
     acceptance_text,
     answers_legend,
+    arms_shown_lines,
     category_interval_note,
     contended_text,
     engine_notes,
@@ -115,7 +116,8 @@ def _ladder(report: Report, colors: dict[str, str]) -> str:
             esc(acceptance_text(row["acceptance_length"], row["acceptance_approximate"], row["synthetic_acceptance"])),
             esc(rate_text(row["acceptance_rate"])),
         ])
-    notes = [f"<p class=note>{esc(ladder_note(report))}</p>", f"<p class=note>{esc(interval_legend(report))}</p>"]
+    notes = [f"<p class=note>{_markdown_inline(line)}</p>" for line in arms_shown_lines(report["not_recorded"], report["arms_left_out"])]
+    notes += [f"<p class=note>{esc(ladder_note(report))}</p>", f"<p class=note>{esc(interval_legend(report))}</p>"]
     if estimated:
         notes.append(f"<p class=note>{_markdown_inline(ESTIMATED_NOTE)}</p>")
     if synthetic := synthetic_notes(report):

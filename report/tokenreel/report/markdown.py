@@ -17,6 +17,7 @@ from tokenreel.report.wording import (
     acceptance_notes,
     acceptance_text,
     answers_legend,
+    arms_shown_lines,
     category_interval_note,
     contended_text,
     engine_notes,
@@ -181,7 +182,8 @@ def to_markdown(report: Report, session: Session) -> str:
             f"| {acceptance_text(row['acceptance_length'], row['acceptance_approximate'], row['synthetic_acceptance'])}"
             f" | {rate_text(row['acceptance_rate'])} |"
         )
-    lines += ["", ladder_note(report), "", interval_legend(report), ""]
+    shown = arms_shown_lines(report["not_recorded"], report["arms_left_out"])
+    lines += ["", *(part for line in shown for part in (line, "")), ladder_note(report), "", interval_legend(report), ""]
     if synthetic := synthetic_notes(report):
         lines += ["Synthetic acceptance (the engine forced its drafts' acceptance):", "", *synthetic, ""]
     lines += _ratios_table(report, labels)

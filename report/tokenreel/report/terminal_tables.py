@@ -17,7 +17,8 @@ from rich.text import Text
 from tokenreel.analysis.claims import claim_text, headline, scope_text
 from tokenreel.analysis.figures import figure
 from tokenreel.analysis.ladder import ITSELF, build_cells, build_ladder, category_table
-from tokenreel.report.wording import acceptance_text, ratio_text
+from tokenreel.report.data import report_view
+from tokenreel.report.wording import acceptance_text, arms_shown_lines, ratio_text
 from tokenreel.session.model import Session
 
 MIN_LABEL = 6  # a label column narrower than this would say nothing ("Orig…")
@@ -91,8 +92,12 @@ class FitTable(Table):
             self.min_width = title if title <= options.max_width else None
 
 
-def summary_tables(session: Session) -> list[Table]:
-    """The ladder and the per-category table, as `tokenreel report` computes them."""
+def summary_tables(session: Session, config: str = "CONFIG", out: str = "SESSION") -> list[Table | Text]:
+    """The ladder and the per-category table, as `tokenreel report` computes them: of the arms
+    recorded so far, then the line naming those not recorded yet (`record --config config --out
+    out` records them)."""
+    view = report_view(session)
+    session = view.session
     cells = build_cells(session)
     ladder = build_ladder(session, cells)
     title = session.name + (" (simulated endpoints)" if session.simulated else "")
@@ -130,4 +135,4 @@ def summary_tables(session: Session) -> list[Table]:
         by_category.number_column(Text(row.label))
     for category, values in categories.items():
         by_category.add_row(Text(category), *(figure(values.get(row.arm)) for row in ladder))
-    return [table, by_category]
+    return [table, by_category, *(Text(line) for line in arms_shown_lines(view.not_recorded, [], config, out))]

@@ -228,6 +228,19 @@ def run_names(runs: list[dict[str, Any]]) -> str:
     return f"{len(runs)} runs (" + ", ".join(f"{arm} {arms.count(arm)}" for arm in dict.fromkeys(arms)) + ")"
 
 
+def arms_shown_lines(not_recorded: list[str], left_out: list[str], config: str = "CONFIG", out: str = "SESSION") -> list[str]:
+    """The session's arms a report leaves out, one line for each kind: those not recorded yet (a
+    ladder recorded arm by arm), with the command that records them into the session, and
+    those --arms left out. Empty when it shows every arm."""
+    lines = []
+    if not_recorded:
+        lines.append(f"Not recorded yet: {', '.join(not_recorded)} (`tokenreel record --config {config} --arms"
+                     f" {','.join(not_recorded)} --out {out}` records them into this session).")
+    if left_out:
+        lines.append(f"Left out by --arms: {', '.join(left_out)}.")
+    return lines
+
+
 def ladder_note(report: dict[str, Any]) -> str:
     """What the ladder's figures are (medians of how many runs, over which prompts), for every format."""
     runs = sorted({c["runs"] for c in report["cells"]})

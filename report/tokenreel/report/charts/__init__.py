@@ -36,7 +36,7 @@ from tokenreel.report.charts.position_chart import has_positions, positions_char
 from tokenreel.report.charts.race import race_chart
 from tokenreel.report.charts.style import Chart, Style, drawing, finish, png_bytes, svg_text
 from tokenreel.report.charts.sweep_charts import SWEEP_STEMS, sweep_charts
-from tokenreel.report.data import Report, build_report
+from tokenreel.report.data import Report, build_report, report_view
 from tokenreel.report.sweep_data import sweep_report
 from tokenreel.session.model import Session
 
@@ -137,6 +137,8 @@ def write_charts(
     each). Nothing is written when a file exists and not `force` (ValueError names it)."""
     for prompt_id in prompt_ids or []:
         _check_prompt(session, prompt_id)
+    if session.kind != "sweep":
+        session = report_view(session).session  # the report's arms alone: an arm not recorded yet has no chart
     report = _report(session, selection)
     paths = chart_paths(session, out_dir, formats, prompt_ids, report)
     for path in paths:
