@@ -103,6 +103,8 @@ def test_two_replicas_record_the_ladder_at_once(tmp_path: Path, make_sim) -> Non
     assert [e["prompts"] for e in report["replicas"]] == [len(p) for p in parts]
     assert all(e["runs"] == {"ok": 2 * 3 * len(p)} for e, p in zip(report["replicas"], parts, strict=False))
     assert all(e["ladder"][1]["vs_first_ci95"] for e in report["replicas"])  # 3 per category each: intervals
+    assert all(e["served_models"] == sorted({p.model for p in PROFILES}) for e in report["replicas"]), report["replicas"]
+    assert report["replica_warnings"] == []
     md = invoke("report", out).output
     assert "## Replicas" in md and md.count("\n| 0 | ") == 1 and md.count("\n| 1 | ") == 1, md[-1200:]
     assert_pooled_is_one_replica(report, tmp_path, clusters)
@@ -190,3 +192,27 @@ def test_a_replica_that_serves_otherwise_is_refused_at_the_check(tmp_path: Path,
     [line] = [line for line in result.output.splitlines() if "replica 1:" in line]
     assert "serves otherwise than replica 0 (engine llamacpp against vllm;" in line and "version" in line, line
     assert "replica 0:" in result.output and "ok: q replica 0" in result.output
+
+
+def test_a_replica_whose_stream_names_another_model_is_said_and_fails_the_recording(tmp_path: Path, make_sim) -> None:
+    """llama.cpp serves whatever it loaded under any requested name and names its own model in the
+    stream: replica 1 loaded another one. With the check skipped, each run keeps the model its
+    response named; record says the arm pooled two models and exits 1; the report says it too."""
+    from dataclasses import replace
+
+    profile, second = (replace(p, engine="llamacpp") for p in PROFILES)
+    clusters = [make_sim([profile, second], time_scale=SCALE),
+                make_sim([replace(profile, model="another-model"), second], time_scale=SCALE)]
+    out = tmp_path / "s.json"
+    result = invoke("record", "--config", _config(tmp_path / "c.toml", clusters, repeats=1), "--out", out, "--no-preflight")
+    assert result.exit_code == 1, result.output
+    line = f"{profile.id}: its replicas' responses name 2 models ({profile.model!r} by replica 0; 'another-model' by replica 1)"
+    assert line in result.output, result.output
+    session = archive.load(out)
+    assert {(r.replica, r.served_model) for r in session.runs if r.arm == profile.id} == {(0, profile.model), (1, "another-model")}
+    assert {r.served_model for r in session.runs if r.arm == second.id} == {second.model}
+    report = orjson.loads(invoke("report", out, "--format", "json").output)
+    assert [e["served_models"] for e in report["replicas"]] == [sorted({profile.model, second.model}),
+                                                                sorted({"another-model", second.model})]
+    assert [line in warning for warning in report["replica_warnings"]] == [True]
+    assert "**Replicas disagree**: " + line in invoke("report", out).output

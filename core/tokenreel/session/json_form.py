@@ -75,7 +75,7 @@ def _arm_to_dict(arm: Arm) -> dict[str, Any]:
 
 # Run's parts that are flat dataclasses of scalars, and its fields left out of the file when None.
 _FLAT_PARTS = frozenset(("gate", "acceptance", "clock", "host", "engine"))
-_ABSENT_WHEN_NONE = frozenset(("level", "replica", "node", "response_id", "engine"))
+_ABSENT_WHEN_NONE = frozenset(("level", "replica", "node", "response_id", "served_model", "engine"))
 # Fields of a flat part left out when None (members added to format version 1 later: older
 # files load and save again to the same bytes).
 _PART_ABSENT_WHEN_NONE = frozenset((*ENGINE_DURATIONS, *ACCEPTANCE_POSITIONS, *HOST_LOAD_FIELDS))

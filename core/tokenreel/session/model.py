@@ -382,6 +382,9 @@ class Run:
     # server's own log (simulator/tokenreel/simulator/truth.py pairs runs with the simulator's by it). None: no id
     # given, or recorded before tokenreel kept it (absent from the file).
     response_id: str | None = None
+    # The `model` the server named in its response (the first event's): replicas pooled in one
+    # arm must all name the same one. None: not given, or recorded before tokenreel kept it (absent).
+    served_model: str | None = None
     engine: EngineFigures | None = None  # what the engine said of it; None: recorded before tokenreel archived it
     chunks: Chunks = field(default_factory=Chunks)
 

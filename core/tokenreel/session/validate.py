@@ -287,7 +287,8 @@ def read_run(r: FieldReader, data: Any, where: str) -> Run:
         level=_opt_level(r, d.get("level"), f"{where}.level"),
         replica=r.get(d, "replica", where, r.opt_int, None),
         node=r.get(d, "node", where, r.opt_str, None),
-        response_id=_response_id(r, d.get("response_id"), f"{where}.response_id"),
+        response_id=_short_id(r, d.get("response_id"), f"{where}.response_id"),
+        served_model=_short_id(r, d.get("served_model"), f"{where}.served_model"),
         engine=read_engine_figures(r, d.get("engine"), f"{where}.engine"),
         chunks=_chunks(r, d.get("chunks"), f"{where}.chunks"),
     )
@@ -359,8 +360,8 @@ def _counters(r: FieldReader, value: Any, where: str) -> dict[str, float]:
     return counters
 
 
-def _response_id(r: FieldReader, value: Any, where: str) -> str | None:
-    """A run's `response_id`, at most MAX_RESPONSE_ID characters (docs/session-format.md §7.1)."""
+def _short_id(r: FieldReader, value: Any, where: str) -> str | None:
+    """A run's `response_id` or `served_model`, at most MAX_RESPONSE_ID characters (docs/session-format.md §7.1)."""
     response_id = r.opt_str(value, where)
     if response_id is not None and len(response_id) > MAX_RESPONSE_ID:
         raise r.fail(where, f"expected a response id of at most {MAX_RESPONSE_ID} characters, got {len(response_id)}")

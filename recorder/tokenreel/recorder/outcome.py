@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tokenreel.analysis.ladder import MissingCell, missing_cells
+from tokenreel.analysis.replica_ladders import served_model_lines
 from tokenreel.analysis.selection import DEFAULT_SELECTION
 from tokenreel.recorder.runner import RecordResult
 from tokenreel.session.model import Session
@@ -73,10 +74,12 @@ def outcome(session: Session, result: RecordResult, arm_ids: list[str] | None, t
     if result.lost:
         done.lines.append(f"{len(result.lost)} recorder worker(s) lost (lines above): `tokenreel record --resume --ray ...`"
                           " records the runs they had not finished")
+    mixed = served_model_lines(session)
+    done.lines += mixed
     faulted = result.failed or result.skipped or result.invalid
     if faulted:
         done.lines.append("some runs failed, were skipped or invalid (lines above); `tokenreel record --resume` retries them")
-    if faulted or result.lost or result.short or any(endpoint_caused(session, cell) for cell in missing):
+    if faulted or mixed or result.lost or result.short or any(endpoint_caused(session, cell) for cell in missing):
         done.exit_code = 1
     if session.stopping is not None:
         done.lines.append(stopping_line(session))

@@ -16,7 +16,7 @@ from tokenreel.analysis.engine_figures import arm_fingerprint, engine_agreement,
 from tokenreel.analysis.ladder import Cell, build_cells, build_ladder, category_ladders, category_table, common_prompts, missing_cells
 from tokenreel.analysis.latency import PERCENTILE_METHOD, Latency, LatencyRow, build_latency
 from tokenreel.analysis.positions import acceptance_positions
-from tokenreel.analysis.replica_ladders import replica_ladders
+from tokenreel.analysis.replica_ladders import replica_ladders, served_model_lines
 from tokenreel.analysis.selection import DEFAULT_SELECTION, RunSelection, host_contended
 from tokenreel.report.wording import LATENCY_FIGURES
 from tokenreel.session.gpu import gpu_hardware
@@ -78,7 +78,8 @@ def build_report(
         "answers": asdict(build_answers(session, baseline, selection)),
         "engine_agreement": engine_agreement(session, selection),
         "prompt_cache": prompt_cache(session),
-        **({"replicas": replicas} if (replicas := replica_ladders(session, cells, baseline)) else {}),
+        **({"replicas": replicas, "replica_warnings": served_model_lines(session)}
+           if (replicas := replica_ladders(session, cells, baseline)) else {}),
     }
 
 

@@ -291,4 +291,5 @@ def _replicas_section(report: Report, labels: dict[str, str]) -> list[str]:
         top = entry["ladder"][-1]
         lines.append(f"| {entry['replica']} | {entry['prompts']} | {runs} | {entry['contended']} | {rates} "
                      f"| {ratio_text(top['vs_first'], top['vs_first_ci95'])} |")
-    return [*lines, ""]
+    warnings = report.get("replica_warnings") or []
+    return [*lines, *([""] + [f"**Replicas disagree**: {line}." for line in warnings] if warnings else []), ""]

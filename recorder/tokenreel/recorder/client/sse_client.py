@@ -285,9 +285,9 @@ class _Request:
     def _finish(self, parser: StreamParser, stamped: kernel_clock.StampedSocket | str, t0: int, offset: int) -> None:
         outcome = parser.finish(self.count_text)
         run = self.run
-        run.token_source, run.usage, run.finish_reason, run.acceptance, run.response_id, run.engine = (
+        run.token_source, run.usage, run.finish_reason, run.acceptance, run.response_id, run.engine, run.served_model = (
             outcome.token_source, outcome.usage, outcome.finish_reason, outcome.acceptance, outcome.response_id,
-            outcome.engine,
+            outcome.engine, outcome.served_model,
         )
         if outcome.system_fingerprint:  # vLLM's config hash rides only on the stream: the arm's fingerprint keeps it
             self.arm.fingerprint["system_fingerprint"] = outcome.system_fingerprint

@@ -48,6 +48,7 @@ class Outcome:
     response_id: str | None = None  # the first event's `id` (Run.response_id)
     engine: EngineFigures | None = None  # what the engine said of the request (Run.engine)
     system_fingerprint: str | None = None  # the last event's `system_fingerprint` (vLLM: on the final chunk only)
+    served_model: str | None = None  # the first event's `model` (Run.served_model)
 
 
 class StreamParser:
@@ -71,6 +72,7 @@ class StreamParser:
         self._metrics: dict[str, Any] | None = None  # vLLM's per-request `metrics` (on the usage chunk)
         self._response_id: str | None = None
         self._system_fingerprint: str | None = None
+        self._served_model: str | None = None
         # Body offset just past each event's last byte, to find the read that delivered it
         # (`recorder.kernel_clock.apply`); `_fed` counts the body bytes fed so far.
         self.event_ends: list[int] = []
@@ -227,6 +229,8 @@ class StreamParser:
                     predicted = timings["predicted_n"]
         if self._response_id is None:
             self._note_id(event.get("id"))
+        if self._served_model is None and type(event.get("model")) is str and len(event["model"]) <= MAX_RESPONSE_ID:
+            self._served_model = event["model"]
         fingerprint = event.get("system_fingerprint")
         if type(fingerprint) is str and len(fingerprint) <= MAX_RESPONSE_ID:
             self._system_fingerprint = fingerprint
@@ -327,7 +331,7 @@ class StreamParser:
             notes.append(f"the engine reported an impossible {dropped}; dropped from its figures")
         return Outcome(
             source, usage, self._finish_reason, response_acceptance(self._spec), "; ".join(notes), self._response_id,
-            engine, self._system_fingerprint,
+            engine, self._system_fingerprint, self._served_model,
         )
 
 def _text(value: Any) -> str:
