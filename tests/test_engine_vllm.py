@@ -13,6 +13,7 @@ tests/engines/vllm_build.py (`make engine` prepares them; the first install take
 from __future__ import annotations
 
 import json
+import socket
 import statistics
 import subprocess
 import sys
@@ -29,6 +30,8 @@ from tests.engines.build import BuildError
 from tests.engines.cli import record, tokenreel
 from tests.engines.servers import ServerError, free_port, wait_metric
 from tests.engines.vllm_servers import ARMS, SERVED_NAME, VllmServer, arm_args, launch_argv, run_bench_serve
+from tests.test_launch import gone, group_members, wait_for_engine
+from tests.test_recorder_support import finish
 from tokenreel.analysis.metrics import run_metrics
 from tokenreel.report.data import build_report
 from tokenreel.session import archive
@@ -197,6 +200,29 @@ def test_report_of_the_vllm_ladder(ladder, tmp_path: Path) -> None:
 
 
 # --- one server started here: traffic from elsewhere, the cache, vllm bench --------------------
+
+
+def test_sigkill_of_record_stops_the_launched_vllm_server(models: vllm_build.VllmModels, tmp_path: Path) -> None:
+    """record of a launched vLLM arm SIGKILLed mid-run: no process of the server's group survives
+    (its API server and the engine core process it starts), and its port is free again."""
+    arm = {"base_url": "http://127.0.0.1:{port}/v1", "launch": launch_argv(models, "bf16"),
+           "ready_url": "http://127.0.0.1:{port}/health", "ready_timeout_s": 900}
+    config = write_config(tmp_path, "kill", {"bf16": arm}, warmup=0, repeats=8, max_tokens=1024)
+    session_path = tmp_path / "kill.json"
+    proc = subprocess.Popen([sys.executable, "-m", "tokenreel", "record", "--config", str(config), "--out", str(session_path)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        pid = wait_for_engine(session_path, proc, timeout=900)
+        head = next((tmp_path / "kill.engines").glob("*.log")).read_text().split("\n", 1)[0]  # "started pid P at T: argv"
+        port = int(head.split(" --port ")[1].split()[0])
+        assert len(group_members(pid)) >= 2, group_members(pid)  # the API server and its engine core
+        assert proc.poll() is None, "record ended before it could be killed mid-run"
+    finally:
+        proc.kill()
+        finish(proc)
+    assert gone(lambda: bool(group_members(pid)), timeout_s=60), f"processes {group_members(pid)} of vLLM's group survived"
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still answers"
 
 
 @pytest.fixture(scope="module")
