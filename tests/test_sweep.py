@@ -88,8 +88,10 @@ def test_sweep_two_arms_records_every_level_alone(tmp_path: Path, make_sim) -> N
 
 def test_more_than_a_hundred_in_flight(tmp_path: Path, make_sim) -> None:
     """aiohttp's connector holds 100 connections by default: a sweep's holds every level."""
-    cluster = make_sim(SEED_LADDER[:1], time_scale=0.2)
-    config = write_config(tmp_path / "c.toml", cluster, max_tokens=6)
+    # requests of about 0.9 s at real speed: longer than a loaded client takes to open 120 streams,
+    # so the server sees them overlap (at time_scale 0.2 one lasted 0.16 s and a busy CI box saw 99)
+    cluster = make_sim(SEED_LADDER[:1], time_scale=1.0)
+    config = write_config(tmp_path / "c.toml", cluster, max_tokens=16)
     out = tmp_path / "sweep.json"
     result = invoke("sweep", "--config", config, "--concurrency", "120", "--requests", "120", "--out", out)
     assert result.exit_code == 0, result.output

@@ -80,20 +80,34 @@ def test_plot_writes_both_charts_the_same_bytes_every_time(sweep: dict[str, Any]
     assert all((tmp_path / "a" / n).read_bytes() == (tmp_path / "b" / n).read_bytes() for n in FILES)
 
 
-def test_the_speedup_chart_marks_the_crossover_and_shows_the_reports_ratios(sweep: dict[str, Any], tmp_path: Path) -> None:
-    [pair] = sweep["json"]["crossovers"]
+def test_the_speedup_chart_marks_the_crossover_and_shows_the_reports_ratios(tmp_path: Path) -> None:
+    # The archived demo sweep, whose crossover is fixed (ratios 2.17, 1.84, 1.18, 0.79 at 1, 2, 4, 8):
+    # a fresh recording's level 8 lasts about a second, and one stall of a loaded CI box in one arm's
+    # second once moved its ratio above 1. Where a sweep crosses is test_sweep_report's subject.
+    report = invoke("report", ARCHIVED, "--format", "json")
+    assert report.exit_code == 0, report.output
+    [pair] = orjson.loads(report.output)["crossovers"]
     crossing = pair["per_request_level"]
-    assert crossing in (4, 8), pair  # true ratios 2.18, 1.85, 1.14, 0.77 at 1, 2, 4, 8: 8, or 4 if its interval holds 1
-    assert invoke("plot", sweep["path"], "--out", tmp_path, "--format", "svg").exit_code == 0
+    assert crossing == 8, pair
+    assert invoke("plot", ARCHIVED, "--out", tmp_path, "--format", "svg").exit_code == 0
     svg = (tmp_path / "sweep-speedup.svg").read_text(encoding="utf-8")
     assert f"crossover {crossing}" in svg  # the label, as the text comment matplotlib writes beside its paths
     title = ET.fromstring(svg).find(f"{SVG}title").text
     assert pair["sentence"] in title
-    texts = all_texts(charts_of(archive.load(sweep["path"]))["speedup"])
+    texts = all_texts(charts_of(archive.load(ARCHIVED))["speedup"])
     assert f"crossover {crossing}" in texts and "drafting off" not in " ".join(texts)
     shown = {f"{c['per_request']['ratio']:.2f}x" for c in pair["levels"]}
     assert shown <= set(texts), (shown, texts)  # each level's per-request ratio, at the report's digits
     assert any("Speed-up of NVFP4 + DFlash2 over NVFP4 per request" in t for t in texts)
+
+
+def test_a_fresh_sweeps_speedup_chart_shows_its_own_ratios(sweep: dict[str, Any]) -> None:
+    """The chart of the sweep just recorded: its levels' ratios, and its crossover where it has one."""
+    [pair] = sweep["json"]["crossovers"]
+    texts = all_texts(charts_of(archive.load(sweep["path"]))["speedup"])
+    assert {f"{c['per_request']['ratio']:.2f}x" for c in pair["levels"]} <= set(texts)
+    crossing = pair["per_request_level"]
+    assert (crossing is None) or f"crossover {crossing}" in texts, (crossing, texts)
 
 
 def test_the_throughput_chart_has_a_point_per_level_per_arm(sweep: dict[str, Any]) -> None:
