@@ -164,7 +164,8 @@ def off_runs(truths: list[RunTruth], session: Session, bound_pct: float = 0.05) 
             continue
         run = runs[(truth.arm, truth.prompt, truth.index)]
         delay = run.clock.delay_p99_ms if run.clock else None
-        lines.append(f"  replica {run.replica}: {truth.line()}; client delay p99 {delay} ms, client_busy {run.client_busy}")
+        why = f" ({run.clock.reason})" if run.clock and run.clock.reason else ""
+        lines.append(f"  replica {run.replica}: {truth.line()}{why}; client delay p99 {delay} ms, client_busy {run.client_busy}")
     return lines
 
 

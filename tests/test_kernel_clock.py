@@ -12,7 +12,7 @@ import ssl
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from time import perf_counter_ns
 from typing import Any, NamedTuple, cast
@@ -20,11 +20,12 @@ from typing import Any, NamedTuple, cast
 import aiohttp
 import orjson
 import pytest
+import uvloop
 
 from tokenreel.analysis.ladder import usable_runs
 from tokenreel.analysis.metrics import first_token_index
 from tokenreel.analysis.selection import DEFAULT_SELECTION
-from tokenreel.recorder.client import kernel_clock
+from tokenreel.recorder.client import event_loop, kernel_clock
 from tokenreel.recorder.client.sse_client import stream_run
 from tokenreel.session.model import Arm, Prompt, Run, Settings
 
@@ -124,8 +125,9 @@ class Stamped:
         return request
 
 
-def record(server: SseServer, connector: Callable[[], aiohttp.BaseConnector | None], scheme: str = "http") -> tuple[Run, int]:
-    """One run against the server; (run, perf_counter_ns of the request's build)."""
+def record(server: SseServer, connector: Callable[[], aiohttp.BaseConnector | None], scheme: str = "http",
+           runner: Callable[[Coroutine[Any, Any, int]], int] = asyncio.run) -> tuple[Run, int]:
+    """One run against the server, its loop from `runner`; (run, perf_counter_ns of the request's build)."""
     arm = Arm(id="a", label="a", base_url=f"{scheme}://127.0.0.1:{server.port}/v1", model="m")
     run = Run(arm="a", prompt="p1", index=0, warmup=False)
 
@@ -135,7 +137,7 @@ def record(server: SseServer, connector: Callable[[], aiohttp.BaseConnector | No
             await stream_run(cast(aiohttp.ClientSession, client), arm, PROMPT, Settings(max_tokens=4, ignore_eos=False), run)
             return client.built_ns
 
-    built = asyncio.run(main())
+    built = runner(main())
     assert server.error is None, server.error
     assert run.status == "ok", run.error
     return run, built
@@ -282,6 +284,32 @@ def test_without_kernel_times_the_run_says_user_clock_and_why(way: str, monkeypa
     assert run.clock is not None and (run.clock.source, run.clock.reason) == ("user", reason)
     assert run.client_busy is None and run.chunks.client_delay_us == []
     assert run.chunks.t_ns[1] - run.chunks.t_ns[0] >= 9 * MS
+
+
+@pytest.mark.parametrize("runner", ["asyncio.run", "event_loop.run"])
+def test_under_uvloops_policy_the_recorders_loop_keeps_the_kernel_times(runner: str) -> None:
+    """Ray's workers install uvloop's policy when uvloop is importable; uvloop reads sockets in C,
+    past StampedSocket.recv. asyncio.run then gets its loop and the run says so (user clock, the
+    loop named); the recorder's own runner takes asyncio's selector loop and keeps kernel times."""
+
+    def script(send: Callable[[bytes], Write]) -> None:
+        for i, text in enumerate(("a", "b")):
+            time.sleep(0.01)
+            send(_chunked(_event(text, i + 1, role=i == 0)))
+        send(TAIL)
+
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    try:
+        with SseServer(script) as server:
+            run, _ = record(server, kernel_clock.stamping_connector, runner=asyncio.run if runner == "asyncio.run" else event_loop.run)
+    finally:
+        asyncio.set_event_loop_policy(None)
+    assert run.clock is not None
+    if runner == "asyncio.run":
+        assert (run.clock.source, run.clock.reason) == ("user", kernel_clock.OWN_READS.format("uvloop.Loop"))
+    else:
+        assert (run.clock.source, run.clock.reason) == ("kernel", "")
+        assert len(run.chunks.client_delay_us) == len(run.chunks)
 
 
 def test_a_busy_run_whose_first_token_shared_its_read_keeps_its_decode_not_its_ttft() -> None:

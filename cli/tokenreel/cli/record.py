@@ -34,12 +34,11 @@ def record_into(
     """Record with the live display, print the ladder and the outcome; returns the exit code.
     With `on_ray` (record --ray), each replica's part runs on a Ray worker next to its engines;
     `config` is named in the command that records the arms not recorded yet."""
-    # Lazy: asyncio and the recorder load only when a recording starts, not for `--help`.
-    import asyncio
-
+    # Lazy: the recorder loads only when a recording starts, not for `--help`.
     from rich.text import Text
 
     from tokenreel.cli.progress import RecordDisplay
+    from tokenreel.recorder.client import event_loop
     from tokenreel.recorder.outcome import outcome
     from tokenreel.recorder.runner import record as record_session
     from tokenreel.report.terminal_tables import summary_tables
@@ -49,7 +48,7 @@ def record_into(
     with on_ray.cluster() if on_ray else nullcontext(), user_errors(path, unsaved), RecordDisplay(err, metrics_warned) as display:
         recording = (on_ray.record(session, path, arm_ids, display, fail_fast) if on_ray
                      else record_session(session, path, arm_ids, display, fail_fast, plan))
-        result = asyncio.run(signals.run(recording) if signals else recording)
+        result = event_loop.run(signals.run(recording) if signals else recording)
     for part in summary_tables(session, "CONFIG" if config is None else shown_path(config), shown_path(path)):
         out.print(part, soft_wrap=isinstance(part, Text))  # a line with a command stays whole, to copy
     out.print(

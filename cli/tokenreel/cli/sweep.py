@@ -128,8 +128,7 @@ def sweep_into(session: Session, path: Path, levels: list[int], requests: int | 
                signals: RecordSignals) -> int:
     """Sweep a fresh sweep session into `path` (the caller holds its lock), print a line per level
     as it ends, the outcome and the crossover; returns the exit code (`tokenreel sweep`'s, and the demo's sweep)."""
-    import asyncio
-
+    from tokenreel.recorder.client import event_loop
     from tokenreel.recorder.sweep_recording import sweep as sweep_session
     from tokenreel.report.sweep_data import sweep_report
 
@@ -138,7 +137,7 @@ def sweep_into(session: Session, path: Path, levels: list[int], requests: int | 
     signals.outcome = "every completed level is saved"
     say = _LevelLines(labels)
     with user_errors(path, f"{shown_path(path)} keeps every level saved before it"):
-        result = asyncio.run(signals.run(sweep_session(session, path, levels, requests, duration_s, say)))
+        result = event_loop.run(signals.run(sweep_session(session, path, levels, requests, duration_s, say)))
     for record in session.levels:  # the levels never run (skipped after a failure), once each
         if id(record) not in say.said:
             say.level(record)

@@ -30,6 +30,7 @@ means the times cannot be trusted, and the run keeps its user-space stamps, sayi
 
 from __future__ import annotations
 
+import asyncio
 import math
 import platform
 import socket
@@ -63,6 +64,8 @@ MAX_CLOCK_STEP_NS = 100_000
 USER_STAMP_SLACK_NS = 20_000
 NO_PLATFORM = "this platform gives no kernel receive times (SO_TIMESTAMPNS is Linux-only)"
 NOT_STAMPED = "the connection was not opened by the recorder's stamping connector"
+OWN_READS = ("the event loop ({}) reads sockets itself, so the kernel's receive times never reach the recorder; "
+             "record on asyncio's own loop (tokenreel.recorder.client.event_loop.run)")
 
 # fileno -> its socket, to find the socket under a response (asyncio exposes only a wrapper).
 _SOCKETS: weakref.WeakValueDictionary[int, StampedSocket] = weakref.WeakValueDictionary()
@@ -171,6 +174,9 @@ def attach(response: aiohttp.ClientResponse, since_ns: int) -> StampedSocket | s
     requests on a kept-alive connection); the reason when its reads are not stamped."""
     if SO_TIMESTAMPNS is None:
         return NO_PLATFORM
+    loop = asyncio.get_running_loop()
+    if not isinstance(loop, asyncio.selector_events.BaseSelectorEventLoop):  # uvloop's, for one
+        return OWN_READS.format(f"{type(loop).__module__}.{type(loop).__qualname__}")
     stamped = response.socket if isinstance(response, StampedResponse) else _socket_of(response.connection)
     if stamped is None:
         return NOT_STAMPED

@@ -28,6 +28,7 @@ import ray
 from ray.exceptions import RayActorError, RayError
 
 import tokenreel.base.version
+from tokenreel.recorder.client import event_loop
 from tokenreel.recorder.cluster.ray_placement import placements
 from tokenreel.recorder.events import EventFn
 from tokenreel.recorder.runner import RecordResult, record_replica
@@ -101,7 +102,7 @@ def _record(messages: queue.SimpleQueue[tuple[str, Any]], data: dict[str, Any], 
         node = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]  # Ray leaves it unannotated
         arms = select_arms(session, arm_ids)
         persist = lambda: messages.put(("update", tracker.update(replica)))  # noqa: E731
-        asyncio.run(record_replica(session, result, emit, fail_fast, None, arms, replica, persist, node))
+        event_loop.run(record_replica(session, result, emit, fail_fast, None, arms, replica, persist, node))
         messages.put(("update", tracker.update(replica)))
         messages.put(("done", None))
     except BaseException as exc:  # one line for the driver, whatever broke
