@@ -144,8 +144,10 @@ def sweep_into(session: Session, path: Path, levels: list[int], requests: int | 
     out.print(f"session: {shown_path(path)}  ({result.ok} levels ok, {result.failed} failed, {result.skipped} skipped)",
               markup=False, soft_wrap=True)
     if result.ok:
-        for line in sweep_report(session)["summary"]:
+        report = sweep_report(session)
+        for line in report["summary"]:
             out.print(line, markup=False, soft_wrap=True)
+        _write_schedule(path, report["schedule"], labels)
     lost = [record for record in session.levels if record.status == "ok" and record.failed]
     for record in lost:  # its figures are over fewer requests than asked, and failures may be the load's
         err.print(f"{labels[record.arm]} level {record.level}: {record.failed} of {record.completed + record.failed} requests"
@@ -154,6 +156,21 @@ def sweep_into(session: Session, path: Path, levels: list[int], requests: int | 
     if result.interrupted:
         return signals.exit_code(130, interrupted=True)
     return 1 if result.failed or result.skipped or lost else 0
+
+
+def _write_schedule(path: Path, schedule: dict[str, Any], labels: dict[str, str]) -> None:
+    """The drafting schedule beside the session (`report.sweep_schedule`), and its lines."""
+    from tokenreel.base.files import write_atomic
+    from tokenreel.report.sweep_schedule import schedule_json, schedule_lines, schedule_path
+
+    if not schedule["drafters"]:
+        return
+    target = schedule_path(path)
+    with user_errors(target):
+        write_atomic(target, schedule_json(schedule))
+    out.print(f"schedule: {shown_path(target)}", markup=False, soft_wrap=True)
+    for line in [*schedule_lines(schedule, labels), *(d["k_missing"] for d in schedule["drafters"] if d["k_missing"])]:
+        out.print(line, markup=False, soft_wrap=True)
 
 
 class _LevelLines:

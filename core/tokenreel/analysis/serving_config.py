@@ -87,13 +87,31 @@ def launch_settings(argv: Sequence[str]) -> dict[str, str]:
     (where it was seen) as a launch command says them: `env A=B` or bare `A=B` prefixes,
     `--flag value` and `--flag=value`, vLLM's `--speculative-config`/`--speculative_config`/`-sc`
     JSON or its dotted keys, and a `sh -c "..."` command line split as the shell would."""
+    out, spec, draft_tokens = _parse_launch(argv)
+    if "unreadable" in spec:
+        out["speculative"] = f"unreadable --speculative-config {spec['unreadable']!r}"
+    elif spec:
+        _speculative(spec, out)
+    if draft_tokens and "speculative" in out and not spec:
+        out["speculative"] += f", draft tokens {draft_tokens}"
+    return out
+
+
+def launch_speculative_config(argv: Sequence[str]) -> dict[str, Any]:
+    """vLLM's speculative config as a launch command gives it (JSON or dotted keys); {} without one."""
+    return _parse_launch(argv)[1]
+
+
+def _parse_launch(argv: Sequence[str]) -> tuple[dict[str, str], dict[str, Any], str]:
+    """The value flags and forced-acceptance variables (`launch_settings`), the speculative config
+    and SGLang's draft-token count of a launch command."""
     out: dict[str, str] = {}
     args = list(argv)
     if args and args[0].rsplit("/", 1)[-1] in _SHELLS and "-c" in args[:-1]:
         try:
-            return launch_settings(shlex.split(args[args.index("-c") + 1]))
+            return _parse_launch(shlex.split(args[args.index("-c") + 1]))
         except ValueError:  # an unbalanced quote: the shell would refuse it too
-            return out
+            return out, {}, ""
     through_env = bool(args) and args[0].rsplit("/", 1)[-1] == "env"
     args = args[through_env:]
     while args and (through_env and args[0] in ("-i", "--ignore-environment") or _ENV_ASSIGNMENT.fullmatch(args[0])):
@@ -122,13 +140,7 @@ def launch_settings(argv: Sequence[str]) -> dict[str, str]:
         elif flag == _SGLANG_DRAFT_TOKENS:
             draft_tokens = value
         i += 1
-    if "unreadable" in spec:
-        out["speculative"] = f"unreadable --speculative-config {spec['unreadable']!r}"
-    elif spec:
-        _speculative(spec, out)
-    if draft_tokens and "speculative" in out and not spec:
-        out["speculative"] += f", draft tokens {draft_tokens}"
-    return out
+    return out, spec, draft_tokens
 
 
 def declared_synthetic(settings: dict[str, str]) -> str:

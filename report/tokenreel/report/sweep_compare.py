@@ -39,6 +39,11 @@ def crossovers(session: Session, rows: list[dict[str, Any]]) -> list[dict[str, A
     return [_pair(session, by, base, arm) for base, arm in zip(arms, arms[1:], strict=False)]
 
 
+def compare(session: Session, rows: list[dict[str, Any]], base: str, arm: str) -> dict[str, Any]:
+    """`arm` against `base`, level by level, as `crossovers` compares adjacent arms (any two arms)."""
+    return _pair(session, {(row["arm"], row["level"]): row for row in rows}, base, arm)
+
+
 def _pair(session: Session, by: dict[tuple[str, int], dict[str, Any]], base: str, arm: str) -> dict[str, Any]:
     levels = sorted({level for a, level in by if a == arm} & {level for a, level in by if a == base})
     compared = [_level(by[(base, level)], by[(arm, level)]) for level in levels]
@@ -69,12 +74,13 @@ def _figures(ratio: float | None, interval: Interval) -> dict[str, Any]:
     return {"ratio": ratio, "ci95": ci, "requests": interval.prompts, "note": interval.note}
 
 
-def _pays(figures: dict[str, Any]) -> bool:
+def pays(figures: dict[str, Any]) -> bool:
+    """The speed-up's whole 95 % interval lies above 1."""
     return figures["ci95"] is not None and figures["ci95"][0] > 1
 
 
 def _first_not_paying(compared: list[dict[str, Any]], key: str) -> int | None:
-    return next((c["level"] for c in compared if not _pays(c[key])), None)
+    return next((c["level"] for c in compared if not pays(c[key])), None)
 
 
 def _drafting_off(by: dict[tuple[str, int], dict[str, Any]], arm: str, levels: list[int]) -> int | None:

@@ -29,6 +29,7 @@ import orjson
 from tokenreel.analysis.latency import distribution, once
 from tokenreel.analysis.metrics import NS_PER_S, run_metrics
 from tokenreel.report.sweep_compare import crossovers, sentence
+from tokenreel.report.sweep_schedule import sweep_schedule
 from tokenreel.session.model import LevelRecord, Run, Session
 
 COUNTER_DELTAS = ("generated_tokens", "drafts", "draft_tokens", "accepted_tokens")
@@ -111,7 +112,8 @@ def _median(values: list[float | None]) -> float | None:
 
 
 def sweep_report(session: Session) -> dict[str, Any]:
-    """The rows, the adjacent arms' crossovers, and their one-line sentences (first, for people)."""
+    """The rows, the adjacent arms' crossovers, their one-line sentences (first, for people) and
+    the drafting schedule they give (`sweep_schedule`)."""
     rows = sweep_rows(session)
     pairs = crossovers(session, rows)
     labels = {arm.id: arm.label for arm in session.arms}
@@ -119,7 +121,8 @@ def sweep_report(session: Session) -> dict[str, Any]:
         pair["sentence"] = sentence(pair, labels, [c["level"] for c in pair["levels"]])
     public = [{k: v for k, v in row.items() if k != "decode_tok_s"} for row in rows]
     return {"session": session.name, "kind": session.kind, "simulated": session.simulated,
-            "summary": [pair["sentence"] for pair in pairs], "levels": public, "crossovers": pairs}
+            "summary": [pair["sentence"] for pair in pairs], "levels": public, "crossovers": pairs,
+            "schedule": sweep_schedule(session, rows)}
 
 
 def sweep_json(session: Session) -> str:

@@ -16,6 +16,7 @@ from tokenreel.report.charts import sweep_svgs
 from tokenreel.report.html_shell import THEME, arm_colors, arm_name, html_table, inline_svg, page
 from tokenreel.report.sweep_data import sweep_report
 from tokenreel.report.sweep_markdown import CROSSOVER_MEANING, LEVEL_HEADERS, level_cells, missing_note, ratio_cell
+from tokenreel.report.sweep_schedule import RULE, SCHEDULE_HEADERS, schedule_lines, schedule_tables
 from tokenreel.session.model import Session
 
 
@@ -63,11 +64,24 @@ def _arm_table(label: str, color: str, rows: list[dict[str, Any]]) -> str:
             + (f"<p class=note>{esc(note)}</p>" if note else ""))
 
 
+def _schedule(report: dict[str, Any], labels: dict[str, str]) -> str:
+    schedule = report["schedule"]
+    if not schedule["drafters"]:
+        return ""
+    said = "".join(f"<p class=claim>{esc(line)}</p>" for line in schedule_lines(schedule, labels))
+    missing = "".join(f"<p class=note>{esc(d['k_missing'])}</p>" for d in schedule["drafters"] if d["k_missing"])
+    tables = "".join(f"<h3>{esc(title)}</h3>" + html_table([esc(h[0].upper() + h[1:]) for h in SCHEDULE_HEADERS],
+                                                           ([esc(c) for c in row] for row in rows), numeric=(0, 3))
+                     for title, rows in schedule_tables(schedule, labels, ratio_cell))
+    return f'<section id="schedule"><h2>Drafting schedule</h2>{said}<p class=note>{esc(RULE)}</p>{missing}{tables}</section>'
+
+
 def sweep_html(session: Session) -> str:
     """The sweep's report as one self-contained page (module docstring)."""
     report = sweep_report(session)
     theme = load_theme(THEME)
     colors = arm_colors(session, theme)
     labels = {arm.id: arm.label for arm in session.arms}
-    sections = [_header(report, session), _charts(session, report), _pairs(report, labels), _arms(report, session, colors)]
+    sections = [_header(report, session), _charts(session, report), _pairs(report, labels), _schedule(report, labels),
+                _arms(report, session, colors)]
     return page(f"Sweep: {report['session']} · tokenreel report", sections, theme)

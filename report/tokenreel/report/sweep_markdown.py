@@ -9,6 +9,7 @@ from typing import Any
 
 from tokenreel.base.safe_text import strip_controls
 from tokenreel.report.sweep_data import sweep_report
+from tokenreel.report.sweep_schedule import RULE, SCHEDULE_HEADERS, schedule_lines, schedule_tables
 from tokenreel.session.model import Session
 
 LEVEL_HEADERS = ("level", "status", "requests", "aggregate tok/s", "decode tok/s (mean)", "TTFT ms p50 / p90 / p99",
@@ -68,4 +69,18 @@ def sweep_markdown(session: Session) -> str:
                   "| level | per-request ratio [95 % CI] | aggregate ratio [95 % CI] |", "|---:|---|---|"]
         lines += [f"| {c['level']} | {ratio_cell(c['per_request'])} | {ratio_cell(c['aggregate'])} |" for c in pair["levels"]]
         lines.append("")
+    lines += schedule_markdown(report["schedule"], labels)
     return strip_controls("\n".join(lines))
+
+
+def schedule_markdown(schedule: dict[str, Any], labels: dict[str, str]) -> list[str]:
+    """The drafting schedule (`sweep_schedule`): its lines, then why, level by level."""
+    if not schedule["drafters"]:
+        return []
+    lines = ["## Drafting schedule", "", *[f"- {line}" for line in schedule_lines(schedule, labels)], "",
+             *textwrap.wrap(RULE, 99), ""]
+    lines += [f"- {d['k_missing']}" for d in schedule["drafters"] if d["k_missing"]]
+    for title, rows in schedule_tables(schedule, labels, ratio_cell):
+        lines += ["", f"### {title}", "", "| " + " | ".join(SCHEDULE_HEADERS) + " |", "|---:|---|---|---:|"]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return [*lines, ""]
