@@ -34,6 +34,7 @@ from tokenreel.report.wording import (
     arms_shown_lines,
     category_interval_note,
     contended_text,
+    decomposition_table,
     engine_notes,
     fingerprint_text,
     gpu_notes,
@@ -132,6 +133,11 @@ def _ladder(report: Report, colors: dict[str, str]) -> str:
         positions = html_table(headers, [[esc(c) for c in row] for row in rows_], numeric=tuple(range(1, len(headers))), labelled=True)
         items = "".join(f"<li>{esc(line)}</li>" for line in lines)
         notes.append(f"<p class=note>Acceptance rate per draft position:</p>{positions}<ul class=note>{items}</ul>")
+    headers, rows_, lines = decomposition_table(report)
+    if headers:
+        table = html_table(headers, [[esc(c) for c in row] for row in rows_], numeric=tuple(range(2, len(headers))), labelled=True)
+        items = "".join(f"<li>{esc(line)}</li>" for line in lines)
+        notes.append(f"<p class=note>Speed-up decomposed:</p>{table}<ul class=note>{items}</ul>")
     engine = engine_notes(report)
     if engine:
         items = "".join(f"<li>{esc(line.removeprefix('- '))}</li>" for line in engine if line.startswith("- "))
