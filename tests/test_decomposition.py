@@ -13,6 +13,9 @@ from tests import session_factory as sf
 from tokenreel.analysis.decomposition import Decomposition, category_sentence, decompositions, mover, step_cost
 from tokenreel.analysis.ladder import build_cells, build_ladder, category_ladders
 from tokenreel.analysis.run_variance import run_variances
+from tokenreel.report import build_report
+from tokenreel.report.charts import _charts
+from tokenreel.report.charts.style import png_bytes
 from tokenreel.session.archive import load
 from tokenreel.session.model import Acceptance, Session
 from tokenreel.simulator.generation import make_plan, spec_stats
@@ -129,3 +132,11 @@ def test_one_run_a_cell_has_no_share() -> None:
     session = _spread_session({p: runs[:1] for p, runs in LENGTHS.items()}, {p: [300.0] for p in LENGTHS})
     (found,) = run_variances(session, build_cells(session), ["spec"])
     assert found.share is None and "--repeats 2" in found.note
+
+
+def test_the_decomposition_chart_is_the_reports_figures_and_deterministic(demo: Session) -> None:
+    report = build_report(demo)
+    first, again = (png_bytes(_charts(demo, report, [], "dark")["decomposition"]) for _ in range(2))
+    assert first == again
+    summary = _charts(demo, report, [], "dark")["decomposition"].summary
+    assert summary[-1] == "code · 5.28 tokens a step, step 1.11x: 4.77x"  # drawn last: the top row
