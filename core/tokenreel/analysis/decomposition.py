@@ -14,7 +14,7 @@ each has its 95 % interval by `tokenreel.analysis.intervals.contrast_interval`, 
 machinery: the prompt is the unit, the categories the strata. Where some run lacks the counts, L
 is the mean of the prompts' lengths (`acceptance_pooled` False) and the product still holds.
 
-Which factor moved (two categories, or two sessions): the one whose log changed the more, when
+Which factor moved between two categories: the one whose log changed the more, when
 it holds at least `MOVER_SHARE` of the two factors' absolute log change; else both did.
 """
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tokenreel.analysis.drafting import drafted_arm
-from tokenreel.analysis.figures import figure, multiplier, signed_pct
+from tokenreel.analysis.figures import figure, multiplier
 from tokenreel.analysis.intervals import Sample, contrast_interval
 from tokenreel.analysis.ladder import Cell, common_prompts, interval_level
 from tokenreel.session.model import Session
@@ -163,15 +163,6 @@ MOVER_TEXT: dict[Mover, str] = {
 }
 
 
-def change_text(a: Decomposition, b: Decomposition) -> str:
-    """"acceptance 3.05 -> 3.20 (+4.92 %), step 1.11x -> 1.11x (+0.10 %): acceptance moved, ..."."""
-    length = _pct(a.acceptance_length, b.acceptance_length)
-    cost_a, cost_b = step_cost(a.step_ratio), step_cost(b.step_ratio)
-    return (f"acceptance {figure(a.acceptance_length, 2)} -> {figure(b.acceptance_length, 2)} ({signed_pct(length)}),"
-            f" step {multiplier(cost_a)} -> {multiplier(cost_b)} the target's ({signed_pct(_pct(cost_a, cost_b))}):"
-            f" {MOVER_TEXT[mover(a, b)]}")
-
-
 def category_sentence(entries: list[Decomposition]) -> str:
     """Each category's factors, highest speed-up first, and which factor moved between the
     highest and the lowest: "code 5.28 tokens a step, step 1.11x the target's: 4.77x; prose ...";
@@ -183,8 +174,4 @@ def category_sentence(entries: list[Decomposition]) -> str:
     parts = "; ".join(f"{d.category} {factor_text(d)}" for d in have)
     top, bottom = have[0], have[-1]
     return f"{parts}. From {bottom.category} to {top.category}: {MOVER_TEXT[mover(bottom, top)]}."
-
-
-def _pct(a: float | None, b: float | None) -> float | None:
-    return (b / a - 1) * 100 if a and b is not None else None
 
