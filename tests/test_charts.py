@@ -63,6 +63,8 @@ def expected_names(session: Session) -> set[str]:
     stems = ["ladder", "categories", "itl", *(f"race-{p.id}" for p in session.prompts)]
     if any(e["rates"] for e in build_report(session)["acceptance_positions"]):
         stems.append("positions")  # a drafter arm with per-position counts
+    if any(not d["missing"] and d["scope"] == "category" for d in build_report(session)["decomposition"]["arms"]):
+        stems.append("decomposition")  # a drafter arm with acceptance counted, against its target
     return {f"{stem}.{fmt}" for stem in stems for fmt in ("png", "svg")}
 
 
@@ -101,7 +103,7 @@ def test_plot_prints_the_paths_it_wrote(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     printed = result.stdout.split()
     assert sorted(printed) == sorted(str(p) for p in tmp_path.iterdir())
-    assert {Path(p).name for p in printed} == {"ladder.svg", "categories.svg", "race-code-1.svg", "itl.svg"}
+    assert {Path(p).name for p in printed} == {"ladder.svg", "categories.svg", "race-code-1.svg", "itl.svg", "decomposition.svg"}
 
 
 def test_same_bytes_twice_and_in_a_fresh_process(demo: Session, tmp_path: Path) -> None:
@@ -124,7 +126,8 @@ def test_same_bytes_twice_and_in_a_fresh_process(demo: Session, tmp_path: Path) 
 
 def test_chart_svgs_are_the_plotted_files_with_ids_unique_across_charts(demo: Session, demo_charts: Path) -> None:
     svgs = chart_svgs(demo, build_report(demo), "code-1")
-    assert set(svgs) == {"ladder", "categories", "race", "itl"}
+    assert set(svgs) == {"ladder", "categories", "race", "itl", "decomposition"}  # the demo's drafter has its decomposition
+    assert svgs["decomposition"] == (demo_charts / "decomposition.svg").read_text()
     assert svgs["race"] == (demo_charts / "race-code-1.svg").read_text()
     assert svgs["ladder"] == (demo_charts / "ladder.svg").read_text()
     ids = [el.get("id") for text in svgs.values() for el in ET.fromstring(text).iter() if el.get("id")]

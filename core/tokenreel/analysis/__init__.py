@@ -7,6 +7,7 @@ model.
   here and compute none of their own.
 - comparison.py: Did re-recording give the same numbers? Two sessions compared, each difference with its 95 %
   interval and a verdict (the views, md/json/csv, are in `tokenreel.report.compare`).
+- decomposition.py: A drafter's speed-up split in two: more tokens a step, and the cost of a step.
 - drafting.py: Which arm a speculative arm drafts for: the arm whose answers it must repeat.
 - engine_figures.py: The engine's own word beside tokenreel's measurement: decode agreement, prompt-cache
   hits, a drafter seen in the stream, and builds that do not know their version.
@@ -19,6 +20,7 @@ model.
 - recording_facts.py: What two recordings were made on, and where they differ: the host, the GPUs, the engine
   build.
 - replica_ladders.py: Each replica's own ladder: a session recorded on several replicas, figure by figure.
+- run_variance.py: How much of a drafter arm's run-to-run spread acceptance explains.
 - selection.py: Which runs count, decided once: the one run-selection policy every figure uses.
 - verdicts.py: Same, faster, slower, or can't tell yet: a difference between two sessions, judged by its
   interval.

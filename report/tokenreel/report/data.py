@@ -12,11 +12,13 @@ from typing import Any
 from tokenreel.analysis.answers import build_answers
 from tokenreel.analysis.arm_view import ArmView, arm_view, recorded_arms
 from tokenreel.analysis.claims import DEFINITIONS, all_speedups, claim_text, headline, interval_text, scope_text
+from tokenreel.analysis.decomposition import category_sentence, decompositions
 from tokenreel.analysis.engine_figures import arm_fingerprint, engine_agreement, prompt_cache
 from tokenreel.analysis.ladder import Cell, build_cells, build_ladder, category_ladders, category_table, common_prompts, missing_cells
 from tokenreel.analysis.latency import PERCENTILE_METHOD, Latency, LatencyRow, build_latency
 from tokenreel.analysis.positions import acceptance_positions
 from tokenreel.analysis.replica_ladders import replica_ladders, served_model_lines
+from tokenreel.analysis.run_variance import run_variances
 from tokenreel.analysis.selection import DEFAULT_SELECTION, RunSelection, host_contended
 from tokenreel.report.wording import LATENCY_FIGURES
 from tokenreel.session.gpu import gpu_hardware
@@ -63,6 +65,7 @@ def build_report(
         "arms_left_out": view.left_out,
         "ladder": [asdict(row) for row in ladder],
         "acceptance_positions": acceptance_positions(session, ladder),
+        "decomposition": decomposition_entry(session, cells, selection),
         "speedups": [asdict(s) for s in all_speedups(session, cells, selection)],
         "categories": category_table(session, cells),
         "category_ladders": {
@@ -80,6 +83,19 @@ def build_report(
         "prompt_cache": prompt_cache(session),
         **({"replicas": replicas, "replica_warnings": served_model_lines(session)}
            if (replicas := replica_ladders(session, cells, baseline)) else {}),
+    }
+
+
+def decomposition_entry(session: Session, cells: list[Cell], selection: RunSelection) -> dict[str, Any]:
+    """Each drafter arm's speed-up over its target as acceptance x step ratio, suite and per
+    category (`tokenreel.analysis.decomposition`), the sentence comparing its categories, and the
+    share of its run-to-run spread that acceptance explains (`tokenreel.analysis.run_variance`)."""
+    found = decompositions(session, cells)
+    arms = list(dict.fromkeys(d.arm for d in found))
+    return {
+        "arms": [asdict(d) for d in found],
+        "sentences": {arm: category_sentence([d for d in found if d.arm == arm]) for arm in arms},
+        "run_variance": [asdict(v) for v in run_variances(session, cells, arms, selection)],
     }
 
 

@@ -34,6 +34,7 @@ from tokenreel.report.wording import (
     arms_shown_lines,
     category_interval_note,
     contended_text,
+    decomposition_table,
     engine_notes,
     fingerprint_text,
     gpu_notes,
@@ -141,6 +142,16 @@ def _ladder(report: Report, colors: dict[str, str]) -> str:
         rows, numeric=(3, 4, 5, 6, 7), labelled=True,
     )
     return f'<section id="ladder"><h2>The ladder</h2>{table}{"".join(notes)}</section>'
+
+
+def _decomposition(report: Report) -> str:
+    """A drafter's speed-up as tokens a step x step ratio, in a section of its own; "" where no arm drafts."""
+    headers, rows, lines = decomposition_table(report)
+    if not headers:
+        return ""
+    table = html_table(headers, [[esc(c) for c in row] for row in rows], numeric=tuple(range(2, len(headers))), labelled=True)
+    items = "".join(f"<li>{esc(line)}</li>" for line in lines)
+    return f'<section id="decomposition"><h2>Speed-up decomposed</h2>{table}<ul class=note>{items}</ul></section>'
 
 
 def _categories(report: Report, labels: dict[str, str]) -> str:
@@ -389,7 +400,7 @@ def to_html(report: Report, session: Session) -> str:
     data = replay_data(session, report)
     replay, replayed = replay_section(session, data, colors)
     sections = [
-        _header(report, session), _ladder(report, colors), replay, _categories(report, labels),
+        _header(report, session), _ladder(report, colors), replay, _categories(report, labels), _decomposition(report),
         _charts(session, report), _latency(report, labels, colors), _answers(report, labels, colors),
         _arms(report, session, colors), _cells(report), _runs(session, replayed, selection),
     ]

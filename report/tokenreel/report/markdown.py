@@ -20,6 +20,7 @@ from tokenreel.report.wording import (
     arms_shown_lines,
     category_interval_note,
     contended_text,
+    decomposition_table,
     engine_notes,
     fingerprint_text,
     gpu_notes,
@@ -163,6 +164,15 @@ def _positions_table(report: Report) -> list[str]:
             *(f"| {' | '.join(row)} |" for row in rows), "", *(f"- {note}" for note in notes), ""]
 
 
+def _decomposition(report: Report) -> list[str]:
+    """A drafter's speed-up as tokens a step x step ratio (wording.decomposition_table); nothing where no arm drafts."""
+    headers, rows, notes = decomposition_table(report)
+    if not headers:
+        return []
+    return ["Speed-up decomposed:", "", f"| {' | '.join(headers)} |", f"|{'---|' * len(headers)}",
+            *(f"| {' | '.join(row)} |" for row in rows), "", *(f"- {note}" for note in notes), ""]
+
+
 def to_markdown(report: Report, session: Session) -> str:
     labels = {arm.id: arm.label for arm in session.arms}
     lines: list[str] = [f"# {report['session']}", "", *_headline(report["headline"])]
@@ -191,6 +201,7 @@ def to_markdown(report: Report, session: Session) -> str:
         lines += [ESTIMATED_NOTE, ""]
     lines += acceptance_notes(report)
     lines += _positions_table(report)
+    lines += _decomposition(report)
     lines += engine_notes(report)
     lines += _clock_notes(report, session)
     lines += _arms_table(report)

@@ -16,9 +16,10 @@ from rich.text import Text
 
 from tokenreel.analysis.claims import claim_text, headline, scope_text
 from tokenreel.analysis.figures import figure
-from tokenreel.analysis.ladder import ITSELF, build_cells, build_ladder, category_table
-from tokenreel.report.data import report_view
-from tokenreel.report.wording import acceptance_text, arms_shown_lines, ratio_text
+from tokenreel.analysis.ladder import ITSELF, Cell, build_cells, build_ladder, category_table
+from tokenreel.analysis.selection import DEFAULT_SELECTION
+from tokenreel.report.data import decomposition_entry, report_view
+from tokenreel.report.wording import acceptance_text, arms_shown_lines, decomposition_table, ratio_text
 from tokenreel.session.model import Session
 
 MIN_LABEL = 6  # a label column narrower than this would say nothing ("Orig…")
@@ -135,4 +136,22 @@ def summary_tables(session: Session, config: str = "CONFIG", out: str = "SESSION
         by_category.number_column(Text(row.label))
     for category, values in categories.items():
         by_category.add_row(Text(category), *(figure(values.get(row.arm)) for row in ladder))
-    return [table, by_category, *(Text(line) for line in arms_shown_lines(view.not_recorded, [], config, out))]
+    shown = arms_shown_lines(view.not_recorded, [], config, out)
+    return [table, by_category, *_decomposition(session, cells), *(Text(line) for line in shown)]
+
+
+def _decomposition(session: Session, cells: list[Cell]) -> list[Table | Text]:
+    """A drafter's speed-up as tokens a step x step ratio, with its notes; nothing where no arm drafts."""
+    report = {"decomposition": decomposition_entry(session, cells, DEFAULT_SELECTION),
+              "arms": [{"arm": a.id, "label": a.label} for a in session.arms]}
+    headers, rows, notes = decomposition_table(report)
+    if not headers:
+        return []
+    table = FitTable(title="Speed-up decomposed", title_justify="left")
+    table.label_column(headers[0])
+    table.label_column(headers[1])
+    for header in headers[2:]:
+        table.number_column(header)
+    for row in rows:
+        table.add_row(Text(row[0]), Text(row[1]), *row[2:])
+    return [table, *(Text(note) for note in notes)]

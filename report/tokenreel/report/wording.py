@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenreel.analysis.figures import figure, multiplier
+from tokenreel.analysis.figures import MISSING, figure, multiplier
 from tokenreel.analysis.ladder import ITSELF
 from tokenreel.analysis.latency import MISSING_REASONS, PERCENTILE_METHOD
 from tokenreel.analysis.positions import BASIS_TEXT
+from tokenreel.analysis.run_variance import SAYS_LEVEL, SAYS_SHARE, SAYS_TEXT
 from tokenreel.analysis.serving_config import SYNTHETIC_LABEL
 
 STEP_MARKS = "①②③④⑤⑥⑦⑧⑨⑩"
@@ -332,3 +333,61 @@ def category_interval_note(report: dict[str, Any]) -> str:
     gaps = [f"{category}: {gap}" for category, rows in report["category_ladders"].items()
             for gap in interval_gaps(rows[-1:], ("vs_first",))]
     return f"No interval per category for {'; '.join(gaps)}." if gaps else ""
+
+
+DECOMPOSITION_HEADERS = ["Arm", "Drafts for", "Prompts", "Tokens a step", "Step ratio", "Step ms (target / arm)", "Speed-up"]
+
+
+def _length_text(value: float | None, ci95: list[float] | None) -> str:
+    """"3.05 [2.90–3.21]": an acceptance length and its 95 % interval, 2 decimals."""
+    if ci95 is None or value is None:
+        return figure(value, 2)
+    return f"{figure(value, 2)} [{figure(ci95[0], 2)}–{figure(ci95[1], 2)}]"
+
+
+def decomposition_table(report: dict[str, Any]) -> tuple[list[str], list[list[str]], list[str]]:
+    """A drafter's speed-up over its target as tokens a step x step ratio: (headers, one row per
+    arm and scope, the notes: each arm's category sentence, what is missing and why, and how much
+    of its run-to-run spread acceptance explains); all empty where no arm drafts."""
+    entry = report.get("decomposition") or {}
+    found = entry.get("arms", [])
+    if not found:
+        return [], [], []
+    labels = {a["arm"]: a["label"] for a in report["arms"]}
+    rows = []
+    for d in found:
+        name = labels.get(d["arm"], d["arm"]) + ("" if d["scope"] == "suite" else f" · {d['category']}")
+        if d["missing"]:
+            rows.append([name, labels.get(d["target"], d["target"]), str(d["prompts"]), MISSING, MISSING, MISSING, MISSING])
+            continue
+        steps = f"{figure(d['target_step_ms'], 2)} / {figure(d['arm_step_ms'], 2)}"
+        rows.append([name, labels.get(d["target"], d["target"]), str(d["prompts"]),
+                     _length_text(d["acceptance_length"], d["acceptance_ci95"]),
+                     ratio_text(d["step_ratio"], d["step_ratio_ci95"]), steps, ratio_text(d["speedup"], d["speedup_ci95"])])
+    notes = [
+        "Speed-up = tokens a step (the acceptance length, pooled as in the ladder) x step ratio (the target's time per"
+        " step, 1 / its decode tok/s, over this arm's, acceptance length / its decode tok/s); the product is the"
+        " ladder's decode speed-up over the target. Over several categories the step ratio is a ratio of means over"
+        " prompts: the categories' own rows hold each one's step.",
+    ]
+    gaps = list(dict.fromkeys(d["speedup_ci95_note"] for d in found if not d["missing"] and d["speedup_ci95"] is None
+                              and d["speedup_ci95_note"]))
+    notes += [f"No interval: {'; '.join(gaps)}."] if gaps else []
+    notes += [f"{labels.get(d['arm'], d['arm'])}{'' if d['scope'] == 'suite' else ' · ' + str(d['category'])}: {d['missing']}."
+              for d in found if d["missing"]]
+    notes += [f"{labels.get(arm, arm)}: {sentence}" for arm, sentence in entry.get("sentences", {}).items() if sentence]
+    notes += [_variance_text(v, labels) for v in entry.get("run_variance", [])]
+    return DECOMPOSITION_HEADERS, rows, notes
+
+
+def _variance_text(v: dict[str, Any], labels: dict[str, str]) -> str:
+    """"X: acceptance explains 92.3 % of the run-to-run variance ... (12 runs in 3 prompts); ..."."""
+    name = labels.get(v["arm"], v["arm"])
+    if v["share"] is None:
+        return f"{name}: run-to-run variance explained by acceptance missing: {v['note']}."
+    text = (f"{name}: acceptance explains {figure(v['share'] * 100, 1, ' %')} of the run-to-run variance of log decode"
+            f" speed ({v['runs']} runs on {v['cells']} prompts, each run against its prompt's mean)")
+    if v["says"]:
+        return f"{text}; {SAYS_TEXT}."
+    return f"{text}{'; ' + v['note'] if v['note'] else ''} (said to be acceptance above {figure(SAYS_SHARE * 100, 0, ' %')}" \
+           f" with a slope significant at {figure(SAYS_LEVEL * 100, 0, ' %')})."
