@@ -17,6 +17,7 @@ from tokenreel.analysis.ladder import Cell, build_cells, build_ladder, category_
 from tokenreel.analysis.latency import PERCENTILE_METHOD, Latency, LatencyRow, build_latency
 from tokenreel.analysis.positions import acceptance_positions
 from tokenreel.analysis.replica_ladders import replica_ladders, served_model_lines
+from tokenreel.analysis.roofline import rooflines
 from tokenreel.analysis.selection import DEFAULT_SELECTION, RunSelection, host_contended
 from tokenreel.report.wording import LATENCY_FIGURES
 from tokenreel.session.gpu import gpu_hardware
@@ -63,6 +64,7 @@ def build_report(
         "arms_left_out": view.left_out,
         "ladder": [asdict(row) for row in ladder],
         "acceptance_positions": acceptance_positions(session, ladder),
+        "roofline": [asdict(r) for r in rooflines(session, ladder, selection)],
         "speedups": [asdict(s) for s in all_speedups(session, cells, selection)],
         "categories": category_table(session, cells),
         "category_ladders": {

@@ -7,6 +7,7 @@ wrapped, truncated or cut.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import asdict
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -17,7 +18,9 @@ from rich.text import Text
 from tokenreel.analysis.claims import claim_text, headline, scope_text
 from tokenreel.analysis.figures import figure
 from tokenreel.analysis.ladder import ITSELF, build_cells, build_ladder, category_table
+from tokenreel.analysis.roofline import rooflines
 from tokenreel.report.data import report_view
+from tokenreel.report.roofline_text import ROOFLINE_TITLE, roofline_line
 from tokenreel.report.wording import acceptance_text, arms_shown_lines, ratio_text
 from tokenreel.session.model import Session
 
@@ -135,4 +138,6 @@ def summary_tables(session: Session, config: str = "CONFIG", out: str = "SESSION
         by_category.number_column(Text(row.label))
     for category, values in categories.items():
         by_category.add_row(Text(category), *(figure(values.get(row.arm)) for row in ladder))
-    return [table, by_category, *(Text(line) for line in arms_shown_lines(view.not_recorded, [], config, out))]
+    roofline = [roofline_line(asdict(r), r.label) for r in rooflines(session, ladder)]
+    return [table, by_category, *([Text(ROOFLINE_TITLE), *(Text(f"  {line}") for line in roofline)] if roofline else []),
+            *(Text(line) for line in arms_shown_lines(view.not_recorded, [], config, out))]
