@@ -184,3 +184,17 @@ def test_safetensors_checkpoint_and_config_shape(tmp_path: Path, h200: Session) 
     assert kv_bytes_per_token(arm).bytes == 3 * 2 * (2 * 32) * 1.0
     (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 123456}}))
     assert target_weights(arm).bytes == 123456
+
+
+def test_roofline_chart_is_drawn_where_an_arm_has_the_figure(h200: Session, tmp_path: Path) -> None:
+    from tokenreel.report.charts import write_charts
+
+    first = write_charts(h200, tmp_path / "a", ["svg"], prompt_ids=["code-1"])
+    again = write_charts(h200, tmp_path / "b", ["svg"], prompt_ids=["code-1"])
+    assert (tmp_path / "a" / "roofline.svg") in first
+    assert (tmp_path / "a" / "roofline.svg").read_bytes() == (tmp_path / "b" / "roofline.svg").read_bytes()
+    from tokenreel.analysis.figures import figure
+
+    share = figure(_entries(h200)["f16"]["pct_of_limit"], 1, " %")
+    assert share in (tmp_path / "a" / "roofline.svg").read_text()  # f16's share, as the report prints it
+    assert len(again) == len(first)
