@@ -198,3 +198,18 @@ def test_roofline_chart_is_drawn_where_an_arm_has_the_figure(h200: Session, tmp_
     share = figure(_entries(h200)["f16"]["pct_of_limit"], 1, " %")
     assert share in (tmp_path / "a" / "roofline.svg").read_text()  # f16's share, as the report prints it
     assert len(again) == len(first)
+
+
+def test_simulated_ladder_declares_the_seed_sizes() -> None:
+    """The built-in config's declared sizes and card, on the archived demo ladder's arms."""
+    config = {arm.id: arm for arm in load_config("builtin:simulated-ladder").arms}
+    session = load(H200.parent.parent / "seed-ladder-demo.json")
+    for arm in session.arms:
+        arm.settings.update(config[arm.id].settings)
+    report = build_report(session)
+    rows = {row["arm"]: row for row in report["ladder"]}
+    for entry in report["roofline"]:
+        row = rows[entry["arm"]]
+        per_step = {"bf16": 54e9, "nvfp4": 22e9, "nvfp4-dflash2": 25.2e9}[entry["arm"]]
+        per_token = per_step / (row["acceptance_length"] if entry["drafter"] else 1)
+        assert entry["pct_of_limit"] == pytest.approx(100 * row["decode_tok_s"] * per_token / 8000e9)
