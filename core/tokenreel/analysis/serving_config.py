@@ -168,7 +168,8 @@ def _command_settings(text: str) -> dict[str, str]:
         return {}
 
 
-def _launch(arm: Arm) -> list[str]:
+def launch_argv(arm: Arm) -> list[str]:
+    """The arm's archived launch command (its string arguments), [] when it was not launched by tokenreel."""
     launch = arm.fingerprint.get("launch") if isinstance(arm.fingerprint, dict) else None
     return [v for v in launch if isinstance(v, str)] if isinstance(launch, list) else []
 
@@ -176,7 +177,7 @@ def _launch(arm: Arm) -> list[str]:
 def synthetic_acceptance(arm: Arm) -> str:
     """Where the arm's engine was seen forcing acceptance (its launch command or its declared
     settings), or "" when nothing says it did."""
-    launched = launch_settings(_launch(arm)).get("synthetic_acceptance", "")
+    launched = launch_settings(launch_argv(arm)).get("synthetic_acceptance", "")
     if launched:
         return f"{launched} in the launch command"
     return declared_synthetic(arm.settings)
@@ -192,7 +193,7 @@ def serving_identity(arm: Arm) -> dict[str, str]:
     """The fingerprint summary (what the endpoints said) with what the launch command says where
     the endpoints were silent, vLLM's config hash, and the synthetic-acceptance label."""
     out = fingerprint_summary(arm)
-    for key, value in launch_settings(_launch(arm)).items():
+    for key, value in launch_settings(launch_argv(arm)).items():
         if key != "synthetic_acceptance":
             out.setdefault(key, value)
     fingerprint = arm.fingerprint.get("system_fingerprint") if isinstance(arm.fingerprint, dict) else None

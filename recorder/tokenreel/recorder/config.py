@@ -19,7 +19,7 @@ from tokenizers import Tokenizer
 from tokenreel import assets
 from tokenreel.base.files import read_input
 from tokenreel.base.safe_text import shown_path
-from tokenreel.recorder.config_schema import ARM_KEYS, DEFAULT_READY_TIMEOUT_S, SESSION_KEYS, TIMEOUT_KEYS
+from tokenreel.recorder.config_schema import ARM_KEYS, DEFAULT_READY_TIMEOUT_S, HARDWARE_KEYS, SESSION_KEYS, TIMEOUT_KEYS
 from tokenreel.recorder.enums import Api, Choice, PromptCache
 from tokenreel.recorder.secrets import remember_launch_secrets, scrub_secret_fields, scrub_secret_flags
 from tokenreel.recorder.suites import load_prompts
@@ -90,13 +90,26 @@ def load_config(path: str | Path) -> Config:
     if "tokenizer" in session:
         default_tokenizer = check.tokenizer(session["tokenizer"], "session.tokenizer", path.parent)
     arms = _arms(check, data.get("arms"), default_tokenizer, path.parent)
-    if "hardware" in session:  # what every arm ran on (no endpoint says it), kept with each arm's settings
-        hardware = check.text(session["hardware"], "session.hardware")
+    for key, value in _hardware(check, session.get("hardware")).items():  # no endpoint says it: kept with each arm's settings
         for arm in arms:
-            arm.settings.setdefault("hardware", hardware)
+            arm.settings.setdefault(key, value)
     prompts = load_prompts(settings.prompts, path.parent)
     resources = _ray_resources(check, session.get("ray_resources", []), arms)
     return Config(path=path, name=name, settings=settings, prompts=prompts, arms=arms, ray_resources=resources)
+
+
+def _hardware(check: _Checker, value: Any) -> dict[str, str]:
+    """`session.hardware`: what every arm ran on, a name ("1x H200") or a table with `name` and
+    `bandwidth_gbps` (the GPUs' memory bandwidth, over tokenreel's datasheet table), as settings."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        return {"hardware": check.text(value, "session.hardware")}
+    check.keys(value, "session.hardware", HARDWARE_KEYS)
+    out = {"hardware": check.text(value["name"], "session.hardware.name")} if "name" in value else {}
+    if "bandwidth_gbps" in value:
+        out["bandwidth_gbps"] = repr(check.number(value["bandwidth_gbps"], "session.hardware.bandwidth_gbps", positive=True))
+    return out
 
 
 def _ray_resources(check: _Checker, value: Any, arms: list[Arm]) -> list[str]:

@@ -111,10 +111,19 @@ SESSION = (
     _setting("prompt_cache", "string", '"engine"',
              '"fresh": a full prefill every run where the request can ask for one (llama.cpp cache_prompt false, a'
              ' vLLM cache_salt of its own); "engine": the engines\' defaults, so a repeated prompt may hit the prefix cache.'),
-    Key("hardware", "string", "none", '"1x H200 141 GB"', "What every arm ran on (no endpoint says it); kept with each arm's settings."),
+    Key("hardware", "string or table", "none", '"1x H200 141 GB"',
+        "What every arm ran on (no endpoint says it); kept with each arm's settings. A table (see [session.hardware])"
+        " also sets the GPUs' memory bandwidth for the roofline."),
     Key("ray_resources", "array of strings", "[]", '["gpu0", "gpu1"]',
         "record --ray: the Ray custom resource that places each replica's recorder worker, one per replica in base_urls order;"
         " empty places each worker on the node serving its replica."),
+)
+
+HARDWARE = (
+    Key("name", "string", "none", '"1x RTX PRO 6000 Blackwell"', "What every arm ran on, as [session] hardware's string form."),
+    Key("bandwidth_gbps", "float", "the datasheet figure of the GPU NVML names (or `name`)", "1792.0",
+        "The GPUs' memory bandwidth in GB/s (all of an arm's GPUs together), for each arm's roofline: for a card"
+        " tokenreel's datasheet table lacks or gets wrong."),
 )
 
 ARM = (
@@ -150,6 +159,8 @@ ARM = (
 TABLES = (
     Table("[session]", "Settings shared by every arm: the prompts, the forced length, warmup and repeats, and the gates.", SESSION),
     Table("[session.timeouts]", "Request timeouts for every arm, in seconds.", TIMEOUTS),
+    Table("[session.hardware]", "What every arm ran on, as a table: `hardware = { name = \"1x H200\", bandwidth_gbps = 4800.0 }`"
+          " or `hardware.bandwidth_gbps = 4800.0`.", HARDWARE),
     Table("[[arms]]", "One table per arm, in ladder order: the first arm is the baseline the others are compared with.", ARM),
     Table("[arms.timeouts]", "One arm's request timeouts, over [session.timeouts].", TIMEOUTS),
     Table("[arms.settings]", "What an endpoint cannot tell about itself (quantization, drafter, engine flags), shown in the report"
@@ -161,6 +172,7 @@ TABLES = (
 )
 
 SESSION_KEYS = tuple(key.name for key in SESSION)
+HARDWARE_KEYS = tuple(key.name for key in HARDWARE)
 ARM_KEYS = tuple(key.name for key in ARM)
 TIMEOUT_KEYS = tuple(DEFAULT_TIMEOUTS)
 

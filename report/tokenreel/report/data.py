@@ -19,6 +19,7 @@ from tokenreel.analysis.latency import PERCENTILE_METHOD, Latency, LatencyRow, b
 from tokenreel.analysis.positions import acceptance_positions
 from tokenreel.analysis.replica_ladders import replica_ladders, served_model_lines
 from tokenreel.analysis.run_variance import run_variances
+from tokenreel.analysis.roofline import rooflines
 from tokenreel.analysis.selection import DEFAULT_SELECTION, RunSelection, host_contended
 from tokenreel.report.wording import LATENCY_FIGURES
 from tokenreel.session.gpu import gpu_hardware
@@ -66,6 +67,7 @@ def build_report(
         "ladder": [asdict(row) for row in ladder],
         "acceptance_positions": acceptance_positions(session, ladder),
         "decomposition": decomposition_entry(session, cells, selection),
+        "roofline": [asdict(r) for r in rooflines(session, ladder, selection)],
         "speedups": [asdict(s) for s in all_speedups(session, cells, selection)],
         "categories": category_table(session, cells),
         "category_ladders": {

@@ -23,6 +23,7 @@ from tokenreel.report.charts import chart_svgs
 from tokenreel.report.data import Report, report_selection
 from tokenreel.report.html_replay import replay_data, replay_section, script_json
 from tokenreel.report.html_shell import THEME, arm_colors, arm_name, html_table, inline_svg, page
+from tokenreel.report.roofline_text import ROOFLINE_TITLE, roofline_lines
 from tokenreel.report.wording import (
     ESTIMATED_NOTE,
     LATENCY_FIGURES,
@@ -133,6 +134,9 @@ def _ladder(report: Report, colors: dict[str, str]) -> str:
         positions = html_table(headers, [[esc(c) for c in row] for row in rows_], numeric=tuple(range(1, len(headers))), labelled=True)
         items = "".join(f"<li>{esc(line)}</li>" for line in lines)
         notes.append(f"<p class=note>Acceptance rate per draft position:</p>{positions}<ul class=note>{items}</ul>")
+    if roofline := roofline_lines(report):
+        items = "".join(f"<li>{esc(line)}</li>" for line in roofline)
+        notes.append(f"<p class=note>{esc(ROOFLINE_TITLE)}</p><ul class=note>{items}</ul>")
     engine = engine_notes(report)
     if engine:
         items = "".join(f"<li>{esc(line.removeprefix('- '))}</li>" for line in engine if line.startswith("- "))

@@ -9,6 +9,7 @@ from typing import Any
 from tokenreel.analysis.claims import RATIO_METRICS
 from tokenreel.analysis.figures import figure
 from tokenreel.report.data import Report
+from tokenreel.report.roofline_text import ROOFLINE_TITLE, roofline_lines
 from tokenreel.report.wording import (
     ESTIMATED_NOTE,
     LATENCY_FIGURES,
@@ -202,6 +203,8 @@ def to_markdown(report: Report, session: Session) -> str:
     lines += acceptance_notes(report)
     lines += _positions_table(report)
     lines += _decomposition(report)
+    if roofline := roofline_lines(report):
+        lines += [ROOFLINE_TITLE, "", *(f"- {line}" for line in roofline), ""]
     lines += engine_notes(report)
     lines += _clock_notes(report, session)
     lines += _arms_table(report)

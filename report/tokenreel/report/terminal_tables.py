@@ -7,6 +7,7 @@ wrapped, truncated or cut.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import asdict
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -17,8 +18,10 @@ from rich.text import Text
 from tokenreel.analysis.claims import claim_text, headline, scope_text
 from tokenreel.analysis.figures import figure
 from tokenreel.analysis.ladder import ITSELF, Cell, build_cells, build_ladder, category_table
+from tokenreel.analysis.roofline import rooflines
 from tokenreel.analysis.selection import DEFAULT_SELECTION
 from tokenreel.report.data import decomposition_entry, report_view
+from tokenreel.report.roofline_text import ROOFLINE_TITLE, roofline_line
 from tokenreel.report.wording import acceptance_text, arms_shown_lines, decomposition_table, ratio_text
 from tokenreel.session.model import Session
 
@@ -137,7 +140,10 @@ def summary_tables(session: Session, config: str = "CONFIG", out: str = "SESSION
     for category, values in categories.items():
         by_category.add_row(Text(category), *(figure(values.get(row.arm)) for row in ladder))
     shown = arms_shown_lines(view.not_recorded, [], config, out)
-    return [table, by_category, *_decomposition(session, cells), *(Text(line) for line in shown)]
+    roofline = [roofline_line(asdict(r), r.label) for r in rooflines(session, ladder)]
+    return [table, by_category, *_decomposition(session, cells),
+            *([Text(ROOFLINE_TITLE), *(Text(f"  {line}") for line in roofline)] if roofline else []),
+            *(Text(line) for line in shown)]
 
 
 def _decomposition(session: Session, cells: list[Cell]) -> list[Table | Text]:

@@ -10,7 +10,9 @@ A ladder session's four charts, each in its own module:
 - positions: acceptance rate per draft position per drafter arm, only where some arm has
   per-position counts (position_chart.py);
 - decomposition: each drafter arm's speed-up per category as tokens a step x step ratio, only
-  where some arm has them (decomposition_chart.py).
+  where some arm has them (decomposition_chart.py);
+- roofline: each arm's decode as a share of its memory-bandwidth limit, only where some arm
+  has the figure (roofline_chart.py).
 
 A sweep session (`tokenreel sweep`) has its own two (sweep_charts.py): sweep-speedup, each arm's
 speed-up over the prior arm per request against concurrency, with its interval band and the
@@ -37,6 +39,7 @@ from tokenreel.report.charts.decomposition_chart import decomposition_chart, has
 from tokenreel.report.charts.itl import itl_chart
 from tokenreel.report.charts.position_chart import has_positions, positions_chart
 from tokenreel.report.charts.race import race_chart
+from tokenreel.report.charts.roofline_chart import has_roofline, roofline_chart
 from tokenreel.report.charts.style import Chart, Style, drawing, finish, png_bytes, svg_text
 from tokenreel.report.charts.sweep_charts import SWEEP_STEMS, sweep_charts
 from tokenreel.report.data import Report, build_report, report_view
@@ -79,7 +82,8 @@ def _stems(session: Session, prompt_ids: list[str], report: Report) -> list[str]
     if session.kind == "sweep":
         return list(SWEEP_STEMS)
     return ["ladder", "categories", *_race_stems(prompt_ids), "itl", *(["positions"] if has_positions(report) else []),
-            *(["decomposition"] if has_decomposition(report) else [])]
+            *(["decomposition"] if has_decomposition(report) else []),
+            *(["roofline"] if has_roofline(report) else [])]
 
 
 def _charts(session: Session, report: Report, prompt_ids: list[str], theme: str) -> dict[str, Chart]:
@@ -97,6 +101,8 @@ def _charts(session: Session, report: Report, prompt_ids: list[str], theme: str)
                 charts["positions"] = positions_chart(report, style)
             if has_decomposition(report):
                 charts["decomposition"] = decomposition_chart(report, style)
+            if has_roofline(report):
+                charts["roofline"] = roofline_chart(report, style)
     for chart in charts.values():
         finish(chart)
     return charts
