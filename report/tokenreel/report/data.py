@@ -18,8 +18,8 @@ from tokenreel.analysis.ladder import Cell, build_cells, build_ladder, category_
 from tokenreel.analysis.latency import PERCENTILE_METHOD, Latency, LatencyRow, build_latency
 from tokenreel.analysis.positions import acceptance_positions
 from tokenreel.analysis.replica_ladders import replica_ladders, served_model_lines
-from tokenreel.analysis.run_variance import run_variances
 from tokenreel.analysis.roofline import rooflines
+from tokenreel.analysis.run_variance import run_variances
 from tokenreel.analysis.selection import DEFAULT_SELECTION, RunSelection, host_contended
 from tokenreel.report.wording import LATENCY_FIGURES
 from tokenreel.session.gpu import gpu_hardware
