@@ -213,3 +213,21 @@ def test_simulated_ladder_declares_the_seed_sizes() -> None:
         per_step = {"bf16": 54e9, "nvfp4": 22e9, "nvfp4-dflash2": 25.2e9}[entry["arm"]]
         per_token = per_step / (row["acceptance_length"] if entry["drafter"] else 1)
         assert entry["pct_of_limit"] == pytest.approx(100 * row["decode_tok_s"] * per_token / 8000e9)
+
+
+def test_the_record_summary_prints_the_figured_arms_and_names_the_rest(h200: Session) -> None:
+    """The terminal summary after `record`: figured arms a line each, the others named once (the
+    report says why); a ladder with no arm figured (the archived demo, no sizes) prints no roofline."""
+    from tokenreel.report.roofline_text import ROOFLINE_TITLE
+    from tokenreel.report.terminal_tables import summary_tables
+
+    def texts(session: Session) -> list[str]:
+        return [str(part) for part in summary_tables(session, "c.toml", "s.json") if not hasattr(part, "columns")]
+
+    lines = texts(h200)
+    at = lines.index(ROOFLINE_TITLE)
+    assert [line.split(":")[0].strip() for line in lines[at + 1:at + 3]] == [a.label for a in h200.arms[:2]]
+    assert "% of the NVIDIA H200's 4.8 TB/s limit" in lines[at + 1]
+    assert lines[at + 3] == (f"  no roofline for {h200.arms[2].label}: the report says what is missing and the key to set")
+    demo = load(H200.parents[1] / "seed-ladder-demo.json")
+    assert ROOFLINE_TITLE not in texts(demo) and not any("NVML" in line for line in texts(demo))

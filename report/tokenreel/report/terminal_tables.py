@@ -17,7 +17,7 @@ from rich.text import Text
 
 from tokenreel.analysis.claims import claim_text, headline, scope_text
 from tokenreel.analysis.figures import figure
-from tokenreel.analysis.ladder import ITSELF, Cell, build_cells, build_ladder, category_table
+from tokenreel.analysis.ladder import ITSELF, Cell, LadderRow, build_cells, build_ladder, category_table
 from tokenreel.analysis.roofline import rooflines
 from tokenreel.analysis.selection import DEFAULT_SELECTION
 from tokenreel.report.data import decomposition_entry, report_view
@@ -140,10 +140,19 @@ def summary_tables(session: Session, config: str = "CONFIG", out: str = "SESSION
     for category, values in categories.items():
         by_category.add_row(Text(category), *(figure(values.get(row.arm)) for row in ladder))
     shown = arms_shown_lines(view.not_recorded, [], config, out)
-    roofline = [roofline_line(asdict(r), r.label) for r in rooflines(session, ladder)]
-    return [table, by_category, *_decomposition(session, cells),
-            *([Text(ROOFLINE_TITLE), *(Text(f"  {line}") for line in roofline)] if roofline else []),
-            *(Text(line) for line in shown)]
+    return [table, by_category, *_decomposition(session, cells), *_roofline(session, ladder), *(Text(line) for line in shown)]
+
+
+def _roofline(session: Session, ladder: list[LadderRow]) -> list[Text]:
+    """The figured arms' roofline lines and, where some arm has none, one line naming them; nothing
+    where no arm is figured (a simulated or remote ladder with no sizes: the report says why)."""
+    entries = rooflines(session, ladder)
+    figured = [roofline_line(asdict(r), r.label) for r in entries if r.pct_of_limit is not None]
+    if not figured:
+        return []
+    unfigured = [r.label for r in entries if r.pct_of_limit is None]
+    rest = [f"  no roofline for {', '.join(unfigured)}: the report says what is missing and the key to set"] if unfigured else []
+    return [Text(ROOFLINE_TITLE), *(Text(f"  {line}") for line in figured), *(Text(line) for line in rest)]
 
 
 def _decomposition(session: Session, cells: list[Cell]) -> list[Table | Text]:
