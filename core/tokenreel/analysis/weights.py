@@ -146,15 +146,24 @@ def _from_files(paths: list[Path]) -> Size | None:
     return next((s for s in sizes if s.bytes is not None), sizes[0] if sizes else None)
 
 
+def _declared_or_file(
+    arm: Arm, key: str, config_key: str, paths: tuple[list[str], list[Path]]
+) -> tuple[Size | None, Size | None, list[str]]:
+    """(the declared size or the first readable local file's, None; else None and the files' own
+    miss), and the files named."""
+    if (declared := _declared(arm, key, config_key)) is not None:
+        return declared, None, []
+    named, local = paths
+    found = _from_files(local)
+    return (found, None, named) if found is not None and found.bytes is not None else (None, found, named)
+
+
 def target_weights(arm: Arm) -> Size:
     """The arm's model weights in bytes: declared, else its local model file, else the endpoint's
     /v1/models meta.size (llama.cpp); missing with the key to set."""
-    if (declared := _declared(arm, "weights_gb", WEIGHTS_KEY)) is not None:
-        return declared
-    named, local = model_paths(arm)
-    found = _from_files(local)
-    if found is not None and found.bytes is not None:
-        return found
+    size, found, named = _declared_or_file(arm, "weights_gb", WEIGHTS_KEY, model_paths(arm))
+    if size is not None:
+        return size
     sizes = [m["meta"]["size"] for m in _endpoint_models(arm)
              if isinstance(m.get("meta"), dict) and isinstance(m["meta"].get("size"), int | float)]
     if sizes:
@@ -166,12 +175,9 @@ def target_weights(arm: Arm) -> Size:
 
 def draft_weights(arm: Arm) -> Size:
     """A drafter arm's draft model weights in bytes: declared, else its local draft model file."""
-    if (declared := _declared(arm, "draft_weights_gb", DRAFT_KEY)) is not None:
-        return declared
-    named, local = draft_paths(arm)
-    found = _from_files(local)
-    if found is not None and found.bytes is not None:
-        return found
+    size, found, named = _declared_or_file(arm, "draft_weights_gb", DRAFT_KEY, draft_paths(arm))
+    if size is not None:
+        return size
     why = found.missing if found is not None else (
         f"the draft model file ({named[0]}) is not readable here" if named else "no draft model file is named")
     return Size(None, missing=f"the drafter's size is unknown: {why}; set {DRAFT_KEY}")
