@@ -231,3 +231,15 @@ def test_the_record_summary_prints_the_figured_arms_and_names_the_rest(h200: Ses
     assert lines[at + 3] == (f"  no roofline for {h200.arms[2].label}: the report says what is missing and the key to set")
     demo = load(H200.parents[1] / "seed-ladder-demo.json")
     assert ROOFLINE_TITLE not in texts(demo) and not any("NVML" in line for line in texts(demo))
+
+
+@pytest.mark.parametrize(("session", "stem", "page"), [("h200-llamacpp/session.json", "roofline", "roofline-h200.png"),
+                                                      ("seed-ladder-demo.json", "decomposition", "decomposition-demo.png")])
+def test_the_docs_charts_are_what_plot_draws_of_the_archived_sessions(session: str, stem: str, page: str, tmp_path: Path) -> None:
+    """docs/roofline-h200.png and docs/decomposition-demo.png: `tokenreel plot SESSION --format png`'s."""
+    from tests.test_cli import invoke
+
+    repo = H200.parents[2]
+    result = invoke("plot", repo / "sessions" / session, "--out", tmp_path, "--format", "png")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / f"{stem}.png").read_bytes() == (repo / "docs" / page).read_bytes(), f"re-plot docs/{page}"

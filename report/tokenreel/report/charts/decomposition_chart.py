@@ -57,8 +57,9 @@ def decomposition_chart(report: Report, style: Style) -> Chart:
     ax.set_xlabel("x the target's decode speed (log scale)", color=style.dim, fontsize=SIZE["small"])
     title = "Speed-up = tokens a step x step ratio" + (f" · {short_label(labels.get(arms[0], arms[0]))}" if len(arms) == 1 else "")
     set_title(chart, title, style)
-    handles = [Patch(color=style.faint, label="tokens a step (acceptance length)"),
-               Patch(color=style.text, label="speed-up (the gap: the step's cost)")]
+    first = style.arm(index.get(arms[0], 0))  # the legend in the bars' own colour and shades
+    handles = [Patch(color=first, alpha=0.3, label="tokens a step (acceptance length)"),
+               Patch(color=first, label="speed-up (the gap: the step's cost)")]
     chart.figure.legend(handles=handles, loc="outside lower center", fontsize=SIZE["small"], frameon=False,
                         labelcolor=style.text, ncols=2)
     return chart

@@ -36,8 +36,8 @@ def roofline_chart(report: Report, style: Style) -> Chart:
         label = short_label(labels.get(entry["arm"], entry["arm"]))
         pct = entry["pct_of_limit"]
         if pct is None:
-            text = f"no data: {entry['missing'][0] if entry['missing'] else 'no figure'}"
-            ax.text(at, y, wrap_note([text], 44), color=style.faint, fontsize=SIZE["small"], va="center")
+            text = _short_missing(entry["missing"])
+            ax.text(at, y, wrap_note([text], 30), color=style.dim, fontsize=SIZE["small"], va="center")
         else:
             ax.barh(y, pct, color=style.arm(index.get(entry["arm"], y)), height=0.6, gid=f"roofline-{entry['arm']}")
             unit = "steps/s" if entry["drafter"] else "tok/s"
@@ -58,3 +58,11 @@ def roofline_chart(report: Report, style: Style) -> Chart:
     ax.set_xlabel(wrap_note([note], NOTE_CHARS), wrap=True, color=style.dim, fontsize=SIZE["small"])
     set_title(chart, "Each arm against its memory-bandwidth limit", style)
     return chart
+
+
+def _short_missing(missing: list[str]) -> str:
+    """What a bar lacks, short enough for the chart: the key that would give it (the report has the
+    whole reason, which may name a long path)."""
+    first = missing[0] if missing else ""
+    key = first.rpartition("; set ")[2] if "; set " in first else ""
+    return f"no figure: set {key}" if key else "no figure (the report says why)"
