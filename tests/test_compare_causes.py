@@ -70,7 +70,7 @@ def test_the_engine_ran_faster_the_answers_and_acceptance_the_same(rerecorded: t
     assert code == 1
     differ = {row["arm"] for row in data["ladder"] if row["verdict"] == "faster"}
     assert differ == {DRAFTER}
-    explained = {c["subject"] for c in causes if c["kind"] not in ("ratio", "recording")}
+    explained = {c["subject"] for c in causes if c["kind"] not in ("ratio", "decomposition", "recording")}
     assert explained == {DRAFTER}  # f16 and q4_0 did not move: nothing to explain
     by_kind = {c["kind"]: c for c in causes if c["subject"] == DRAFTER}
     measured = [r for r in a.runs if r.arm == DRAFTER and not r.warmup]
@@ -88,6 +88,13 @@ def test_the_engine_ran_faster_the_answers_and_acceptance_the_same(rerecorded: t
     ratios = [c for c in causes if c["kind"] == "ratio"]
     assert {c["subject"] for c in ratios} == {f"{DRAFTER} / f16", f"{DRAFTER} / q4_0"}
     assert all(c["text"].endswith(f"it moved with {DRAFTER}") for c in ratios)
+    # the drafter over the arm it drafts for, decomposed in both: acceptance the same, the step cheaper
+    [decomposed] = [c for c in causes if c["kind"] == "decomposition"]
+    assert decomposed["subject"] == f"{DRAFTER} / q4_0", decomposed
+    assert decomposed["text"].endswith("the step's cost moved, acceptance hardly"), decomposed["text"]
+    length = f"{pooled.length:.2f} tokens a step"
+    assert decomposed["text"].startswith(f"A {length}") and f"; B {length}" in decomposed["text"]
+    assert decomposed["change_pct"] == pytest.approx((FASTER - 1) * 100, abs=0.5)
     recording = [c["text"] for c in causes if c["kind"] == "recording"]
     assert recording == [
         f"recorded differently: kernel: {a.host['kernel']} in A, 6.1.141-another in B",

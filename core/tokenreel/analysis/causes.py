@@ -20,7 +20,9 @@ of a cell in A paired with the i-th in B:
   driver, clocks, power limit, engine build.
 
 A ratio that differs names the arm or arms whose own decode moved (at least half the ratio's
-move); those arms are explained, the other not.
+move); those arms are explained, the other not. A differing ratio of a drafter over the arm it
+drafts for is also decomposed in both sessions (`tokenreel.analysis.decomposition`: tokens a step
+x the step's cost), saying which factor moved.
 """
 
 from __future__ import annotations
@@ -32,14 +34,16 @@ from dataclasses import dataclass
 from tokenreel.analysis.acceptance import Pooled, pool
 from tokenreel.analysis.answers import compare as compare_answers
 from tokenreel.analysis.comparison import Comparison
+from tokenreel.analysis.decomposition import MOVER_TEXT, decompose, factor_text, mover
+from tokenreel.analysis.drafting import drafted_arm
 from tokenreel.analysis.figures import figure, signed_pct
-from tokenreel.analysis.ladder import mean_of, usable_runs
+from tokenreel.analysis.ladder import build_cells, mean_of, usable_runs
 from tokenreel.analysis.metrics import output_tokens, run_metrics
 from tokenreel.analysis.recording_facts import recording_differences
 from tokenreel.analysis.selection import host_contended
 from tokenreel.session.model import Run, Session
 
-CAUSE_KINDS = ("ratio", "tokens", "acceptance", "engine", "ttft", "flags", "recording")
+CAUSE_KINDS = ("ratio", "decomposition", "tokens", "acceptance", "engine", "ttft", "flags", "recording")
 IN_STEP = 0.25  # the engine moved "by the same amount": within a quarter of tokenreel's move
 
 
@@ -73,6 +77,8 @@ def explain(a: Session, b: Session, c: Comparison) -> list[Cause]:
         if ratio.verdict.differs:
             line, movers = _ratio(ratio.arm, ratio.base, ratio.verdict.estimate_pct, moved)
             causes.append(line)
+            prompts = [d.prompt for d in c.cells if d.arm == ratio.arm]
+            causes += [cause for cause in (_decomposed(a, b, ratio.arm, ratio.base, prompts),) if cause is not None]
             arms += movers
     differing = set(arms)
     for row in c.ladder:
@@ -100,6 +106,21 @@ def _ratio(arm: str, base: str, change: float | None, moved: dict[str, float | N
     who = " and ".join(movers) if movers else "neither arm alone"
     return Cause(f"{arm} / {base}", "ratio", f"the ratio moved {signed_pct(change)}: decode {said}; it moved with {who}",
                  change_pct=change), movers
+
+
+def _decomposed(a: Session, b: Session, arm: str, base: str, prompts: list[str]) -> Cause | None:
+    """A drafter over the arm it drafts for, decomposed in A and in B over the compared prompts,
+    and which factor moved; None for another pair, or where either side lacks the factors."""
+    target = drafted_arm(a, a.arm(arm))
+    if target is None or target.arm != base:
+        return None
+    sides = [decompose(s, [cell for cell in build_cells(s) if cell.prompt in prompts], arm, base, "suite", None) for s in (a, b)]
+    if any(d.missing or d.speedup is None for d in sides):
+        return None
+    da, db = sides
+    return Cause(f"{arm} / {base}", "decomposition",
+                 f"A {factor_text(da)}; B {factor_text(db)}: {MOVER_TEXT[mover(da, db)]}", da.speedup, db.speedup,
+                 _pct(da.speedup, db.speedup))
 
 
 def _pairs(a: Session, b: Session, arm: str, prompts: list[str]) -> Pairs:
