@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MAX_TOKENS = 1024
 LADDER_WARMUP, LADDER_REPEATS = 1, 1
 DECODE_TOLERANCE = 0.002  # 0.2 %
+ACCEPTING = 2.0  # tokens a step: this drafter makes 7.3-7.5 (k = 8); one that disagrees with its target, near 1
 PROMPTS = [
     {"id": "code-1", "category": "code",
      "messages": [{"role": "user", "content": "Write a Python function that merges overlapping intervals."}]},
@@ -214,14 +215,16 @@ def test_drafter_observed_while_props_says_none_and_the_build_said_as_it_is(ladd
     assert not version.startswith("b0-") and (version == build_info or version.startswith("unknown")), (version, build_info)
 
 
-def test_speculation_accelerates_and_each_step_is_the_engines(ladder) -> None:
-    """The drafter beats Q4_0 by the engine's own figures, and every ladder step tokenreel reports
-    is the engine's own ratio: the same mean of per-prompt medians, taken of the engine's logged
+def test_the_drafter_drafts_for_its_target_and_each_step_is_the_engines(ladder) -> None:
+    """The drafter agrees with its target, and every ladder step tokenreel reports is the engine's
+    own ratio: the same mean of per-prompt medians, taken of the engine's logged
     predicted_per_second for the runs the report counted, agrees within twice the per-run tolerance.
 
-    The drafter: 1.3-1.5x on a quiet machine; the bound is 1.05x because other jobs on 2 cores slow
-    it most (9 llama_decode calls per step): 1.09x was seen at load average 3.3. A drafter that
-    disagrees with the target makes that arm slower than Q4_0 (0.76x seen), so this fails.
+    Agreement is held by acceptance, the engine's own count (ACCEPTING): a drafter that disagrees
+    with the target gets hardly a draft accepted (that arm once ran at 0.76x of Q4_0). Not by
+    speed: 1.3-1.5x on a quiet machine, but with the suite's other workers on the 2 cores the
+    drafter (9 llama_decode calls a step) slows most, and 0.97x was seen in CI with the engine's
+    own figures agreeing. Speed-ups are the benches' business, not a test's.
     Quantization is held to the engine's ratio, not to a speed-up: on this x86-64-v3 build (F16C,
     AVX-512) the tiny model's f16 and Q4_0 matmuls run alike on 2 cores (74.14 vs 73.75 tok/s in CI).
     """
@@ -234,7 +237,8 @@ def test_speculation_accelerates_and_each_step_is_the_engines(ladder) -> None:
               for arm in session.arms}
     ours = {row["arm"]: row["vs_prior"] for row in build_report(session)["ladder"]}
     steps = {"q4_0": engine["q4_0"] / engine["f16"], "q4_0-spec": engine["q4_0-spec"] / engine["q4_0"]}
-    assert steps["q4_0-spec"] > 1.05, (engine, steps)
+    lengths = [t.mean_len for run, t in _pairs(session, timings) if run.arm == "q4_0-spec" and DEFAULT_SELECTION.counts(run)]
+    assert lengths and statistics.fmean(lengths) >= ACCEPTING, lengths
     assert all(abs(ours[arm] / step - 1) <= 2 * DECODE_TOLERANCE for arm, step in steps.items()), (ours, steps)
 
 
@@ -252,7 +256,8 @@ def test_spec_runs_carry_acceptance(ladder) -> None:
 
 
 def test_report_of_real_ladder(ladder, tmp_path: Path) -> None:
-    """`tokenreel report` of the real ladder: arms in order, the drafter ahead, its acceptance shown."""
+    """`tokenreel report` of the real ladder: arms in order, the drafter's acceptance shown (a drafter
+    that agrees with its target: speed-ups on 2 shared cores are the benches' business)."""
     session, _, _ = ladder
     path = tmp_path / "s.json"
     archive.save(session, path)
@@ -260,8 +265,8 @@ def test_report_of_real_ladder(ladder, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     ladder_rows = {row["arm"]: row for row in json.loads(done.stdout)["ladder"]}
     assert list(ladder_rows) == ["f16", "q4_0", "q4_0-spec"]
-    assert ladder_rows["q4_0-spec"]["vs_prior"] > 1.05, ladder_rows
-    assert ladder_rows["q4_0-spec"]["acceptance_length"] is not None, ladder_rows["q4_0-spec"]
+    assert ladder_rows["q4_0-spec"]["vs_prior"] > 0, ladder_rows
+    assert ladder_rows["q4_0-spec"]["acceptance_length"] >= ACCEPTING, ladder_rows["q4_0-spec"]
 
 
 def _engine_text(session: Session, arm: Arm, prompt: Prompt) -> str:
