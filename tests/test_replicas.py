@@ -107,20 +107,20 @@ def test_two_replicas_record_the_ladder_at_once(tmp_path: Path, make_sim) -> Non
     assert report["replica_warnings"] == []
     md = invoke("report", out).output
     assert "## Replicas" in md and md.count("\n| 0 | ") == 1 and md.count("\n| 1 | ") == 1, md[-1200:]
-    assert_pooled_is_one_replica(report, tmp_path, clusters)
+    assert_pooled_is_the_truth(report)
 
 
-def assert_pooled_is_one_replica(report: dict, folder: Path, clusters: list[SimCluster]) -> None:
-    """The pooled ladder (report json) agrees with one replica recording the same prompts (the
-    simulator's truth), and its interval holds that figure."""
-    single = folder / "one.json"
-    one = invoke("record", "--config", _config(folder / "one.toml", clusters[:1]), "--out", single, "--no-preflight")
-    assert one.exit_code == 0, one.output
+def assert_pooled_is_the_truth(report: dict) -> None:
+    """The pooled ladder (report json) agrees with the simulator's truth, the profiles' own decode
+    rates (a plain arm decodes at its profile's rate, whatever the prompt: the archived demo's
+    NVFP4 / bf16 is 1.40797 against 1.40783), and its interval holds that figure. A second
+    recording of one replica, in this process, was the reference once: sharing the GIL with the
+    simulators on a loaded CI box it came out 4.7 % off while the pooled figure was within 0.05 %."""
+    truth = PROFILES[1].decode_tok_s / PROFILES[0].decode_tok_s
     pooled = report["ladder"][1]["vs_first"]
-    alone = orjson.loads(invoke("report", single, "--format", "json").output)["ladder"][1]["vs_first"]
-    assert pooled == pytest.approx(alone, rel=0.03), (pooled, alone)
+    assert pooled == pytest.approx(truth, rel=0.03), (pooled, truth)
     low, high = report["ladder"][1]["vs_first_ci95"]
-    assert low <= alone * 1.03 and alone / 1.03 <= high
+    assert low <= truth * 1.03 and truth / 1.03 <= high
 
 
 def test_a_failing_replica_goes_on_alone_and_resume_finishes_it(tmp_path: Path, make_sim) -> None:
