@@ -255,3 +255,30 @@ def test_events_completed_by_one_read_share_its_stamp() -> None:
     assert run.status == "ok" and run.chunks.content == ["a", "b", "c"]
     t = run.chunks.t_ns
     assert t[0] == t[1] and t[2] - t[1] >= 40_000_000
+
+
+@pytest.mark.parametrize("drops", [1, 2])
+def test_a_connection_dropped_before_any_response_is_sent_once_more(drops: int) -> None:
+    """A server that hangs up before answering (llama-server closing a kept-alive connection it had
+    just dropped as idle, seen between runs on a busy CI box): the request never ran, so it is sent
+    once more on a new connection; a second hang-up fails the run in one line."""
+    event = b'data: {"choices": [{"delta": {"content": "hi"}}], "usage": {"completion_tokens": 1}}\n\n'
+    calls: list[int] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        calls.append(1)
+        if len(calls) <= drops and request.transport is not None:
+            request.transport.abort()
+            return web.Response()
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(event + b"data: [DONE]\n\n")
+        return response
+
+    run = stream_from(handler, fast_settings(max_tokens=1))
+    assert len(calls) == 2
+    if drops == 1:
+        assert (run.status, run.error, run.chunks.content) == ("ok", "", ["hi"])
+    else:
+        assert run.status == "failed" and run.error == (
+            "connection dropped before any response (Server disconnected), twice; check the server log")

@@ -133,6 +133,12 @@ class _Redirect(Exception):
     """Internal: the endpoint redirects within the same server; the message is the target URL."""
 
 
+class _Stale(Exception):
+    """Internal: the server closed the connection before any response: a kept-alive connection it
+    had just dropped as idle (seen with llama-server between runs on a busy machine). The request
+    never ran, so it is sent once more, on a new connection."""
+
+
 class _Request:
     """One run's request, with its 429 retries, deadlines and stream parsing."""
 
@@ -161,6 +167,7 @@ class _Request:
         self.http_timeout = aiohttp.ClientTimeout(total=None, connect=timeouts.connect, sock_read=None)
         self.phase = "first_token"
         self.redirects = 0
+        self.stale_retried = False
         self.note = ""  # the stream's note for an ok run (invalid text replaced)
 
     async def send(self) -> None:
@@ -168,6 +175,12 @@ class _Request:
         while True:
             try:
                 retry_after = await self._attempt()
+            except _Stale:
+                if self.stale_retried:
+                    raise _Failed("connection dropped before any response (Server disconnected), twice;"
+                                  " check the server log") from None
+                self.stale_retried = True
+                continue
             except _Redirect as redirect:  # within the same server: followed at once, not a retry
                 self.redirects += 1
                 if self.redirects > MAX_REDIRECTS:
@@ -234,6 +247,8 @@ class _Request:
                 f"cannot connect to {self.url} ({_connect_reason(exc)}); start the server or fix base_url"
             ) from None
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientOSError) as exc:
+            if isinstance(exc, aiohttp.ServerDisconnectedError) and not run.http_status:
+                raise _Stale from None
             if not parser.done:  # a hang-up after [DONE] loses nothing
                 where = f"after {parser.live_tokens} tokens" if run.http_status else "before any response"
                 raise _Failed(f"connection dropped {where} ({_reason(exc)}); check the server log") from None
