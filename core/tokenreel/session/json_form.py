@@ -14,6 +14,7 @@ from tokenreel.session.model import (
     VERSION,
     Arm,
     Chunks,
+    Prompt,
     Run,
     Session,
 )
@@ -50,7 +51,7 @@ def session_fields(session: Session) -> tuple[dict[str, Any], dict[str, Any]]:
         elif name == "settings":
             out[name] = asdict(value)
         elif name == "prompts":
-            out[name] = [asdict(item) for item in value]
+            out[name] = [_prompt_to_dict(item) for item in value]
         elif name == "arms":
             out[name] = [_arm_to_dict(arm) for arm in value]
         elif name == "stopping":
@@ -67,6 +68,14 @@ def session_fields(session: Session) -> tuple[dict[str, Any], dict[str, Any]]:
     return head, tail
 
 
+def _prompt_to_dict(prompt: Prompt) -> dict[str, Any]:
+    """asdict, leaving out `grading` when the prompt is not graded: older files stay byte-identical."""
+    out = asdict(prompt)
+    if prompt.grading is None:
+        del out["grading"]
+    return out
+
+
 def _arm_to_dict(arm: Arm) -> dict[str, Any]:
     """asdict, leaving out replica lists (one replica), GPU checks (none), drafts_for (not
     declared) and imported (recorded) when empty: older files stay byte-identical."""
@@ -74,8 +83,8 @@ def _arm_to_dict(arm: Arm) -> dict[str, Any]:
 
 
 # Run's parts that are flat dataclasses of scalars, and its fields left out of the file when None.
-_FLAT_PARTS = frozenset(("gate", "acceptance", "clock", "host", "engine"))
-_ABSENT_WHEN_NONE = frozenset(("level", "replica", "node", "response_id", "served_model", "engine"))
+_FLAT_PARTS = frozenset(("gate", "acceptance", "clock", "host", "engine", "grade"))
+_ABSENT_WHEN_NONE = frozenset(("level", "replica", "node", "response_id", "served_model", "engine", "grade"))
 # Fields of a flat part left out when None (members added to format version 1 later: older
 # files load and save again to the same bytes).
 _PART_ABSENT_WHEN_NONE = frozenset((*ENGINE_DURATIONS, *ACCEPTANCE_POSITIONS, *HOST_LOAD_FIELDS))

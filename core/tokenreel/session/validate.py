@@ -31,12 +31,14 @@ from tokenreel.session.engine_archive import read_engine_figures
 from tokenreel.session.fields import FieldReader, T
 from tokenreel.session.gpu_validate import gpu_check
 from tokenreel.session.model import (
+    ANSWER_EXTRACTS,
     CLIENT_BUSY_P99_MS,
     CLOCK_SOURCES,
     FORMAT,
     GATE_STATUSES,
     GPU_UTIL_PCT,
     GPU_WAIT_S,
+    GRADING_KINDS,
     HOST_PRESSURE_PCT,
     HOST_WAIT_S,
     IMPORT_LACKS,
@@ -57,6 +59,8 @@ from tokenreel.session.model import (
     Chunks,
     Clock,
     Gate,
+    Grade,
+    Grading,
     HostPressure,
     Imported,
     LevelRecord,
@@ -81,6 +85,35 @@ def _prompt(r: FieldReader, data: Any, where: str) -> Prompt:
         category=r.get(d, "category", where, r.str_),
         messages=messages,
         prompt=r.get(d, "prompt", where, r.str_, ""),
+        grading=_grading(r, d.get("grading"), f"{where}.grading"),
+    )
+
+
+def _grading(r: FieldReader, data: Any, where: str) -> Grading | None:
+    """A prompt's `grading` (docs/session-format.md §5.1)."""
+    if data is None:
+        return None
+    d = r.obj(data, where)
+    return Grading(
+        kind=r.get(d, "kind", where, r.one_of(GRADING_KINDS)),
+        tests=r.get(d, "tests", where, r.str_, ""),
+        prelude=r.get(d, "prelude", where, r.str_, ""),
+        entry_point=r.get(d, "entry_point", where, r.str_, ""),
+        answer=r.get(d, "answer", where, r.str_, ""),
+        extract=r.get(d, "extract", where, r.one_of(ANSWER_EXTRACTS), "last_number"),
+        pattern=r.get(d, "pattern", where, r.str_, ""),
+    )
+
+
+def _grade(r: FieldReader, data: Any, where: str) -> Grade | None:
+    """A run's `grade` (docs/session-format.md §7.9)."""
+    if data is None:
+        return None
+    d = r.obj(data, where)
+    return Grade(
+        passed=r.get(d, "passed", where, r.bool_),
+        detail=r.get(d, "detail", where, r.str_, ""),
+        seconds=r.get(d, "seconds", where, r.nonneg_num, 0.0),
     )
 
 
@@ -290,6 +323,7 @@ def read_run(r: FieldReader, data: Any, where: str) -> Run:
         response_id=_short_id(r, d.get("response_id"), f"{where}.response_id"),
         served_model=_short_id(r, d.get("served_model"), f"{where}.served_model"),
         engine=read_engine_figures(r, d.get("engine"), f"{where}.engine"),
+        grade=_grade(r, d.get("grade"), f"{where}.grade"),
         chunks=_chunks(r, d.get("chunks"), f"{where}.chunks"),
     )
     bound_acceptance(run)
