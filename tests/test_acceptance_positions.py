@@ -4,6 +4,7 @@ histograms, and recorded end to end through the simulator's vLLM shape over loop
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from pathlib import Path
 from typing import Any
@@ -11,12 +12,13 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.test_recorder_support import seed
-from tests.test_vllm_figures import _vllm_ladder
+from tests.test_recorder_support import arm_for, fast_settings, seed
+from tests.test_vllm_figures import PROMPTS, _vllm_ladder
 from tokenreel.analysis.acceptance import pool
 from tokenreel.analysis.selection import DEFAULT_SELECTION
-from tokenreel.recorder.client.response_stats import histogram_positions
+from tokenreel.recorder.client.response_stats import accepted_by_position, histogram_positions
 from tokenreel.recorder.engines.engine_metrics import parse_metrics, positions_between
+from tokenreel.recorder.runner import new_session, record
 from tokenreel.report.charts import write_charts
 from tokenreel.report.csv_format import to_csv
 from tokenreel.report.data import build_report
@@ -122,3 +124,47 @@ def test_a_drafter_without_counts_is_said_and_older_files_save_the_same(make_sim
     missing = next(e for e in report["acceptance_positions"] if e["arm"] == "other")
     assert missing["rates"] is None and "--per-request-spec-decode-metrics summary" in missing["missing"]
     assert "Other drafter: no per-position counts; vLLM counts them" in to_markdown(report, session)
+
+
+def _sglang_run(drafts: float, histogram: list[int]) -> Acceptance:
+    accepted = accepted_by_position(histogram)
+    total = sum(accepted or [])
+    return Acceptance(1 + total / drafts, None, drafts, None, total, "sglext.spec_tokens_details",
+                      accepted_per_position=accepted)
+
+
+def test_sglangs_grown_histograms_pool_with_zeros_past_their_end() -> None:
+    """SGLang's histogram ends at the most drafts one step accepted: [2, 1, 3] (4 accepted at
+    position 1, 3 at 2) and [4, 2] (2 at 1) pool over all 12 steps as [6, 3] / 12; a shorter vLLM
+    list is another draft window, not a histogram that stopped growing, and does not pool."""
+    assert accepted_by_position([2, 1, 3]) == [4.0, 3.0] and accepted_by_position([5]) is None
+    pooled = pool([_sglang_run(6, [2, 1, 3]), _sglang_run(6, [4, 2])])
+    assert pooled.per_position is not None and pooled.per_position.basis == "drafts"
+    assert pooled.per_position.rates == [6 / 12, 3 / 12]
+    assert pool([pooled, _sglang_run(4, [1, 1, 1, 1])]).per_position is not None  # a cell's pool widens too
+    assert pool([_sglang_run(6, [1, 1, 1, 3]), _run(10, [8, 5])]).per_position is None  # vLLM's k is fixed
+
+
+def test_recorded_sglang_positions_agree_with_its_histograms(make_sim: Any, tmp_path: Path) -> None:
+    """Through the simulator's SGLang shape over loopback: every run's per-position counts sum to
+    the accepted total SGLang counts separately (spec_num_correct_drafts), and the arm's rates are
+    Σ accepted at i / Σ verify steps of its counted runs, the runs' lists widened to the longest."""
+    profiles = [dataclasses.replace(seed(p), engine="sglang") for p in ("nvfp4", "nvfp4-dflash2")]
+    cluster = make_sim(profiles, time_scale=0.2)
+    session = new_session("sglang", fast_settings(warmup=1, repeats=2, max_tokens=64), list(PROMPTS),
+                          [arm_for(cluster, "nvfp4"), arm_for(cluster, "nvfp4-dflash2")])
+    asyncio.run(record(session, tmp_path / "sglang.json"))
+    drafter = [r for r in session.runs if r.arm == "nvfp4-dflash2"]
+    assert [r.status for r in drafter] == ["ok"] * len(drafter), [r.error for r in drafter]
+    k = seed("nvfp4-dflash2").spec_k
+    for run in drafter:
+        a = run.acceptance
+        assert a is not None and a.source == "sglext.spec_tokens_details" and a.accepted_per_position, run.acceptance_note
+        assert 1 <= len(a.accepted_per_position) <= k and sum(a.accepted_per_position) == a.accepted
+    counted = [r.acceptance for r in drafter if DEFAULT_SELECTION.counts(r) and r.acceptance]
+    width = max(len(a.accepted_per_position or []) for a in counted)
+    drafts = sum(a.drafts or 0 for a in counted)
+    truth = [sum((a.accepted_per_position or [])[i] for a in counted if i < len(a.accepted_per_position or [])) / drafts
+             for i in range(width)]
+    [entry] = build_report(session)["acceptance_positions"]
+    assert entry["arm"] == "nvfp4-dflash2" and entry["basis"] == "drafts" and entry["rates"] == pytest.approx(truth)

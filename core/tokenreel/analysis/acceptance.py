@@ -11,7 +11,9 @@ Per draft position the same pooling holds: the rate at position i is Σ accepted
 steps that reached i. Where the engine counts the drafts that reached each position (vLLM's
 `spec_decode_num_draft_tokens_per_pos`, its per-request histogram by draft length) those are the
 denominator; else every verify step is, as vLLM's and llama.cpp's own per-position rates take it
-(the same thing when every draft had the full k tokens). docs/acceptance.md has the definitions.
+(the same thing when every draft had the full k tokens); there, runs whose counts end at
+different positions (SGLang's histogram ends at the most drafts one step accepted) are pooled
+with zeros past each run's end. docs/acceptance.md has the definitions.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ class Pooled:
 # "drafted": the engine counted the drafts that reached each position; "drafts": every verify
 # step is the denominator at every position (exact when every draft had the full k tokens).
 Basis = Literal["drafted", "drafts"]
+# The per-request source whose per-position counts end at the most drafts one step accepted.
+OPEN_ENDED_SOURCE = "sglext.spec_tokens_details"
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,14 @@ class PerPosition:
     accepted: tuple[float, ...]
     reached: tuple[float, ...]  # verify steps that reached each position, by `basis`
     basis: Basis
+    # The counts end where the engine's histogram did (SGLang's grows only to the most drafts one
+    # step accepted): no position past the end was accepted, so zeros extend them exactly.
+    open_ended: bool = False
+
+    def widened(self, width: int) -> PerPosition:
+        """The counts over `width` positions: zeros accepted past the end, every verify step reached."""
+        extra = width - len(self.accepted)
+        return PerPosition(self.accepted + (0.0,) * extra, self.reached + self.reached[-1:] * extra, self.basis, True)
 
     @property
     def rates(self) -> list[float | None]:
@@ -94,9 +106,11 @@ def pool_positions(items: Sequence[Acceptance | Pooled]) -> PerPosition | None:
     if not parts or any(p is None for p in parts):
         return None
     known = [p for p in parts if p is not None]
-    if len({len(p.accepted) for p in known}) != 1:
-        return None
     basis: Basis = "drafted" if all(p.basis == "drafted" for p in known) else "drafts"
+    width = max(len(p.accepted) for p in known)
+    if any(len(p.accepted) != width and not (p.open_ended and p.basis == "drafts") for p in known):
+        return None
+    known = [p.widened(width) if len(p.accepted) != width else p for p in known]
     reached: list[tuple[float, ...]] = []
     for item, part in zip(items, known, strict=True):
         if basis == part.basis:
@@ -104,9 +118,10 @@ def pool_positions(items: Sequence[Acceptance | Pooled]) -> PerPosition | None:
         elif item.drafts is None:
             return None
         else:
-            reached.append((item.drafts,) * len(part.accepted))
+            reached.append((item.drafts,) * width)
     accepted = tuple(sum(column) for column in zip(*(p.accepted for p in known), strict=True))
-    return PerPosition(accepted, tuple(sum(column) for column in zip(*reached, strict=True)), basis)
+    open_ended = all(p.open_ended for p in known)
+    return PerPosition(accepted, tuple(sum(column) for column in zip(*reached, strict=True)), basis, open_ended)
 
 
 def _positions(item: Acceptance | Pooled) -> PerPosition | None:
@@ -121,7 +136,7 @@ def _positions(item: Acceptance | Pooled) -> PerPosition | None:
         return PerPosition(tuple(accepted), tuple(drafted), "drafted")
     if item.drafts is None:
         return None
-    return PerPosition(tuple(accepted), (item.drafts,) * len(accepted), "drafts")
+    return PerPosition(tuple(accepted), (item.drafts,) * len(accepted), "drafts", item.source == OPEN_ENDED_SOURCE)
 
 
 def spread(lengths: Sequence[float | None]) -> list[float] | None:

@@ -19,8 +19,8 @@ MISSING: dict[str, str] = {
             " metrics_url) and per request with vllm serve --per-request-spec-decode-metrics summary",
     "llamacpp": "llama.cpp counts them in /metrics (llamacpp:spec_decode_num_accepted_tokens_per_pos_total:"
                 " start llama-server with --metrics and give the arm its metrics_url; older builds lack the counter)",
-    "sglang": "SGLang has no per-position counter in /metrics, and its per-request spec_tokens_details is"
-              " read for its totals only",
+    "sglang": "SGLang counts them per request in sglext.spec_tokens_details.spec_correct_drafts_histogram"
+              " (asked with return_spec_tokens_details; a build that does not send the histogram gives none)",
 }
 UNKNOWN_ENGINE = "the engine gave no per-position counts (vLLM and llama.cpp count them in /metrics)"
 BASIS_TEXT = {

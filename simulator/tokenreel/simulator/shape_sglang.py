@@ -91,7 +91,7 @@ class SglangEmitter(Emitter):
                 "spec_num_correct_drafts": stats.accepted,
                 "spec_num_proposed_drafts": stats.draft_tokens,
                 "spec_verify_ct": stats.steps,
-                "spec_correct_drafts_histogram": stats.histogram,
+                "spec_correct_drafts_histogram": _grown(stats.histogram),
             }
             sglext = {"routed_experts": None, "cached_tokens_details": None, "spec_tokens_details": details}
             out += self._event([], sglext=sglext)
@@ -165,3 +165,12 @@ class SglangEngine(Engine):
             "internal_states": [{"avg_spec_accept_length": accept, "last_gen_throughput": profile.decode_tok_s}],
             "version": VERSION,
         })
+
+
+def _grown(histogram: list[int]) -> list[int]:
+    """The histogram as SGLang keeps it: a list grown to the most drafts one step accepted (its
+    `Req.update_spec_correct_drafts_histogram`), not one entry per draft position."""
+    end = len(histogram)
+    while end and not histogram[end - 1]:
+        end -= 1
+    return histogram[:end]

@@ -35,19 +35,30 @@ def response_acceptance(spec: tuple[str, dict[str, Any]] | None) -> Acceptance |
     acceptance = Acceptance(mean_length, rate, drafts, draft_tokens, accepted, source)
     if source == "metrics.speculative_decoding":
         acceptance.accepted_per_position, acceptance.drafted_per_position = histogram_positions(d)
+    elif source == "sglext.spec_tokens_details":
+        acceptance.accepted_per_position = accepted_by_position(_counts(d.get("spec_correct_drafts_histogram")))
     return acceptance
 
 
-def histogram_positions(d: dict[str, Any]) -> tuple[list[float] | None, list[float] | None]:
-    """vLLM's per-request histograms as per-position counts: `acceptance_histogram[j]` counts the
-    verify steps that accepted exactly j draft tokens, so position i (from 0) was accepted in the
-    steps with j > i; `acceptance_histogram_by_draft_length[k]` (or, detailed, `per_step_drafted`)
-    gives the steps whose draft reached position i (k > i). None where a field is absent or malformed."""
-    histogram = _counts(d.get("acceptance_histogram"))
+def accepted_by_position(histogram: list[int] | None) -> list[float] | None:
+    """A histogram of verify steps by the number of draft tokens each accepted (`histogram[j]`:
+    the steps that accepted exactly j) as accepted tokens per position: position i (from 0) was
+    accepted in the steps with j > i. None for no histogram, or one without a position."""
     if histogram is None or len(histogram) < 2:
+        return None
+    return [float(sum(histogram[i + 1:])) for i in range(len(histogram) - 1)]
+
+
+def histogram_positions(d: dict[str, Any]) -> tuple[list[float] | None, list[float] | None]:
+    """vLLM's per-request histograms as per-position counts: `acceptance_histogram` as accepted
+    tokens per position (`accepted_by_position`); `acceptance_histogram_by_draft_length[k]` (or,
+    detailed, `per_step_drafted`) gives the steps whose draft reached position i (k > i). None
+    where a field is absent or malformed."""
+    histogram = _counts(d.get("acceptance_histogram"))
+    accepted = accepted_by_position(histogram)
+    if histogram is None or accepted is None:
         return None, None
-    width = len(histogram) - 1
-    accepted = [float(sum(histogram[i + 1:])) for i in range(width)]
+    width = len(accepted)
     lengths: list[float] = [0.0] * (width + 1)  # verify steps by the number of tokens they drafted
     by_length = d.get("acceptance_histogram_by_draft_length")
     per_step = _counts(d.get("per_step_drafted"), MAX_COUNT)
