@@ -88,6 +88,9 @@ SESSION = (
     _setting("ignore_eos", "boolean", "true",
              "Ask the engine to keep decoding past its end-of-sequence token, so each run is max_tokens long"
              " (forced length); a run that still stops short is kept but marked not like-for-like."),
+    Key("length", "string", '"forced"', '"natural"',
+        '"forced": every run decodes max_tokens (ignore_eos), so decode speeds compare like for like; "natural": runs'
+        " stop where the model ends (max_tokens a cap), and the report adds tokens and time per task. Sets ignore_eos."),
     _setting("temperature", "float", "0.0", "Sampling temperature; 0 (greedy) lets the report check that the arms give the same answer."),
     _setting("warmup", "integer", "1",
         "Unmeasured runs per prompt and arm before the measured ones (they fill caches and compile kernels)."),

@@ -34,7 +34,7 @@ class EndCard:
         and which arms it compares."""
         plan = self.plan
         first, last = plan.arms[0], plan.arms[-1]
-        return claim_text(last.vs_first, plan.metric), f"{last.label} vs {first.label}"
+        return claim_text(last.vs_first, plan.metric, plan.task), f"{last.label} vs {first.label}"
 
     def answer_line(self) -> str:
         """Which answer the headline is, and where it stands among the prompts ("on the code
