@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.test_cli import invoke, write_config
+from tokenreel.analysis.figures import figure
 from tokenreel.analysis.task_time import sooner_text, step_text, tokens_text
 from tokenreel.recorder.config import ConfigError, load_config
 from tokenreel.session import archive
@@ -104,6 +105,12 @@ def test_report_gives_time_per_task_and_finishes_no_sooner_beside_a_faster_decod
     assert float(wordy_row["arm_task_sooner"]) == wordy["sooner"]  # full precision
     assert invoke("report", out, "--format", "html", "--out", tmp_path / "r.html").exit_code == 0
     assert 'id="task-time"' in (tmp_path / "r.html").read_text()
+
+    compared = invoke("compare", out, out, "--format", "json")
+    pairs = json.loads(compared.stdout)["task_time"]
+    expected = [("base", None, None), ("wordy", wordy["sooner"], wordy["sooner"])]
+    assert [(p["arm"], p["a"]["sooner"], p["b"]["sooner"]) for p in pairs] == expected
+    assert f"| Wordy | {figure(wordy['seconds_mean'], 2, ' s')}" in invoke("compare", out, out, "--format", "md").stdout
 
 
 def test_forced_length_reports_have_no_task_time(tmp_path: Path, make_sim) -> None:

@@ -47,6 +47,17 @@ class TaskRow:
     text: str  # "writes 21 % more tokens, finishes no sooner"
 
 
+@dataclass(frozen=True)
+class TaskPair:
+    """`tokenreel compare`: one arm's task-time row in session A and in B (None where that session
+    is forced-length: its tasks all have max_tokens' length)."""
+
+    arm: str
+    label: str
+    a: TaskRow | None
+    b: TaskRow | None
+
+
 def natural_length(session: Session) -> bool:
     """Whether runs stopped where the model ended (recorded without ignore_eos)."""
     return not session.settings.ignore_eos
@@ -92,6 +103,17 @@ def _step(
     if prior is None:
         return Interval(None, None, None, 0, note=ITSELF)
     return ratio_interval(paired(cells, shared, value, arm, prior), level)
+
+
+def task_pairs(a: Session, cells_a: list[Cell], b: Session, cells_b: list[Cell]) -> list[TaskPair]:
+    """Each arm in both sessions (A's order) with its task-time row in each; none when neither
+    session was recorded at natural length."""
+    if not (natural_length(a) or natural_length(b)):
+        return []
+    rows_a = {row.arm: row for row in task_rows(a, cells_a)} if natural_length(a) else {}
+    rows_b = {row.arm: row for row in task_rows(b, cells_b)} if natural_length(b) else {}
+    arms_b = {arm.id for arm in b.arms}
+    return [TaskPair(arm.id, arm.label, rows_a.get(arm.id), rows_b.get(arm.id)) for arm in a.arms if arm.id in arms_b]
 
 
 def category_task_rows(session: Session, cells: list[Cell]) -> dict[str, list[TaskRow]]:
