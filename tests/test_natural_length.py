@@ -19,6 +19,9 @@ from tests.test_cli import invoke, write_config
 from tokenreel.analysis.figures import figure
 from tokenreel.analysis.task_time import sooner_text, step_text, tokens_text
 from tokenreel.recorder.config import ConfigError, load_config
+from tokenreel.renderer.end_card import EndCard
+from tokenreel.renderer.options import Metric, RenderOptions
+from tokenreel.renderer.render_plan import build_plan
 from tokenreel.session import archive
 from tokenreel.simulator.answer_text import reply_for
 from tokenreel.simulator.profiles import Profile
@@ -105,6 +108,16 @@ def test_report_gives_time_per_task_and_finishes_no_sooner_beside_a_faster_decod
     assert float(wordy_row["arm_task_sooner"]) == wordy["sooner"]  # full precision
     assert invoke("report", out, "--format", "html", "--out", tmp_path / "r.html").exit_code == 0
     assert 'id="task-time"' in (tmp_path / "r.html").read_text()
+
+    # The video: an e2e end card says the task's time, both where the multiplier has a line of its own and where not.
+    for size in ("1920x1080", "1080x1080"):
+        plan = build_plan(session, RenderOptions(size=size, metric=Metric.E2E))
+        head = EndCard(plan, {}).headline()[0]
+        e2e = plan.arms[-1].vs_first  # the race's own: the first arm's time over the last's
+        assert e2e is not None and head == f"task done {figure(max(e2e, 1 / e2e), 2)}x {'sooner' if e2e >= 1 else 'later'}"
+        assert any(c.text == head and c.where == "end card" for c in plan.claims)
+    forced = replace(session, settings=replace(session.settings, ignore_eos=True))
+    assert EndCard(build_plan(forced, RenderOptions(size="1920x1080", metric=Metric.E2E)), {}).headline()[0].endswith("end to end")
 
     compared = invoke("compare", out, out, "--format", "json")
     pairs = json.loads(compared.stdout)["task_time"]
