@@ -111,16 +111,16 @@ bench-ci: $(STAMP)
 clean:
 	rm -rf $(VENV) out .pytest_cache
 
-# constraints.txt is the lock: every package of the venv at one version (and the optional `gpu` extra's,
-# which the venv leaves out). `make test` checks the venv
+# constraints.txt is the lock: every package of the venv at one version (and the optional `gpu` and
+# `sharegpt` extras', which the venv leaves out). `make test` checks the venv
 # against it first; `make lock` re-resolves it with uv (pinned, in a scratch venv), keeping the
 # versions already there unless an input needs others (LOCK_ARGS='--upgrade-package NAME' moves one).
-LOCK_CMD := uv pip compile pyproject.toml .ci/lock.in --extra test --extra gpu --extra ray --python-version 3.11 -o constraints.txt
+LOCK_CMD := uv pip compile pyproject.toml .ci/lock.in --extra test --extra gpu --extra ray --extra sharegpt --python-version 3.11 -o constraints.txt
 lock:
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	$(PYTHON) -m venv "$$tmp/uv"; "$$tmp/uv/bin/python" -m pip install -q uv==$(UV_VERSION); \
 	PATH="$$tmp/uv/bin:$$PATH" $(LOCK_CMD) $(LOCK_ARGS) >/dev/null; \
-	{ echo "# The lock: every package of the venv (runtime, the test, gpu and ray extras, pip, setuptools), installed with"; \
+	{ echo "# The lock: every package of the venv (runtime, the test, gpu, ray and sharegpt extras, pip, setuptools), installed with"; \
 	  echo "# pip install -c constraints.txt and checked by .ci/check_lock.py. Generated: do not edit. Regenerate"; \
 	  echo "# with make lock, which runs the command below with uv==$(UV_VERSION) from a scratch venv."; \
 	  cat constraints.txt; } > "$$tmp/lock"; cat "$$tmp/lock" > constraints.txt

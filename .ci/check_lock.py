@@ -26,7 +26,7 @@ LOCK = Path(__file__).resolve().parents[1] / "constraints.txt"
 PROJECT = "tokenreel"
 VENV_TOOLS = {"pip", "setuptools", "wheel"}
 # Extras the lock pins but the venv need not hold (pyproject's optional-dependencies of that name).
-OPTIONAL_EXTRAS = ("gpu",)
+OPTIONAL_EXTRAS = ("gpu", "sharegpt")
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*===?\s*([^\s;#]+)")
 
 

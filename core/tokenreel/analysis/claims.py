@@ -185,12 +185,15 @@ def faster_word(value: float | None) -> str:
     return "slower" if value is not None and value < 1 else "faster"
 
 
-def claim_text(value: float | None, metric: str) -> str:
+def claim_text(value: float | None, metric: str, task: bool = False) -> str:
     """"4.42x faster decode", "1.25x slower end to end": a slower arm's figure is inverted, so a
-    multiplier on screen is never below 1."""
+    multiplier on screen is never below 1. `task`: runs of their natural length (no ignore_eos),
+    whose end to end time is the task's own: "task done 1.25x sooner" (or "later")."""
     if value is None:
         return f"no {METRIC_WORDS[metric]} figure"
     shown = value if value >= 1 else 1 / value
+    if task and metric == "e2e":
+        return f"task done {multiplier(shown)} {'later' if value < 1 else 'sooner'}"
     return f"{multiplier(shown)} {faster_word(value)} {METRIC_WORDS[metric]}"
 
 

@@ -49,7 +49,7 @@ comparison that silently skipped it would claim more than it checked); else "can
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from tokenreel.analysis.answers import compare as compare_answers
@@ -67,6 +67,7 @@ from tokenreel.analysis.ladder import (
 )
 from tokenreel.analysis.metrics import run_metrics
 from tokenreel.analysis.pooled_runs import RunGroup, pooled_runs_interval
+from tokenreel.analysis.task_time import TaskPair, task_pairs
 from tokenreel.analysis.verdicts import CANT_TELL, SAME, Verdict, judge, runs_interval
 from tokenreel.session.model import Session
 
@@ -193,6 +194,7 @@ class Comparison:
     cells: list[CellDiff]
     unmatched: list[Unmatched]
     notes: list[str]  # differences in settings or models: context, not gated
+    task_time: list[TaskPair] = field(default_factory=list)  # natural-length sessions' time per task, not gated
 
     @property
     def gated(self) -> list[tuple[str, Verdict]]:
@@ -347,6 +349,7 @@ def compare_sessions(
         a=names[0], b=names[1], session_a=a.name, session_b=b.name, tolerance_pct=tolerance_pct,
         ladder=_ladder_diffs(build_ladder(a, all_a), build_ladder(b, all_b), diffs, runs, tolerance_pct, level),
         ratios=_ratio_diffs(both, diffs, runs, tolerance_pct, level), cells=diffs, unmatched=unmatched, notes=notes,
+        task_time=task_pairs(a, all_a, b, all_b),
     )
 
 

@@ -20,7 +20,7 @@ from tokenreel import assets
 from tokenreel.base.files import read_input
 from tokenreel.base.safe_text import shown_path
 from tokenreel.recorder.config_schema import ARM_KEYS, DEFAULT_READY_TIMEOUT_S, HARDWARE_KEYS, SESSION_KEYS, TIMEOUT_KEYS
-from tokenreel.recorder.enums import Api, Choice, PromptCache
+from tokenreel.recorder.enums import Api, Choice, Length, PromptCache
 from tokenreel.recorder.secrets import remember_launch_secrets, scrub_secret_fields, scrub_secret_flags
 from tokenreel.recorder.suites import load_prompts
 from tokenreel.session.model import Arm, Prompt, Settings, replica_count
@@ -139,7 +139,7 @@ def _session(check: _Checker, table: dict[str, Any], default_name: str) -> tuple
     settings = Settings(
         prompts=check.text(table.get("prompts", defaults.prompts), "session.prompts"),
         max_tokens=check.integer(table.get("max_tokens", defaults.max_tokens), "session.max_tokens", minimum=1),
-        ignore_eos=check.boolean(table.get("ignore_eos", defaults.ignore_eos), "session.ignore_eos"),
+        ignore_eos=_ignore_eos(check, table, defaults.ignore_eos),
         temperature=check.number(table.get("temperature", defaults.temperature), "session.temperature"),
         warmup=check.integer(table.get("warmup", defaults.warmup), "session.warmup", minimum=0),
         repeats=check.integer(table.get("repeats", defaults.repeats), "session.repeats", minimum=1),
@@ -157,6 +157,19 @@ def _session(check: _Checker, table: dict[str, Any], default_name: str) -> tuple
         prompt_cache=check.choice(table.get("prompt_cache", defaults.prompt_cache), "session.prompt_cache", PromptCache),
     )
     return name, settings
+
+
+def _ignore_eos(check: _Checker, table: dict[str, Any], default: bool) -> bool:
+    """`session.ignore_eos`, or what `session.length` implies (forced: true, natural: false);
+    both given, they must agree."""
+    if "length" not in table:
+        return check.boolean(table.get("ignore_eos", default), "session.ignore_eos")
+    forced = check.choice(table["length"], "session.length", Length) is Length.FORCED
+    if "ignore_eos" in table and check.boolean(table["ignore_eos"], "session.ignore_eos") != forced:
+        wanted = "true" if forced else "false"
+        raise check.fail("session.ignore_eos", f"contradicts length = {table['length']!r}, which sets it {wanted};"
+                                               " remove ignore_eos (length says it)")
+    return forced
 
 
 def _arms(check: _Checker, value: Any, default_tokenizer: str | None, folder: Path) -> list[Arm]:

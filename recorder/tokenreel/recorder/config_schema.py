@@ -81,13 +81,17 @@ SESSION = (
     Key("name", "string", "the config file's name without .toml", '"my-ladder"',
         "The session's name: the report's title and the default session file, sessions/NAME.json."),
     _setting("prompts", "string", '"builtin:ladder4"',
-             "The prompt suite: builtin:mixed, builtin:ladder4 or builtin:speed, random:N (N random tokens), or a"
-             " .jsonl file relative to the config (one prompt a line: id, category, messages or prompt)."),
+             "The prompt suite: builtin:mixed, builtin:ladder4 or builtin:speed, random:N (N random tokens), sharegpt:N"
+             " (N ShareGPT conversations, seeded; the sharegpt extra), or a .jsonl file relative to the config (one prompt"
+             " a line: id, category, messages or prompt)."),
     _setting("max_tokens", "integer", "512",
              "Output tokens per run. With ignore_eos every arm decodes exactly this many, so the arms compare like for like."),
     _setting("ignore_eos", "boolean", "true",
              "Ask the engine to keep decoding past its end-of-sequence token, so each run is max_tokens long"
              " (forced length); a run that still stops short is kept but marked not like-for-like."),
+    Key("length", "string", '"forced"', '"natural"',
+        '"forced": every run decodes max_tokens (ignore_eos), so decode speeds compare like for like; "natural": runs'
+        " stop where the model ends (max_tokens a cap), and the report adds tokens and time per task. Sets ignore_eos."),
     _setting("temperature", "float", "0.0", "Sampling temperature; 0 (greedy) lets the report check that the arms give the same answer."),
     _setting("warmup", "integer", "1",
         "Unmeasured runs per prompt and arm before the measured ones (they fill caches and compile kernels)."),

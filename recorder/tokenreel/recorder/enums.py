@@ -29,6 +29,15 @@ class PromptCache(Choice):
     ENGINE = "engine"
 
 
+class Length(Choice):
+    """`session.length`: every run decodes max_tokens past end-of-sequence (forced: `ignore_eos`,
+    so decode speeds compare like for like), or stops where the model ends (natural: what a task
+    really costs), `max_tokens` then a cap. The session keeps it as `Settings.ignore_eos`."""
+
+    FORCED = "forced"
+    NATURAL = "natural"
+
+
 class EngineKind(Choice):
     """The engine an endpoint's answers name (`fingerprint.engine_of`); UNKNOWN when none does."""
 

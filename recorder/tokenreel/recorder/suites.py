@@ -17,6 +17,8 @@ import orjson
 from tokenreel import assets
 from tokenreel.base.files import read_input
 from tokenreel.base.safe_text import shown_path
+from tokenreel.recorder.sharegpt import PREFIX as SHAREGPT
+from tokenreel.recorder.sharegpt import sharegpt_prompts
 from tokenreel.session.model import Prompt
 
 MAX_RANDOM_TOKENS = 1_000_000
@@ -46,7 +48,7 @@ class PromptError(ValueError):
 
 
 def load_prompts(spec: str, base_dir: Path) -> list[Prompt]:
-    """Load a suite from `builtin:NAME`, `random:N` or a JSONL path relative to base_dir."""
+    """Load a suite from `builtin:NAME`, `random:N`, `sharegpt:N` or a JSONL path relative to base_dir."""
     if spec.startswith("builtin:"):
         name = spec.removeprefix("builtin:")
         known = assets.names("prompts", ".jsonl")
@@ -55,6 +57,8 @@ def load_prompts(spec: str, base_dir: Path) -> list[Prompt]:
         return read_jsonl(assets.file("prompts", f"{name}.jsonl"))
     if spec.startswith("random:"):
         return [random_prompt(_random_size(spec))]
+    if spec.startswith(SHAREGPT):
+        return sharegpt_prompts(spec)
     path = Path(spec).expanduser()
     return read_jsonl(path if path.is_absolute() else base_dir / path)
 

@@ -41,13 +41,16 @@ def step_text(n: int, value: float | None) -> str:
     return f"{n}→{n + 1} {multiplier(value)}"
 
 
-def drawn_claims(clock: Clock, tracks: list[ArmTrack], metric: Metric, scope: str, suite: Speedup | None, prompt: str) -> list[Claim]:
+def drawn_claims(
+    clock: Clock, tracks: list[ArmTrack], metric: Metric, scope: str, suite: Speedup | None, prompt: str, task: bool = False,
+) -> list[Claim]:
     """Every speed-up the frames draw, with the text column.py and end_card.py draw it with: each column's
     verdict (from the frame both it and the arm it is compared with are done: the first arm for
     the last, the headline pair; the arm before for the others, their ladder step), then the end
     card's headline (the last arm against the first), each row's ladder step, and the suite's
     figure with its 95 % interval (a claim of its own, of the suite's figure) where it has one.
-    One value per pair: a pair that is both a step and the headline pair (two arms) is one figure."""
+    One value per pair: a pair that is both a step and the headline pair (two arms) is one figure.
+    `task`: a natural-length session, whose end card headline says the task's time (`claim_text`)."""
     first, last, end = tracks[0], tracks[-1], clock.title_frames + clock.replay_frames
 
     def claim(text: str, track: ArmTrack, vs: ArmTrack, value: float | None, frame: int | None, where: str) -> Claim:
@@ -57,7 +60,7 @@ def drawn_claims(clock: Clock, tracks: list[ArmTrack], metric: Metric, scope: st
     claims = [claim(claim_text(t.verdict_value, metric), t, tracks[t.versus], t.verdict_value, None, "verdict") for t in tracks[1:]]
     if not clock.hold_frames:
         return claims
-    claims.append(claim(claim_text(last.vs_first, metric), last, first, last.vs_first, end, "end card"))
+    claims.append(claim(claim_text(last.vs_first, metric, task), last, first, last.vs_first, end, "end card"))
     for n, track in enumerate(tracks[1:], start=1):
         claims.append(claim(step_text(n, track.vs_prior), track, tracks[n - 1], track.vs_prior, end, "end card"))
     if suite is not None:

@@ -72,6 +72,7 @@ class RenderPlan:
     # What the video shows that its source files did not hold, one entry an arm (manifest
     # `reconstructed`): an imported reply's text placed over its chunks (placed_text.RULE).
     reconstructed: tuple[Reconstruction, ...] = ()
+    task: bool = False  # runs of their natural length (no ignore_eos): an e2e headline is the task's time
 
     @property
     def placed_tools(self) -> str:
@@ -334,9 +335,10 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
         metric=metric,
         scope=scope,
         suite=suite,
-        claims=tuple(drawn_claims(clock, tracks, metric, scope, suite, prompt_id)),
+        claims=tuple(drawn_claims(clock, tracks, metric, scope, suite, prompt_id, task=not session.settings.ignore_eos)),
         facts=end_facts(session, [run.arm for run in runs]),
         prompt_name=f"the {prompt.category} prompt" if [p.category for p in session.prompts].count(prompt.category) == 1 else prompt_id,
         prompt_rank=prompt_rank(session, hero, options.selection) if scope == "prompt" else "",
         reconstructed=reconstructions(session, tracks),
+        task=not session.settings.ignore_eos,
     )

@@ -165,6 +165,7 @@ def to_markdown(c: Comparison, causes: list[Cause]) -> str:
             ),
             "",
         ]
+    lines += _task_time(c)
     header = " | ".join(f"{label} A → B | Δ | In spread" for _, label, _ in FIGURES)
     lines += [
         f"| Arm | Prompt | Runs A/B | {header} | Tokens A/B | Decode 95 % interval | Verdict |",
@@ -182,6 +183,24 @@ def to_markdown(c: Comparison, causes: list[Cause]) -> str:
             f"| {_interval(d.verdict)} | {verdict}{' (' + d.note + ')' if d.note else ''} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _task_time(c: Comparison) -> list[str]:
+    """Natural-length sessions' tokens and time per task and each step's words, A beside B (not
+    gated); nothing when both were recorded at a forced length."""
+    if not c.task_time:
+        return []
+    forced = "forced length: no task time"
+    rows = []
+    for pair in c.task_time:
+        sides = [(r.seconds_mean, r.tokens_median, r.text) if r else None for r in (pair.a, pair.b)]
+        times = " | ".join(figure(s[0], 2, " s") if s else forced for s in sides)
+        tokens = " | ".join(figure(s[1], 0) if s else forced for s in sides)
+        steps = " | ".join((s[2] or "the first arm") if s else forced for s in sides)
+        rows.append(f"| {pair.label} | {times} | {tokens} | {steps} |")
+    return ["Time per task at natural length (context, not gated):", "",
+            "| Arm | Time per task A | Time per task B | Tokens per task A | Tokens per task B | Step A | Step B |",
+            "|---|---|---|---|---|---|---|", *rows, ""]
 
 
 def _verdict_data(v: Verdict) -> dict[str, Any]:
@@ -231,6 +250,7 @@ def to_data(c: Comparison, causes: list[Cause]) -> dict[str, Any]:
         "unmatched": [asdict(u) for u in c.unmatched],
         "notes": c.notes,
         "causes": [{**asdict(cause), "line": cause.line} for cause in causes],
+        **({"task_time": [asdict(pair) for pair in c.task_time]} if c.task_time else {}),
     }
     return {key: plain(value) for key, value in data.items()}
 

@@ -53,6 +53,27 @@ def _ratio_columns(scope: str, row: dict[str, Any], ratios: tuple[str, ...]) -> 
     return out
 
 
+# A natural-length session's tokens and time per task, per arm over the suite and per cell's
+# category: the step over the prior arm with its 95 % interval (empty, the note says why); not in
+# a forced-length session's csv, whose tasks all have max_tokens' length.
+TASK_FIGURES = ("tokens_median", "tokens_mean", "seconds_mean", "seconds_median", "tokens_change", "sooner")
+TASK_CSV_KEYS = tuple(
+    f"{scope}_task_{name}{part}" for scope in ("arm", "category") for name in TASK_FIGURES
+    for part in (("", "_ci95_low", "_ci95_high", "_ci95_note") if name in ("tokens_change", "sooner") else ("",))
+)
+
+
+def _task_columns(scope: str, row: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in TASK_FIGURES:
+        out[f"{scope}_task_{name}"] = row[name]
+        if name in ("tokens_change", "sooner"):
+            ci = row[f"{name}_ci95"] or [None, None]
+            out |= {f"{scope}_task_{name}_ci95_low": ci[0], f"{scope}_task_{name}_ci95_high": ci[1],
+                    f"{scope}_task_{name}_ci95_note": row[f"{name}_note"]}
+    return out
+
+
 LATENCY_STATS = ("n", "min", "p50", "p90", "p99", "max")
 
 
@@ -96,7 +117,9 @@ def _inert(value: object) -> object:
 
 def to_csv(report: Report) -> str:
     out = io.StringIO()
-    fieldnames = (*CELL_KEYS, *ARM_CSV_KEYS, *POSITION_CSV_KEYS, *RATIO_CSV_KEYS, *LATENCY_CSV_KEYS, *ANSWER_CSV_KEYS, "answer_note")
+    task = report.get("task_time")
+    fieldnames = (*CELL_KEYS, *ARM_CSV_KEYS, *POSITION_CSV_KEYS, *RATIO_CSV_KEYS, *LATENCY_CSV_KEYS, *ANSWER_CSV_KEYS, "answer_note",
+                  *(TASK_CSV_KEYS if task else ()))
     writer = CsvWriter(out, fieldnames)
     answers = _answer_rows(report)
     writer.writeheader()
@@ -104,6 +127,8 @@ def to_csv(report: Report) -> str:
     ladder = {row["arm"]: row for row in report["ladder"]}
     positions = {e["arm"]: e for e in report.get("acceptance_positions", [])}
     by_category = {(category, row["arm"]): row for category, rows in report["category_ladders"].items() for row in rows}
+    task_rows = {(None, row["arm"]): row for row in task["suite"]} | {
+        (category, row["arm"]): row for category, rows in task["categories"].items() for row in rows} if task else {}
     for cell, latency in zip(report["cells"], report["latency"]["cells"], strict=True):
         arm = arms[cell["arm"]]
         writer.writerow({
@@ -117,5 +142,7 @@ def to_csv(report: Report) -> str:
             **{f"{name}_{stat}": latency[name][stat] for name, _, _ in LATENCY_FIGURES for stat in LATENCY_STATS},
             **{k: csv_value(answers[cell["arm"], cell["prompt"]][k]) for k in ANSWER_CSV_KEYS},
             "answer_note": answers[cell["arm"], cell["prompt"]]["note"],
+            **(_task_columns("arm", task_rows[None, cell["arm"]]) | _task_columns("category", task_rows[cell["category"], cell["arm"]])
+               if task else {}),
         })
     return out.getvalue()

@@ -21,6 +21,7 @@ from tokenreel.analysis.replica_ladders import replica_ladders, served_model_lin
 from tokenreel.analysis.roofline import rooflines
 from tokenreel.analysis.run_variance import run_variances
 from tokenreel.analysis.selection import DEFAULT_SELECTION, RunSelection, host_contended
+from tokenreel.analysis.task_time import category_task_rows, natural_length, task_rows
 from tokenreel.report.wording import LATENCY_FIGURES
 from tokenreel.session.gpu import gpu_hardware
 from tokenreel.session.model import Arm, Run, Session
@@ -85,6 +86,17 @@ def build_report(
         "prompt_cache": prompt_cache(session),
         **({"replicas": replicas, "replica_warnings": served_model_lines(session)}
            if (replicas := replica_ladders(session, cells, baseline)) else {}),
+        **({"task_time": task_time_entry(session, cells)} if natural_length(session) else {}),
+    }
+
+
+def task_time_entry(session: Session, cells: list[Cell]) -> dict[str, Any]:
+    """A natural-length session's tokens and time per task, and each step's "finishes N %
+    sooner" (`tokenreel.analysis.task_time`), over the suite and per category; absent from a
+    forced-length report, whose tasks all have max_tokens' length."""
+    return {
+        "suite": [asdict(row) for row in task_rows(session, cells)],
+        "categories": {category: [asdict(row) for row in rows] for category, rows in category_task_rows(session, cells).items()},
     }
 
 

@@ -50,6 +50,7 @@ from tokenreel.report.wording import (
     ratio_text,
     repeats_summary,
     synthetic_notes,
+    task_time_table,
 )
 from tokenreel.session.model import Run, Session
 
@@ -156,6 +157,16 @@ def _decomposition(report: Report) -> str:
     table = html_table(headers, [[esc(c) for c in row] for row in rows], numeric=tuple(range(2, len(headers))), labelled=True)
     items = "".join(f"<li>{esc(line)}</li>" for line in lines)
     return f'<section id="decomposition"><h2>Speed-up decomposed</h2>{table}<ul class=note>{items}</ul></section>'
+
+
+def _task_time(report: Report) -> str:
+    """Tokens and time per task at natural length, in a section of its own; "" at a forced length."""
+    headers, rows, lines = task_time_table(report)
+    if not headers:
+        return ""
+    table = html_table(headers, [[esc(c) for c in row] for row in rows], numeric=tuple(range(1, len(headers) - 1)), labelled=True)
+    items = "".join(f"<li>{esc(line)}</li>" for line in lines)
+    return f'<section id="task-time"><h2>Time per task at natural length</h2>{table}<ul class=note>{items}</ul></section>'
 
 
 def _categories(report: Report, labels: dict[str, str]) -> str:
@@ -404,7 +415,7 @@ def to_html(report: Report, session: Session) -> str:
     data = replay_data(session, report)
     replay, replayed = replay_section(session, data, colors)
     sections = [
-        _header(report, session), _ladder(report, colors), replay, _categories(report, labels), _decomposition(report),
+        _header(report, session), _ladder(report, colors), replay, _categories(report, labels), _decomposition(report), _task_time(report),
         _charts(session, report), _latency(report, labels, colors), _answers(report, labels, colors),
         _arms(report, session, colors), _cells(report), _runs(session, replayed, selection),
     ]

@@ -37,6 +37,7 @@ from tokenreel.report.wording import (
     repeats_summary,
     run_names,
     synthetic_notes,
+    task_time_table,
 )
 from tokenreel.session.model import Session
 
@@ -165,13 +166,23 @@ def _positions_table(report: Report) -> list[str]:
             *(f"| {' | '.join(row)} |" for row in rows), "", *(f"- {note}" for note in notes), ""]
 
 
-def _decomposition(report: Report) -> list[str]:
-    """A drafter's speed-up as tokens a step x step ratio (wording.decomposition_table); nothing where no arm drafts."""
-    headers, rows, notes = decomposition_table(report)
+def _noted_table(title: str, table: tuple[list[str], list[list[str]], list[str]]) -> list[str]:
+    """A titled table with its notes as a list under it; nothing where it has no headers."""
+    headers, rows, notes = table
     if not headers:
         return []
-    return ["Speed-up decomposed:", "", f"| {' | '.join(headers)} |", f"|{'---|' * len(headers)}",
+    return [title, "", f"| {' | '.join(headers)} |", f"|{'---|' * len(headers)}",
             *(f"| {' | '.join(row)} |" for row in rows), "", *(f"- {note}" for note in notes), ""]
+
+
+def _decomposition(report: Report) -> list[str]:
+    """A drafter's speed-up as tokens a step x step ratio (wording.decomposition_table); nothing where no arm drafts."""
+    return _noted_table("Speed-up decomposed:", decomposition_table(report))
+
+
+def _task_time(report: Report) -> list[str]:
+    """Tokens and time per task, and each step's "finishes N % sooner" (wording.task_time_table); nothing at a forced length."""
+    return _noted_table("Time per task at natural length:", task_time_table(report))
 
 
 def to_markdown(report: Report, session: Session) -> str:
@@ -203,6 +214,7 @@ def to_markdown(report: Report, session: Session) -> str:
     lines += acceptance_notes(report)
     lines += _positions_table(report)
     lines += _decomposition(report)
+    lines += _task_time(report)
     if roofline := roofline_lines(report):
         lines += [ROOFLINE_TITLE, "", *(f"- {line}" for line in roofline), ""]
     lines += engine_notes(report)

@@ -14,6 +14,7 @@ from tokenreel.analysis.latency import MISSING_REASONS, PERCENTILE_METHOD
 from tokenreel.analysis.positions import BASIS_TEXT
 from tokenreel.analysis.run_variance import SAYS_LEVEL, SAYS_SHARE, SAYS_TEXT
 from tokenreel.analysis.serving_config import SYNTHETIC_LABEL
+from tokenreel.analysis.task_time import step_text
 
 STEP_MARKS = "①②③④⑤⑥⑦⑧⑨⑩"
 
@@ -391,3 +392,52 @@ def _variance_text(v: dict[str, Any], labels: dict[str, str]) -> str:
         return f"{text}; {SAYS_TEXT}."
     return f"{text}{'; ' + v['note'] if v['note'] else ''} (said to be acceptance above {figure(SAYS_SHARE * 100, 0, ' %')}" \
            f" with a slope significant at {figure(SAYS_LEVEL * 100, 0, ' %')})."
+
+
+TASK_TIME_HEADERS = ["Arm", "Prompts", "Tokens per task", "Time per task", "Tokens vs. prior", "Sooner vs. prior",
+                     "Decode vs. prior", "Step"]
+
+
+def _pct_text(value: float | None, ci95: list[float] | None) -> str:
+    """"21 % [14 to 28]": a change as a whole-number percentage with its 95 % interval."""
+    if value is None:
+        return MISSING
+    shown = f"{figure(value * 100, 0)} %"
+    return shown if ci95 is None else f"{shown} [{figure(ci95[0] * 100, 0)} to {figure(ci95[1] * 100, 0)}]"
+
+
+def task_time_table(report: dict[str, Any]) -> tuple[list[str], list[list[str]], list[str]]:
+    """A natural-length session's tokens and time per task per arm (suite, then each category),
+    each step's change over the arm before it beside its decode ratio, and the notes saying what
+    each figure is; all empty for a forced-length session."""
+    entry = report.get("task_time")
+    if not entry:
+        return [], [], []
+    scopes = [("", entry["suite"]), *((f" · {category}", rows) for category, rows in entry["categories"].items())]
+    table = []
+    for suffix, rows in scopes:
+        for row in rows:
+            first = row["sooner"] is None and row["sooner_note"] == ITSELF
+            tokens = f"{figure(row['tokens_median'], 0)} (mean {figure(row['tokens_mean'], 1)})"
+            table.append([
+                f"{row['label']}{suffix}", str(row["prompts"]), tokens, figure(row["seconds_mean"], 2, " s"),
+                "" if first else _pct_text(row["tokens_change"], row["tokens_change_ci95"]),
+                "" if first else _pct_text(row["sooner"], row["sooner_ci95"]),
+                "" if first else multiplier(row["decode_vs_prior"]),
+                "the first arm" if first else step_text(row["tokens_change"], row["sooner"], row["sooner_ci95"]),
+            ])
+    gaps = list(dict.fromkeys(row[note] for _, rows in scopes for row in rows for note in ("sooner_note", "tokens_change_note")
+                              if row[note] and row[note] != ITSELF))
+    notes = [
+        "Recorded at natural length (no ignore_eos, max_tokens a cap): each task ends where the model ends it.",
+        "Tokens per task: the median over prompts of each prompt's completion tokens (the mean beside it); time per task:"
+        " the mean over prompts of the time from request send to the last token. Each prompt's figure is its median"
+        " over the runs counted.",
+        "Sooner vs. prior: 1 - this arm's time per task over the prior arm's (negative: later); \"finishes no sooner\""
+        " when its 95 % interval [low to high], paired over prompts, holds 0. Tokens vs. prior: mean tokens over the"
+        " prior arm's - 1.",
+        "Decode vs. prior is the ladder's ratio: its cells compare like for like only where the arms wrote as many"
+        " tokens (cells of unequal length are marked in the cells' table); time per task needs no equal lengths.",
+    ]
+    notes += [f"No interval: {'; '.join(gaps)}."] if gaps else []
+    return TASK_TIME_HEADERS, table, notes

@@ -186,7 +186,8 @@ def make_plan(profile: Profile, body: dict[str, Any], chat: bool, fault: FaultMo
             "max_tokens",
         )
     reply = reply_for(prompt)
-    natural = max(reply.natural_len, int_param(body, "min_tokens") or 0)
+    natural = max(1, round(reply.natural_len * profile.length_factor))
+    natural = max(natural, int_param(body, "min_tokens") or 0)
     if fault == "early_stop":
         n, finish = min(limit, max(1, limit // 3)), "stop"
     elif body.get("ignore_eos") or natural >= limit:

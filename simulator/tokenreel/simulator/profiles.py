@@ -46,6 +46,9 @@ class Profile:
     token counters as on a long-lived server; reasoning_tokens makes the first tokens of every
     reply reasoning; request_metrics is vLLM's opt-in --enable-per-request-metrics (with
     --per-request-spec-decode-metrics summary: spec-decode stats in the usage chunk).
+    length_factor scales where every reply ends on its own (`Reply.natural_len`, rounded): 1.21
+    is weights that write 21 % more tokens for the same task; it changes nothing a request with
+    ignore_eos (a forced length) receives.
     diverges_at (1-based, 0: never) is the token where these weights pick another token than the
     original model's, as quantized weights may (`tokenreel report` and `render --answer-badge`
     show it); a drafter arm keeps its target's value, since speculative decoding is lossless.
@@ -94,6 +97,7 @@ class Profile:
     drafting_off_above: int | None = None
     slots: int | None = None  # requests served at once, the rest wait (llama.cpp's -np); None: the engine's default
     drafts_for: str | None = None  # a drafter's target profile, as a config's `drafts_for` declares it
+    length_factor: float = 1.0
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -111,6 +115,8 @@ class Profile:
             raise ValueError(f"profile {self.id!r}: batch_flat_tokens must be >= spec_k + 1, batch_slope >= 0")
         if not 0 <= self.draft_cost < self.verify_cost or (self.drafting_off_above is not None and self.drafting_off_above < 1):
             raise ValueError(f"profile {self.id!r}: draft_cost must be in [0, verify_cost), drafting_off_above >= 1")
+        if not 0 < self.length_factor < float("inf"):
+            raise ValueError(f"profile {self.id!r}: length_factor must be a finite number greater than 0")
         if self.slots is not None and (self.slots < 1 or self.engine != "llamacpp"):
             raise ValueError(f"profile {self.id!r}: slots must be >= 1, and only a llamacpp engine has slots")
 
