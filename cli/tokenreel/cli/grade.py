@@ -18,6 +18,7 @@ def grade_and_save(session: Session, path: Path, jobs: int | None = None, timeou
                    ungraded_only: bool = False) -> None:
     """Grade with a progress bar, save atomically, print one line per arm and the isolation used.
     The runs are on disk already: an interrupted grading loses none, and grading again redoes it."""
+    from tokenreel.analysis.figures import figure
     from tokenreel.cli.progress import RenderBar
     from tokenreel.cli.render_signals import interruptible
     from tokenreel.recorder.grading.sandbox import Limits
@@ -31,7 +32,7 @@ def grade_and_save(session: Session, path: Path, jobs: int | None = None, timeou
         save(session, path)
     for arm in graded.arms:
         out.print(f"{arm.arm}: {arm.passed} of {arm.graded} passed", markup=False, soft_wrap=True)
-    out.print(f"graded in {graded.seconds:.1f} s; sandbox: {graded.isolation}", markup=False, soft_wrap=True)
+    out.print(f"graded in {figure(graded.seconds, 1, ' s')}; sandbox: {graded.isolation}", markup=False, soft_wrap=True)
 
 
 @app.command(cls=Command, short_help="Grade a session's answers (tests run in a sandbox) and save the grades.")
