@@ -8,6 +8,8 @@ import gzip
 import os
 import resource
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -18,7 +20,7 @@ import pytest
 from tests.session_factory import ladder, stream
 from tests.test_cli import invoke
 from tokenreel.recorder.grading.grader import grade_answer
-from tokenreel.recorder.grading.sandbox import Limits, isolation, process_bound, run_program
+from tokenreel.recorder.grading.sandbox import RUNNER, Limits, isolation, process_bound, run_program
 from tokenreel.recorder.suites import load_prompts
 from tokenreel.session import archive
 from tokenreel.session.model import Grading
@@ -114,10 +116,11 @@ def test_an_api_key_in_the_parent_environment_reaches_nothing(tmp_path: Path, mo
     hostile = {
         "loop": "while True:\n    pass\n",
         "env": "import os\nraise SystemExit(repr(dict(os.environ)))\n",
-        "proc": "import os\nraise SystemExit(open(f'/proc/{os.getppid()}/environ', 'rb').read().decode('latin-1'))\n",
         "bytes": "block = bytearray(2 * 1024 ** 3)\n",
         "ok": "def answer():\n    return 42\n",
     }
+    if "user nobody" in isolation():  # run as the grader's own user, /proc shows it its parent's environment (docs/grading.md)
+        hostile["proc"] = "import os\nraise SystemExit(open(f'/proc/{os.getppid()}/environ', 'rb').read().decode('latin-1'))\n"
     session = ladder({"arm": {f"{name}-1": [100.0] for name in hostile}})
     for prompt in session.prompts:
         prompt.grading = Grading("tests", tests="assert answer() == 42", entry_point="answer")
@@ -129,13 +132,32 @@ def test_an_api_key_in_the_parent_environment_reaches_nothing(tmp_path: Path, mo
     assert result.exit_code == 0, result.output
     graded = archive.load(path)
     grades = {run_.prompt.removesuffix("-1"): run_.grade for run_ in graded.runs}
-    assert {name: grade.passed for name, grade in grades.items() if grade} == {
-        "loop": False, "env": False, "proc": False, "bytes": False, "ok": True}
+    assert {name: grade.passed for name, grade in grades.items() if grade} == {name: name == "ok" for name in hostile}
     assert grades["bytes"] and grades["bytes"].detail == "memory limit"
-    assert "arm: 1 of 5 passed" in result.output and "sandbox: " in result.output
+    assert f"arm: 1 of {len(hostile)} passed" in result.output and "sandbox: " in result.output
     captured = capfd.readouterr()
     for text in (result.output, path.read_text(), captured.out, captured.err):
         assert SENTINEL not in text
+
+
+def test_without_a_network_namespace_the_audit_hook_refuses_sockets() -> None:
+    """The fallback where the kernel gives no namespace: the runner's hook, set before the answer's
+    code, refuses the connection and the ways around the hook (here forced, in a plain process)."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        port = server.getsockname()[1]
+        probe = (f"import runpy, socket, subprocess, sys\nsys.addaudithook(runpy.run_path({str(RUNNER)!r})['_refuse'])\n"
+                 "for attempt in (lambda: socket.create_connection(('127.0.0.1', PORT), timeout=2),\n"
+                 "                lambda: socket.socket().connect(('127.0.0.1', PORT)),\n"
+                 "                lambda: subprocess.run(['true'])):\n"
+                 "    try:\n        attempt()\n    except PermissionError as exc:\n        print(exc)\n").replace("PORT", str(port))
+        done = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True, timeout=60, check=False)
+        server.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            server.accept()
+    assert done.stdout.splitlines() == [f"{event} refused: the grading sandbox has no network"
+                                        for event in ("socket.getaddrinfo", "socket.__new__", "subprocess.Popen")], done.stderr
 
 
 def humaneval_problems() -> list[dict[str, str]]:
