@@ -20,7 +20,7 @@ import pytest
 from tests.session_factory import ladder, stream
 from tests.test_cli import invoke
 from tokenreel.recorder.grading.grader import grade_answer
-from tokenreel.recorder.grading.sandbox import RUNNER, Limits, isolation, process_bound, run_program
+from tokenreel.recorder.grading.sandbox import CONFINE, Limits, isolation, process_bound, run_program
 from tokenreel.recorder.suites import load_prompts
 from tokenreel.session import archive
 from tokenreel.session.model import Grading
@@ -141,13 +141,13 @@ def test_an_api_key_in_the_parent_environment_reaches_nothing(tmp_path: Path, mo
 
 
 def test_without_a_network_namespace_the_audit_hook_refuses_sockets() -> None:
-    """The fallback where the kernel gives no namespace: the runner's hook, set before the answer's
+    """The fallback where the kernel gives no namespace: confine.py's hook, set before the answer's
     code, refuses the connection and the ways around the hook (here forced, in a plain process)."""
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(1)
         port = server.getsockname()[1]
-        probe = (f"import runpy, socket, subprocess, sys\nsys.addaudithook(runpy.run_path({str(RUNNER)!r})['_refuse'])\n"
+        probe = (f"import runpy, socket, subprocess, sys\nsys.addaudithook(runpy.run_path({str(CONFINE)!r})['_refuse'])\n"
                  "for attempt in (lambda: socket.create_connection(('127.0.0.1', PORT), timeout=2),\n"
                  "                lambda: socket.socket().connect(('127.0.0.1', PORT)),\n"
                  "                lambda: subprocess.run(['true'])):\n"

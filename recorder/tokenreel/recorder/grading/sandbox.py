@@ -1,7 +1,7 @@
 """A program from a model's answer, run where it cannot hurt the machine.
 
 One process per program: `python -I` (no user site, no PYTHON* variables) starting with
-`runner.py`, which takes the network away and sets the limits before the program's first line.
+`confine.py`, which takes the network away and sets the limits before the program's first line.
 The parent gives it an empty environment, a closed stdin, a fresh working folder (removed
 afterwards), a new session (so the wall-clock timeout kills its whole process group) and an
 output file of bounded size, of which only the tail is read.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tokenreel.recorder.secrets import one_line
 
-RUNNER = Path(__file__).with_name("runner.py")
+CONFINE = Path(__file__).with_name("confine.py")
 NOBODY = 65534
 OUTPUT_TAIL = 4096  # bytes of the program's output read back: its last line says why it failed
 DETAIL_CHARS = 200
@@ -72,12 +72,12 @@ def _processes_of(uid: int) -> int:
 
 def process_bound(limits: Limits, workers: int) -> int:
     """RLIMIT_NPROC for every program of one grading: what the sandbox's user runs now, one
-    runner per worker, and `limits.processes` more."""
+    confined process per worker, and `limits.processes` more."""
     return _processes_of(_sandbox_uid()) + workers + limits.processes
 
 
 def _command(program: str, limits: Limits, processes: int) -> list[str]:
-    return [sys.executable, "-I", str(RUNNER), program, str(limits.cpu_s), str(limits.memory_bytes),
+    return [sys.executable, "-I", str(CONFINE), program, str(limits.cpu_s), str(limits.memory_bytes),
             str(limits.file_bytes), str(processes)]
 
 
@@ -91,7 +91,7 @@ DEFAULT_LIMITS = Limits()
 
 @cache
 def isolation(limits: Limits = DEFAULT_LIMITS) -> str:
-    """What the runner gets on this machine, said in the grading's summary: "network namespace,
+    """What the confined process gets on this machine, said in the grading's summary: "network namespace,
     user nobody", or "sockets refused (no network namespace), own user"."""
     folder = tempfile.mkdtemp(prefix="tokenreel-grade-")
     try:

@@ -82,6 +82,8 @@ def grade_session(session: Session, limits: Limits = DEFAULT_LIMITS, jobs: int |
 
 
 def _per_arm(session: Session) -> list[ArmGrades]:
+    """Each arm with a graded run (an arm not recorded yet has none), in the session's order."""
     counted = [run for run, _ in runs_to_grade(session) if run.grade is not None]
-    return [ArmGrades(arm.id, sum(1 for r in counted if r.arm == arm.id and r.grade and r.grade.passed),
-                      sum(1 for r in counted if r.arm == arm.id)) for arm in session.arms]
+    grades = [ArmGrades(arm.id, sum(1 for r in counted if r.arm == arm.id and r.grade and r.grade.passed),
+                        sum(1 for r in counted if r.arm == arm.id)) for arm in session.arms]
+    return [arm for arm in grades if arm.graded]

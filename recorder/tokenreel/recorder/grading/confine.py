@@ -1,6 +1,6 @@
 """The sandbox's first code in the child process, before any of the answer's.
 
-Run as a script (`python -I runner.py PROGRAM CPU_S MEMORY FILE_BYTES PROCESSES`, in the
+Run as a script (`python -I confine.py PROGRAM CPU_S MEMORY FILE_BYTES PROCESSES`, in the
 working folder, PROGRAM a path relative to it), standard
 library only: it takes the network away (a new network namespace, else refused sockets),
 sets the resource limits, becomes another user when it runs as root, and only then runs the
