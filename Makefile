@@ -9,7 +9,7 @@ UV_VERSION := 0.13.9
 .PHONY: demo docs lint test test-fast engine tools golden bench bench-ci verify clean lock check-lock wheel gpu-ladder gpu-carry
 
 # The venv in two steps, each pinned by the lock (constraints.txt): $(RUNTIME) has what `make demo`
-# needs, $(STAMP) adds the test and ray extras for `make test`. .ci/venv installs with uv (on PATH,
+# needs, $(STAMP) adds the test, ray and humaneval extras for `make test`. .ci/venv installs with uv (on PATH,
 # else the pinned UV_VERSION fetched once into .uv/), or with pip where uv cannot be had or UV=no.
 RUNTIME := $(VENV)/.runtime
 
@@ -18,7 +18,7 @@ $(RUNTIME): pyproject.toml constraints.txt
 	touch $(RUNTIME)
 
 $(STAMP): $(RUNTIME)
-	PYTHON=$(PYTHON) UV_VERSION=$(UV_VERSION) bash .ci/venv extras '.[test,ray]'
+	PYTHON=$(PYTHON) UV_VERSION=$(UV_VERSION) bash .ci/venv extras '.[test,ray,humaneval]'
 	touch $(STAMP)
 
 # The seed ladder at real speed, shortened (tokenreel demo --full records the seed-sized one).
@@ -115,12 +115,12 @@ clean:
 # `sharegpt` extras', which the venv leaves out). `make test` checks the venv
 # against it first; `make lock` re-resolves it with uv (pinned, in a scratch venv), keeping the
 # versions already there unless an input needs others (LOCK_ARGS='--upgrade-package NAME' moves one).
-LOCK_CMD := uv pip compile pyproject.toml .ci/lock.in --extra test --extra gpu --extra ray --extra sharegpt --python-version 3.11 -o constraints.txt
+LOCK_CMD := uv pip compile pyproject.toml .ci/lock.in --extra test --extra gpu --extra ray --extra humaneval --extra sharegpt --python-version 3.11 -o constraints.txt
 lock:
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	$(PYTHON) -m venv "$$tmp/uv"; "$$tmp/uv/bin/python" -m pip install -q uv==$(UV_VERSION); \
 	PATH="$$tmp/uv/bin:$$PATH" $(LOCK_CMD) $(LOCK_ARGS) >/dev/null; \
-	{ echo "# The lock: every package of the venv (runtime, the test, gpu, ray and sharegpt extras, pip, setuptools), installed with"; \
+	{ echo "# The lock: every package of the venv (runtime, the test, gpu, ray, humaneval and sharegpt extras, pip, setuptools), installed with"; \
 	  echo "# pip install -c constraints.txt and checked by .ci/check_lock.py. Generated: do not edit. Regenerate"; \
 	  echo "# with make lock, which runs the command below with uv==$(UV_VERSION) from a scratch venv."; \
 	  cat constraints.txt; } > "$$tmp/lock"; cat "$$tmp/lock" > constraints.txt

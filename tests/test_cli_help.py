@@ -29,7 +29,7 @@ from tests.test_recorder_support import seed
 from tokenreel.analysis.ladder import build_cells, build_ladder
 from tokenreel.session import archive
 
-COMMANDS = ["report", "compare", "plot", "init", "record", "sweep", "simulate", "render", "render-all",
+COMMANDS = ["report", "compare", "plot", "init", "record", "grade", "sweep", "simulate", "render", "render-all",
             "verify", "demo", "plan", "prompts", "import"]
 SEED_SESSION = REPO / "sessions" / "seed-ladder-demo.json"
 SEED_PROMPTS = ["conversation-1", "reasoning-1", "prose-1", "code-1"]

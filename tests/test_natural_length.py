@@ -20,7 +20,8 @@ from tests.test_cli import invoke, write_config
 from tokenreel.analysis.figures import figure
 from tokenreel.analysis.task_time import sooner_text, step_text, tokens_text
 from tokenreel.recorder.config import ConfigError, load_config
-from tokenreel.recorder.sharegpt import DATA_FILENAME, SharegptError, read_conversations, sample
+from tokenreel.recorder.prompt_error import PromptError
+from tokenreel.recorder.sharegpt import DATA_FILENAME, read_conversations, sample
 from tokenreel.recorder.suites import load_prompts
 from tokenreel.renderer.end_card import EndCard
 from tokenreel.renderer.options import Metric, RenderOptions
@@ -201,7 +202,7 @@ def test_sharegpt_sample_is_seeded_stable_and_filtered_as_vllm_samples() -> None
     assert {p.category for p in first} == {"chat"} and all(p.grading is None for p in first)
     assert first[0].messages == [{"role": "user", "content": next(e for e in data if e["id"] == expected[0])["conversations"][0]["value"]}]
     assert [p.id for p in sample(data, 12, "sharegpt:12", seed=1)] != [p.id for p in first]
-    with pytest.raises(SharegptError, match="holds 36 conversations that fit; ask for at most that many"):
+    with pytest.raises(PromptError, match="holds 36 conversations that fit; ask for at most that many"):
         sample(data, 37, "sharegpt:37")
 
 
@@ -217,7 +218,7 @@ def test_sharegpt_without_its_package_is_one_line_naming_the_extra(tmp_path: Pat
 
 @pytest.mark.parametrize("spec", ["sharegpt:0", "sharegpt:x", "sharegpt:"])
 def test_sharegpt_count_is_checked(spec: str) -> None:
-    with pytest.raises(SharegptError, match=f"prompts '{spec}': expected sharegpt:N with N from 1 to"):
+    with pytest.raises(PromptError, match=f"prompts '{spec}': expected sharegpt:N with N from 1 to"):
         load_prompts(spec, Path("."))
 
 
@@ -229,5 +230,5 @@ def test_sharegpt_file_cut_mid_conversation_reads_its_whole_ones(tmp_path: Path)
     assert [e["id"] for e in read_conversations(cut.encode(), path)] == ["c0", "c1"]
     assert [e["id"] for e in read_conversations(whole.encode(), path)] == ["c0", "c1", "c2"]
     broken = whole.replace('"c1"', "c1", 1)  # closed, but broken inside: not a cut
-    with pytest.raises(SharegptError, match="expected a JSON list of conversations; reinstall the sharegpt extra"):
+    with pytest.raises(PromptError, match="expected a JSON list of conversations; reinstall the sharegpt extra"):
         read_conversations(broken.encode(), path)

@@ -18,6 +18,7 @@ from tokenreel.cli import compare  # noqa: E402, F401
 from tokenreel.cli import plot  # noqa: E402, F401
 from tokenreel.cli import init  # noqa: E402, F401
 from tokenreel.cli import record  # noqa: E402, F401
+from tokenreel.cli import grade  # noqa: E402, F401
 from tokenreel.cli import sweep  # noqa: E402, F401
 from tokenreel.cli import simulate  # noqa: E402, F401
 from tokenreel.cli import render  # noqa: E402, F401

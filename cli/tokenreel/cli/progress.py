@@ -183,14 +183,14 @@ class RecordDisplay:
 
 
 class RenderBar:
-    """A progress callback (frames done, total) drawn as a bar with frames/s and ETA."""
+    """A progress callback (frames done, total) drawn as a bar with frames/s (or `unit`/s) and ETA."""
 
-    def __init__(self, console: Console, label: str) -> None:
+    def __init__(self, console: Console, label: str, unit: str = "frames") -> None:
         self.progress = Progress(
             TextColumn(label),
             BarColumn(bar_width=32),
             MofNCompleteColumn(),
-            TextColumn("{task.fields[fps]} frames/s"),
+            TextColumn(f"{{task.fields[fps]}} {unit}/s"),
             TimeRemainingColumn(),
             console=console,
         )

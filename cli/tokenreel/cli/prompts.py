@@ -19,7 +19,7 @@ prompts_app = typer.Typer(
     help="""Prompt suites: bring your own prompt set to `tokenreel record`.
 
 A suite is a JSONL file of {id, category, messages | prompt} rows, named by [session] prompts
-(or builtin:mixed, builtin:speed, builtin:ladder4, random:N).
+(or builtin:mixed, builtin:speed, builtin:ladder4, random:N, and the graded humaneval, arith:N).
 
 Example:
 
@@ -55,7 +55,9 @@ def import_set(
 
     A prompt is text (the user message), a list of turns (SPEED-Bench, MT-Bench: only the
     first turn is used, as the user message; later turns need the model's own answers) or a
-    list of {role, content} messages (kept as the chat). A missing column, an empty or
+    list of {role, content} messages (kept as the chat). A `tests` column (with `entry_point`,
+    `prelude`) or an `answer` column (with `extract`, `pattern`) grades the rows that fill it
+    (docs/grading.md). A missing column, an empty or
     non-text value, a duplicate id or a set without rows is one line naming the file, the
     line (JSONL, CSV) or row (Parquet) and the column, and nothing is written (exit 2).
 

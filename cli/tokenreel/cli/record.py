@@ -37,8 +37,10 @@ def record_into(
     # Lazy: the recorder loads only when a recording starts, not for `--help`.
     from rich.text import Text
 
+    from tokenreel.cli.grade import grade_and_save
     from tokenreel.cli.progress import RecordDisplay
     from tokenreel.recorder.client import event_loop
+    from tokenreel.recorder.grading.session_grades import runs_to_grade
     from tokenreel.recorder.outcome import outcome
     from tokenreel.recorder.runner import record as record_session
     from tokenreel.report.terminal_tables import summary_tables
@@ -63,6 +65,8 @@ def record_into(
     done = outcome(session, result, arm_ids, targeted=plan is not None)
     for line in done.lines:
         err.print(line, markup=False, soft_wrap=True)
+    if runs_to_grade(session, ungraded_only=True):  # after the recording: grading must not disturb its timings
+        grade_and_save(session, path, ungraded_only=True)
     return done.exit_code
 
 
@@ -129,6 +133,11 @@ def record(
         str | None,
         typer.Option("--ray", metavar="ADDRESS|local", help=RECORD_RAY_HELP),
     ] = None,
+    suite: Annotated[
+        str | None,
+        typer.Option("--suite", metavar="SPEC",
+                     help="The prompts, over [session] prompts: builtin:NAME, a JSONL file, random:N, humaneval, arith:N."),
+    ] = None,
 ) -> None:
     """Record each arm alone, one request at a time, into a self-contained session file.
 
@@ -141,6 +150,10 @@ def record(
     so an interrupted recording loses nothing: rerun with --resume. With one GPU, record arm by
     arm with --arms (swap the served model in between); the session keeps when each arm ran.
 
+    A graded suite (--suite humaneval, arith:N, or a prompt file with a `tests` or `answer`
+    column) is graded once the recording ends, never between runs: each counted run gets a
+    grade and the session is saved again (`tokenreel grade` redoes it).
+
     Examples:
 
     \b
@@ -148,6 +161,7 @@ def record(
       tokenreel record --config ladder.toml
       tokenreel record --config ladder.toml --arms nvfp4 --out sessions/ladder.json
       tokenreel record --config ladder.toml --resume
+      tokenreel record --config ladder.toml --suite arith:50
       tokenreel record --config ladder.toml --target-ci 2% --max-time 6h
       tokenreel record --config replicas.toml --ray 10.0.0.1:6379
 
@@ -167,7 +181,7 @@ def record(
     try:
         stop = StopOptions(target_ci, max_prompts, max_time, target_ratio or [])
         code = _record(signals, config, out_path, arms, repeats, warmup, resume, fail_fast, force, force_config,
-                       check, preflight, stop, ray)
+                       check, preflight, stop, ray, suite)
     except KeyboardInterrupt:
         code = signals.exit_code(130, interrupted=True)
     finally:
@@ -178,7 +192,7 @@ def record(
 def _record(
     signals: RecordSignals, config: Path, out_path: Path | None, arms: str | None, repeats: int | None,
     warmup: int | None, resume: bool, fail_fast: bool, force: bool, force_config: bool, check: bool, preflight: bool,
-    stop: StopOptions, ray: str | None = None,
+    stop: StopOptions, ray: str | None = None, suite: str | None = None,
 ) -> int:
     """The `record` command under its signal handler; returns the exit code."""
     from tokenreel.analysis.arm_view import select_arms_of
@@ -189,7 +203,7 @@ def _record(
     from tokenreel.session.archive import SessionLock
 
     with user_errors():
-        cfg = load_config(config)
+        cfg = load_config(config, suite)
     signals.check()
     if repeats is not None:
         cfg.settings.repeats = repeats

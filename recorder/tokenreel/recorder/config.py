@@ -68,9 +68,10 @@ class Config:
     ray_resources: list[str] = field(default_factory=list)
 
 
-def load_config(path: str | Path) -> Config:
+def load_config(path: str | Path, suite: str | None = None) -> Config:
     """Read and validate a TOML config (a path, or `builtin:NAME` for one shipped with tokenreel);
-    relative prompt paths resolve against its folder."""
+    relative prompt paths resolve against its folder. `suite` (record --suite) replaces [session]
+    prompts, a path in it relative to the working folder."""
     path = _builtin_config(str(path)) if str(path).startswith("builtin:") else Path(path)
     try:
         data = tomllib.loads(read_input(path, "config").decode("utf-8"))
@@ -93,7 +94,9 @@ def load_config(path: str | Path) -> Config:
     for key, value in _hardware(check, session.get("hardware")).items():  # no endpoint says it: kept with each arm's settings
         for arm in arms:
             arm.settings.setdefault(key, value)
-    prompts = load_prompts(settings.prompts, path.parent)
+    if suite is not None:
+        settings.prompts = suite
+    prompts = load_prompts(settings.prompts, path.parent if suite is None else Path.cwd())
     resources = _ray_resources(check, session.get("ray_resources", []), arms)
     return Config(path=path, name=name, settings=settings, prompts=prompts, arms=arms, ray_resources=resources)
 

@@ -82,8 +82,8 @@ SESSION = (
         "The session's name: the report's title and the default session file, sessions/NAME.json."),
     _setting("prompts", "string", '"builtin:ladder4"',
              "The prompt suite: builtin:mixed, builtin:ladder4 or builtin:speed, random:N (N random tokens), sharegpt:N"
-             " (N ShareGPT conversations, seeded; the sharegpt extra), or a .jsonl file relative to the config (one prompt"
-             " a line: id, category, messages or prompt)."),
+             " (N ShareGPT conversations, seeded; the sharegpt extra), the graded suites humaneval and arith:N (see"
+             " grading.md), or a .jsonl file relative to the config (one prompt a line: id, category, messages or prompt)."),
     _setting("max_tokens", "integer", "512",
              "Output tokens per run. With ignore_eos every arm decodes exactly this many, so the arms compare like for like."),
     _setting("ignore_eos", "boolean", "true",

