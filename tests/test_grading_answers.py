@@ -16,7 +16,7 @@ from tokenreel.recorder.grading.grader import grade_answer
 from tokenreel.recorder.grading.sandbox import Limits
 from tokenreel.recorder.prompt_sets import import_prompt_set, write_suite
 from tokenreel.recorder.suites import PromptError, load_prompts, read_jsonl
-from tokenreel.session.model import Grading
+from tokenreel.session.grading import Grading
 
 
 def write_rows(path: Path, *rows: dict[str, object]) -> Path:

@@ -23,7 +23,7 @@ from tokenreel.recorder.grading.grader import grade_answer
 from tokenreel.recorder.grading.sandbox import CONFINE, Limits, isolation, process_bound, run_program
 from tokenreel.recorder.suites import load_prompts
 from tokenreel.session import archive
-from tokenreel.session.model import Grading
+from tokenreel.session.grading import Grading
 
 SENTINEL = "sk-grading-sentinel-7f3a9c"  # an API key the parent holds: it must reach no answer
 FAST = Limits(timeout_s=4.0, memory_bytes=512 << 20, file_bytes=1 << 20, processes=8)

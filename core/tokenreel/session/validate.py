@@ -30,15 +30,14 @@ from tokenreel.session.acceptance_validate import bound_acceptance, read_accepta
 from tokenreel.session.engine_archive import read_engine_figures
 from tokenreel.session.fields import FieldReader, T
 from tokenreel.session.gpu_validate import gpu_check
+from tokenreel.session.grading import ANSWER_EXTRACTS, GRADING_KINDS, Grade, Grading
 from tokenreel.session.model import (
-    ANSWER_EXTRACTS,
     CLIENT_BUSY_P99_MS,
     CLOCK_SOURCES,
     FORMAT,
     GATE_STATUSES,
     GPU_UTIL_PCT,
     GPU_WAIT_S,
-    GRADING_KINDS,
     HOST_PRESSURE_PCT,
     HOST_WAIT_S,
     IMPORT_LACKS,
@@ -59,8 +58,6 @@ from tokenreel.session.model import (
     Chunks,
     Clock,
     Gate,
-    Grade,
-    Grading,
     HostPressure,
     Imported,
     LevelRecord,

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import random
 
-from tokenreel.session.model import Grading, Prompt
+from tokenreel.session.grading import Grading
+from tokenreel.session.model import Prompt
 
 MAX_PROBLEMS = 10_000
 ASK = "{question} Think step by step, then give the final answer as a number on the last line."

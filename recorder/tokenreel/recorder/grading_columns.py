@@ -13,7 +13,7 @@ from typing import Any
 
 from tokenreel.recorder.grading.extract import as_number
 from tokenreel.recorder.prompt_error import PromptError
-from tokenreel.session.model import ANSWER_EXTRACTS, Grading
+from tokenreel.session.grading import ANSWER_EXTRACTS, Grading
 
 TESTS_COLUMNS = ("tests", "entry_point", "prelude")
 ANSWER_COLUMNS = ("answer", "extract", "pattern")

@@ -13,7 +13,8 @@ from pathlib import Path
 import orjson
 
 from tokenreel.recorder.prompt_error import PromptError
-from tokenreel.session.model import Grading, Prompt
+from tokenreel.session.grading import Grading
+from tokenreel.session.model import Prompt
 
 EXTRA = "pip install 'tokenreel[humaneval]'"
 DATA = Path("data", "HumanEval.jsonl.gz")  # inside the package, beside its modules

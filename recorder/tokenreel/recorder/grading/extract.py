@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
-from tokenreel.session.model import Grading
+from tokenreel.session.grading import Grading
 
 _FENCE = re.compile(r"```[ \t]*(python3?|py|)[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)
 _NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|-?\.\d+")

@@ -8,7 +8,7 @@ import time
 from tokenreel.recorder.grading.extract import code_of, same_value, value_of
 from tokenreel.recorder.grading.sandbox import Limits, run_program
 from tokenreel.recorder.secrets import one_line
-from tokenreel.session.model import Grade, Grading
+from tokenreel.session.grading import Grade, Grading
 
 DETAIL_CHARS = 200
 _NOT_FOUND = {"last_number": "no number found", "boxed": "no \\boxed{} found", "regex": "the pattern did not match",

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from tokenreel.analysis.selection import DEFAULT_SELECTION
 from tokenreel.recorder.grading.grader import grade_answer
 from tokenreel.recorder.grading.sandbox import DEFAULT_LIMITS, Limits, isolation, process_bound
-from tokenreel.session.model import Grading, Run, Session
+from tokenreel.session.grading import Grading
+from tokenreel.session.model import Run, Session
 
 Progress = Callable[[int, int], None]  # (graded, to grade)
 
