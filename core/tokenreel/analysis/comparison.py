@@ -49,9 +49,10 @@ comparison that silently skipped it would claim more than it checked); else "can
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
+from tokenreel.analysis.accuracy import AccuracyDiff, compare_accuracy
 from tokenreel.analysis.answers import compare as compare_answers
 from tokenreel.analysis.intervals import Interval, Pair, Sample, contrast_interval, ratio_interval
 from tokenreel.analysis.ladder import (
@@ -193,6 +194,7 @@ class Comparison:
     cells: list[CellDiff]
     unmatched: list[Unmatched]
     notes: list[str]  # differences in settings or models: context, not gated
+    accuracy: list[AccuracyDiff] = field(default_factory=list)  # graded sessions: each arm's pass@1 in both; shown, not gated
 
     @property
     def gated(self) -> list[tuple[str, Verdict]]:
@@ -347,6 +349,7 @@ def compare_sessions(
         a=names[0], b=names[1], session_a=a.name, session_b=b.name, tolerance_pct=tolerance_pct,
         ladder=_ladder_diffs(build_ladder(a, all_a), build_ladder(b, all_b), diffs, runs, tolerance_pct, level),
         ratios=_ratio_diffs(both, diffs, runs, tolerance_pct, level), cells=diffs, unmatched=unmatched, notes=notes,
+        accuracy=compare_accuracy(a, b),
     )
 
 

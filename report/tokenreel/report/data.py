@@ -21,6 +21,7 @@ from tokenreel.analysis.replica_ladders import replica_ladders, served_model_lin
 from tokenreel.analysis.roofline import rooflines
 from tokenreel.analysis.run_variance import run_variances
 from tokenreel.analysis.selection import DEFAULT_SELECTION, RunSelection, host_contended
+from tokenreel.report.accuracy_text import accuracy_entry
 from tokenreel.report.wording import LATENCY_FIGURES
 from tokenreel.session.gpu import gpu_hardware
 from tokenreel.session.model import Arm, Run, Session
@@ -85,6 +86,7 @@ def build_report(
         "prompt_cache": prompt_cache(session),
         **({"replicas": replicas, "replica_warnings": served_model_lines(session)}
            if (replicas := replica_ladders(session, cells, baseline)) else {}),
+        **({"accuracy": accuracy} if (accuracy := accuracy_entry(session, selection)) else {}),
     }
 
 

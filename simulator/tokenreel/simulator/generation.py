@@ -185,7 +185,7 @@ def make_plan(profile: Profile, body: dict[str, Any], chat: bool, fault: FaultMo
             "messages or completion.",
             "max_tokens",
         )
-    reply = reply_for(prompt)
+    reply = reply_for(prompt, profile.answers)
     natural = max(reply.natural_len, int_param(body, "min_tokens") or 0)
     if fault == "early_stop":
         n, finish = min(limit, max(1, limit // 3)), "stop"
