@@ -23,9 +23,13 @@ from tokenreel.report.charts.style import hex_color
 from tokenreel.report.html_shell import THEME
 from tokenreel.report.sweep_html import sweep_html
 from tokenreel.session.archive import load
+from tokenreel.session.grading import Grade, Grading
+from tokenreel.session.model import Session
 
 REPO = Path(__file__).resolve().parents[1]
-PAGES = {"ladder": REPO / "sessions" / "seed-ladder-demo.json", "sweep": REPO / "sessions" / "sweep-demo.json"}
+# "graded": the demo ladder with every run graded by a rule of the test's, so the page has its accuracy section.
+PAGES = {"ladder": REPO / "sessions" / "seed-ladder-demo.json", "sweep": REPO / "sessions" / "sweep-demo.json",
+         "graded": REPO / "sessions" / "seed-ladder-demo.json"}
 WIDTHS = (390, 1400)
 MIN_CHART_PX = 10.0
 
@@ -89,8 +93,21 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     paths = {}
     for name, session in PAGES.items():
         paths[name] = out / f"{name}.html"
-        paths[name].write_text(render_report(load(session), "html") if name == "ladder" else sweep_html(load(session)), encoding="utf-8")
+        chosen = graded(load(session)) if name == "graded" else load(session)
+        page = sweep_html(chosen) if name == "sweep" else render_report(chosen, "html")
+        paths[name].write_text(page, encoding="utf-8")
     return paths
+
+
+def graded(session: Session) -> Session:
+    """Every prompt graded; each arm fails one problem of its own (the first arm none), so each
+    step has flips both ways and the section has every row kind."""
+    for i, prompt in enumerate(session.prompts):
+        prompt.grading = Grading(kind="answer", answer=str(i))
+    failing = {arm.id: session.prompts[i - 1].id for i, arm in enumerate(session.arms) if i}
+    for run in session.runs:
+        run.grade = Grade(passed=failing.get(run.arm) != run.prompt)
+    return session
 
 
 def laid_out(browser: Chromium, path: Path, width: int, script: str) -> object:
@@ -117,8 +134,15 @@ def test_nothing_is_wider_than_the_screen(browser: Chromium, pages: dict[str, Pa
 def test_every_table_cell_can_be_seen_whole(browser: Chromium, pages: dict[str, Path], name: str, width: int) -> None:
     seen = laid_out(browser, pages[name], width, "document.querySelectorAll('details').forEach(d => { d.open = true; })," + CELLS)
     assert isinstance(seen, dict)
-    assert seen["cells"] > (300 if name == "ladder" else 40), seen["cells"]  # the check saw the tables
+    assert seen["cells"] > (40 if name == "sweep" else 300), seen["cells"]  # the check saw the tables
     assert seen["bad"] == [], f"{name} at {width}: {len(seen['bad'])} problems: {seen['bad'][:6]}"
+
+
+def test_the_graded_page_lays_out_its_accuracy_section(pages: dict[str, Path]) -> None:
+    """The layout checks above ran over the accuracy table and its step lines."""
+    page = pages["graded"].read_text(encoding="utf-8")
+    assert page.count('<section id="accuracy">') == 1 and "newly solved" in page
+    assert '<section id="accuracy">' not in pages["ladder"].read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("width", WIDTHS)

@@ -36,8 +36,9 @@ def report(
     fmt: Annotated[
         str | None,
         typer.Option(
-            "--format", "-f", metavar="md|json|csv|html",
-            help="md (tables like the seeds'), json, csv or html (one page with charts and a replay); "
+            "--format", "-f", metavar="md|json|csv|html|accuracy-csv",
+            help="md (tables like the seeds'), json, csv, html (one page with charts and a replay) or accuracy-csv "
+            "(a graded session's pass@1 and flips per step); "
             "wins over the --out extension (default: that, else md).",
         ),
     ] = None,
@@ -69,6 +70,9 @@ def report(
     Besides the medians: p50/p90/p99, min and max of TTFT, TPOT and inter-token latency
     (per token: a chunk of k tokens is k tokens arriving together), per arm and per cell.
 
+    A graded session (its runs carry grades) adds each arm's pass@1 and each step's flips with
+    McNemar's exact test (docs/accuracy.md); --format accuracy-csv writes them as a table.
+
     A sweep session (`tokenreel sweep`) gets its own report: each pair's crossover in one line,
     the ratios per level with their intervals, each arm's levels; as md, json, or html (with its
     two charts); no csv, no --baseline.
@@ -81,6 +85,7 @@ def report(
       tokenreel report sessions/ladder.json --format json --baseline nvfp4
       tokenreel report sessions/ladder.json -o ladder.html   # one self-contained page: charts, replay
       tokenreel report sessions/ladder.json --exclude-host-contended
+      tokenreel report graded.json --format accuracy-csv -o accuracy.csv
       tokenreel report sessions/ladder.json --arms bf16,nvfp4
       tokenreel report sessions/sweep.json -o sweep.html   # crossovers, ratio tables, both charts
     """

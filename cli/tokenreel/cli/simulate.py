@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -42,6 +43,13 @@ def simulate(
         str,
         typer.Option(metavar="NAME", help="Wire shape of every endpoint: vllm (0.33), sglang (0.5) or llamacpp (llama.cpp server)."),
     ] = "vllm",
+    answers: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="PROFILE=FILE",
+            help="Serve a profile planned answers: a JSONL of {\"prompt\": ..., \"answer\": ...}; repeatable.",
+        ),
+    ] = None,
 ) -> None:
     """Serve OpenAI endpoints that imitate the seed ladder, without a GPU (vLLM-like unless --engine).
 
@@ -56,8 +64,10 @@ def simulate(
       tokenreel simulate --profiles bf16,nvfp4 --port 9000 --time-scale 0.1
       tokenreel simulate --fault nvfp4=429 --fault bf16=stall
       tokenreel simulate --engine llamacpp
+      tokenreel simulate --answers nvfp4=broken.jsonl
     """
     from tokenreel.simulator.control import SIM_TOKEN, TOKEN_HEADER
+    from tokenreel.simulator.planned_answers import load_answers
     from tokenreel.simulator.profiles import ENGINES, Profile, engine_name, profile_by_id
     from tokenreel.simulator.server import exposure, ports_for, serve_forever
 
@@ -67,12 +77,16 @@ def simulate(
         if wire is None:
             raise ValueError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
         faults = dict(_split_fault(item) for item in fault or [])
+        planned = {profile_id: load_answers(Path(name)) for profile_id, name in (_split_answers(item) for item in answers or [])}
         for profile_id in split_ids(profiles) or []:
             try:
                 profile = profile_by_id(profile_id)
             except KeyError as exc:
                 raise ValueError(f"--profiles: {exc.args[0]}") from None
-            chosen.append(dataclasses.replace(profile, engine=wire, fault=faults.get(profile_id, profile.fault)))
+            chosen.append(dataclasses.replace(profile, engine=wire, fault=faults.get(profile_id, profile.fault),
+                                              answers=planned.get(profile_id, profile.answers)))
+        if unknown := sorted(set(planned) - {p.id for p in chosen}):
+            raise ValueError(f"--answers: {', '.join(unknown)} is not among --profiles; name a profile served")
         warning = exposure(host)  # an explicit address only; a non-loopback one is said loudly
         ports = ports_for(chosen, port)
     if warning:
@@ -99,3 +113,11 @@ def _split_fault(item: str) -> tuple[str, FaultMode]:
     if mode is None:
         raise ValueError(f"--fault {item!r}: expected PROFILE=MODE with MODE one of {', '.join(FAULTS)}")
     return profile_id, mode
+
+
+def _split_answers(item: str) -> tuple[str, str]:
+    """One --answers PROFILE=FILE as (profile id, file name)."""
+    profile_id, _, name = item.partition("=")
+    if not profile_id or not name:
+        raise ValueError(f"--answers {item!r}: expected PROFILE=FILE, e.g. nvfp4=answers.jsonl")
+    return profile_id, name

@@ -1,6 +1,7 @@
 """The analysis: a session's figures, ladder, intervals, claims, verdicts and plans, computed from the session
 model.
 
+- accuracy.py: Each arm's accuracy and each ladder step's paired test, from the runs' grades.
 - answers.py: Same answers? Each arm's text against the reference arm's, and runs of one arm among themselves.
 - causes.py: Why a re-recording differs: for each ladder row or ratio that differs, what moved with it.
 - claims.py: Every speed-up a viewer is told, defined once: the report, the video and its end card print from

@@ -52,6 +52,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from tokenreel.analysis.accuracy import AccuracyDiff, compare_accuracy
 from tokenreel.analysis.answers import compare as compare_answers
 from tokenreel.analysis.intervals import Interval, Pair, Sample, contrast_interval, ratio_interval
 from tokenreel.analysis.ladder import (
@@ -195,6 +196,7 @@ class Comparison:
     unmatched: list[Unmatched]
     notes: list[str]  # differences in settings or models: context, not gated
     task_time: list[TaskPair] = field(default_factory=list)  # natural-length sessions' time per task, not gated
+    accuracy: list[AccuracyDiff] = field(default_factory=list)  # graded sessions: each arm's pass@1 in both; shown, not gated
 
     @property
     def gated(self) -> list[tuple[str, Verdict]]:
@@ -350,6 +352,7 @@ def compare_sessions(
         ladder=_ladder_diffs(build_ladder(a, all_a), build_ladder(b, all_b), diffs, runs, tolerance_pct, level),
         ratios=_ratio_diffs(both, diffs, runs, tolerance_pct, level), cells=diffs, unmatched=unmatched, notes=notes,
         task_time=task_pairs(a, all_a, b, all_b),
+        accuracy=compare_accuracy(a, b),
     )
 
 

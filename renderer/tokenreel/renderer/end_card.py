@@ -86,11 +86,12 @@ class EndCard:
 
     def facts_lines(self, compact: bool) -> tuple[str, ...]:
         """The small print under the rows: what the arms ran on, the models when the rows had no
-        room to name them, then the engine and the recording date; then, for an imported reply
-        placed over its chunks, that it was (placed_text)."""
+        room to name them, then the engine and the recording date, a graded session's accuracy;
+        then, for an imported reply placed over its chunks, that it was (placed_text)."""
         facts = self.plan.facts
         assert facts is not None
-        lines = (facts.hardware, *([facts.model] if compact else []), f"{facts.engine} · {facts.recorded}")
+        lines = (facts.hardware, *([facts.model] if compact else []), f"{facts.engine} · {facts.recorded}",
+                 *([facts.accuracy] if facts.accuracy else []))
         if not self.plan.placed_tools:
             return lines
         fit = first_fit(self.painters, self.plan.layout.footer.w, [((n, "small", "dim"),) for n in notes(self.plan.placed_tools)])

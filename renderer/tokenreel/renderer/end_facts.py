@@ -1,12 +1,14 @@
 """The end card's small print: what the arms raced ran on and when, from the session's archive;
-a fact none of them gave is said to be missing.
+a fact none of them gave is said to be missing; a graded session adds its accuracy.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tokenreel.analysis.accuracy import end_line
 from tokenreel.analysis.engine_figures import stated_version
+from tokenreel.analysis.selection import DEFAULT_SELECTION, RunSelection
 from tokenreel.analysis.serving_config import serving_identity
 from tokenreel.session.gpu import gpu_hardware
 from tokenreel.session.model import Arm, Session, fingerprint_summary
@@ -24,6 +26,7 @@ class EndFacts:
     engine: str
     recorded: str
     engines: str = ""  # the engines alone, each once ("llamacpp b11312"): the race's header and title card
+    accuracy: str = ""  # a graded session's pass@1, first arm raced → last ("" ungraded: no line)
 
     @property
     def header(self) -> tuple[str, ...]:
@@ -61,7 +64,7 @@ def _joined(values: list[str], missing: str) -> str:
     return " / ".join(dict.fromkeys(v for v in values if v)) or missing
 
 
-def end_facts(session: Session, arm_ids: list[str]) -> EndFacts:
+def end_facts(session: Session, arm_ids: list[str], selection: RunSelection = DEFAULT_SELECTION) -> EndFacts:
     """Model, hardware, engine and recording date of the arms raced: from the endpoint's own
     fingerprint where it said them, else from the config's declared settings ("hardware" in
     [arms.settings] or [session]), else (hardware) the GPUs NVML named before the arm; a fact
@@ -84,4 +87,5 @@ def end_facts(session: Session, arm_ids: list[str]) -> EndFacts:
         engine=engine,
         engines=engines,
         recorded=f"{verb} {dates[0]}" + (f" to {dates[-1]}" if len(dates) > 1 else "") if dates else "recording date not archived",
+        accuracy=end_line(session, arm_ids, selection),
     )

@@ -336,7 +336,7 @@ def build_plan(session: Session, options: RenderOptions) -> RenderPlan:
         scope=scope,
         suite=suite,
         claims=tuple(drawn_claims(clock, tracks, metric, scope, suite, prompt_id, task=not session.settings.ignore_eos)),
-        facts=end_facts(session, [run.arm for run in runs]),
+        facts=end_facts(session, [run.arm for run in runs], options.selection),
         prompt_name=f"the {prompt.category} prompt" if [p.category for p in session.prompts].count(prompt.category) == 1 else prompt_id,
         prompt_rank=prompt_rank(session, hero, options.selection) if scope == "prompt" else "",
         reconstructed=reconstructions(session, tracks),

@@ -9,14 +9,14 @@ from typing import Literal, assert_never, get_args
 
 from tokenreel.analysis.selection import DEFAULT_SELECTION, RunSelection
 from tokenreel.base.safe_text import strip_controls
-from tokenreel.report.csv_format import to_csv
+from tokenreel.report.csv_format import to_accuracy_csv, to_csv
 from tokenreel.report.data import build_report, report_view
 from tokenreel.report.html_page import to_html
 from tokenreel.report.json_format import to_json
 from tokenreel.report.markdown import to_markdown
 from tokenreel.session.model import Session
 
-ReportFormat = Literal["md", "json", "csv", "html"]
+ReportFormat = Literal["md", "json", "csv", "html", "accuracy-csv"]
 FORMATS: tuple[ReportFormat, ...] = get_args(ReportFormat)
 __all__ = ["FORMATS", "ReportFormat", "build_report", "parse_report_format", "render_report", "to_csv", "to_html", "to_json", "to_markdown"]
 
@@ -26,7 +26,7 @@ def parse_report_format(text: str) -> ReportFormat:
     for fmt in FORMATS:
         if text == fmt:
             return fmt
-    raise ValueError(f"--format: unknown format {text!r}; use md, json, csv or html")
+    raise ValueError(f"--format: unknown format {text!r}; use md, json, csv, html or accuracy-csv")
 
 
 def render_report(
@@ -48,4 +48,6 @@ def render_report(
         return strip_controls(to_csv(report))
     if fmt == "html":
         return to_html(report, session)
+    if fmt == "accuracy-csv":
+        return strip_controls(to_accuracy_csv(report))
     assert_never(fmt)

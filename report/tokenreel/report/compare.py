@@ -7,6 +7,7 @@ import io
 from dataclasses import asdict
 from typing import Any, Literal, assert_never, get_args
 
+from tokenreel.analysis.accuracy import Flips, PassRate, p_text, pct_text
 from tokenreel.analysis.causes import Cause
 from tokenreel.analysis.comparison import (
     EXIT_CODES,
@@ -182,7 +183,30 @@ def to_markdown(c: Comparison, causes: list[Cause]) -> str:
             f"| {d.arm} | {d.prompt} | {d.runs_a}/{d.runs_b} | {values} | {d.tokens_a}/{d.tokens_b} "
             f"| {_interval(d.verdict)} | {verdict}{' (' + d.note + ')' if d.note else ''} |"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *_accuracy_lines(c)]) + "\n"
+
+
+def _rate(rate: PassRate | None) -> str:
+    return "not graded" if rate is None else pct_text(rate)
+
+
+def _step(flip: Flips | None) -> str:
+    """A step's flips as "+3 / −1, p = 0.62", or why there is none."""
+    if flip is None:
+        return "no step"
+    return f"+{flip.newly_solved} / −{flip.lost}, {p_text(flip.p_value)}"
+
+
+def _accuracy_lines(c: Comparison) -> list[str]:
+    """Each arm's pass@1 in A and B, and its step's flips (vs the arm before it) in each: shown, not gated."""
+    if not c.accuracy:
+        return []
+    return [
+        "", "Accuracy (pass@1 on the cells' median runs; a step: problems newly solved / lost vs the arm before it, "
+        "McNemar's exact test; shown, not gated):", "",
+        "| Arm | pass@1 A | pass@1 B | Step A | Step B |", "|---|---|---|---|---|",
+        *(f"| {d.arm} | {_rate(d.a)} | {_rate(d.b)} | {_step(d.step_a)} | {_step(d.step_b)} |" for d in c.accuracy),
+    ]
 
 
 def _task_time(c: Comparison) -> list[str]:
@@ -251,6 +275,7 @@ def to_data(c: Comparison, causes: list[Cause]) -> dict[str, Any]:
         "notes": c.notes,
         "causes": [{**asdict(cause), "line": cause.line} for cause in causes],
         **({"task_time": [asdict(pair) for pair in c.task_time]} if c.task_time else {}),
+        **({"accuracy": [asdict(d) for d in c.accuracy]} if c.accuracy else {}),
     }
     return {key: plain(value) for key, value in data.items()}
 
@@ -300,7 +325,21 @@ def to_csv(c: Comparison, causes: list[Cause]) -> str:
         write({"row": f"unmatched {u['what']}", "arm": u["arm"], "prompt": u["prompt"], "note": u["reason"]})
     for cause in data["causes"]:
         write({"row": "cause", "arm": cause["subject"], "note": cause["line"]})
+    for d in data.get("accuracy", []):
+        write({"row": "accuracy", "arm": d["arm"], "note": _accuracy_note(d)})
     return out.getvalue()
+
+
+def _accuracy_note(d: dict[str, Any]) -> str:
+    """An arm's accuracy row in the csv: each session's pass@1 (passed/graded, full precision) and step."""
+    parts = []
+    for side in ("a", "b"):
+        rate, step = d[side], d[f"step_{side}"]
+        said = "not graded" if rate is None else f"pass@1 {rate['rate']!r} ({rate['passed']}/{rate['graded']})"
+        if step is not None:
+            said += f"; step vs {step['vs']}: newly solved {step['newly_solved']}, lost {step['lost']}, p {step['p_value']!r}"
+        parts.append(f"{side.upper()}: {said}")
+    return " | ".join(parts)
 
 
 CompareFormat = Literal["md", "json", "csv"]

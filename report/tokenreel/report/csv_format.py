@@ -8,6 +8,7 @@ import io
 from collections.abc import Mapping
 from typing import Any
 
+from tokenreel.report.accuracy_text import NOT_GRADED, left_out_text
 from tokenreel.report.data import Report
 from tokenreel.report.wording import LATENCY_FIGURES, fingerprint_text
 
@@ -145,4 +146,37 @@ def to_csv(report: Report) -> str:
             **(_task_columns("arm", task_rows[None, cell["arm"]]) | _task_columns("category", task_rows[cell["category"], cell["arm"]])
                if task else {}),
         })
+    return out.getvalue()
+
+
+# `--format accuracy-csv`: accuracy's own table (report.accuracy_text words the same figures).
+ACCURACY_CSV_KEYS = (
+    "row", "arm", "label", "category", "passed", "graded", "pass_at_1", "ci95_low", "ci95_high", "left_out",
+    "nondeterministic", "vs", "kind", "paired", "newly_solved", "lost", "p_value", "verdict",
+)
+
+
+def to_accuracy_csv(report: Report) -> str:
+    """Accuracy as a table of its own: a row per arm (category "all") and per arm and category,
+    then a row per step (kind "prior" or "first"); every figure at full precision."""
+    entry = report.get("accuracy")
+    if entry is None:
+        raise ValueError(f"--format accuracy-csv: {NOT_GRADED}")
+    out = io.StringIO()
+    writer = CsvWriter(out, ACCURACY_CSV_KEYS)
+    writer.writeheader()
+    for row in entry["arms"]:
+        mixed = len(row["nondeterministic"])
+        for category, rate in (("all", row["overall"]), *row["categories"].items()):
+            ci = rate["ci95"] or [None, None]
+            writer.writerow({"row": "arm", "arm": row["arm"], "label": row["label"], "category": category,
+                             "passed": rate["passed"], "graded": rate["graded"], "pass_at_1": rate["rate"],
+                             "ci95_low": ci[0], "ci95_high": ci[1],
+                             "left_out": left_out_text(row) if category == "all" else "",
+                             "nondeterministic": mixed if category == "all" else ""})
+    for kind in ("prior", "first"):
+        for flip in entry[f"vs_{kind}"]:
+            writer.writerow({"row": "step", "arm": flip["arm"], "vs": flip["vs"], "kind": kind, "paired": flip["paired"],
+                             "newly_solved": flip["newly_solved"], "lost": flip["lost"],
+                             "p_value": flip["p_value"], "verdict": flip["verdict"]})
     return out.getvalue()

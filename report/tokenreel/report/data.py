@@ -22,6 +22,7 @@ from tokenreel.analysis.roofline import rooflines
 from tokenreel.analysis.run_variance import run_variances
 from tokenreel.analysis.selection import DEFAULT_SELECTION, RunSelection, host_contended
 from tokenreel.analysis.task_time import category_task_rows, natural_length, task_rows
+from tokenreel.report.accuracy_text import accuracy_entry
 from tokenreel.report.wording import LATENCY_FIGURES
 from tokenreel.session.gpu import gpu_hardware
 from tokenreel.session.model import Arm, Run, Session
@@ -87,6 +88,7 @@ def build_report(
         **({"replicas": replicas, "replica_warnings": served_model_lines(session)}
            if (replicas := replica_ladders(session, cells, baseline)) else {}),
         **({"task_time": task_time_entry(session, cells)} if natural_length(session) else {}),
+        **({"accuracy": accuracy} if (accuracy := accuracy_entry(session, selection)) else {}),
     }
 
 

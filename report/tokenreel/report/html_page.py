@@ -19,6 +19,15 @@ from tokenreel.analysis.metrics import output_tokens, run_metrics
 from tokenreel.analysis.selection import RunSelection, first_token_late
 from tokenreel.base.safe_text import esc
 from tokenreel.base.theme import load_theme
+from tokenreel.report.accuracy_text import (
+    ACCURACY_LEGEND,
+    categories_of,
+    category_cell,
+    interval_cell,
+    left_out_text,
+    nondeterministic_lines,
+    rate_cell,
+)
 from tokenreel.report.charts import chart_svgs
 from tokenreel.report.data import Report, report_selection
 from tokenreel.report.html_replay import replay_data, replay_section, script_json
@@ -28,7 +37,6 @@ from tokenreel.report.wording import (
     ESTIMATED_NOTE,
     LATENCY_FIGURES,
     NO_HEADLINE,
-    STEP_MARKS,
     acceptance_notes,
     acceptance_text,
     answers_legend,
@@ -49,14 +57,11 @@ from tokenreel.report.wording import (
     rate_text,
     ratio_text,
     repeats_summary,
+    step_mark,
     synthetic_notes,
     task_time_table,
 )
 from tokenreel.session.model import Run, Session
-
-
-def _step(i: int) -> str:
-    return STEP_MARKS[i] if i < len(STEP_MARKS) else str(i + 1)
 
 
 def _markdown_inline(text: str) -> str:
@@ -114,7 +119,7 @@ def _ladder(report: Report, colors: dict[str, str]) -> str:
         width = 0 if best is None or row["decode_tok_s"] is None else 100 * row["decode_tok_s"] / best
         bar = f'<span class="bar" style="--accent:{colors[row["arm"]]};--w:{width:.1f}%"></span>'
         rows.append([
-            _step(i), arm_name(row["label"], colors[row["arm"]]), f"{esc(decode)}{bar}", _ratio(row["vs_prior"], row["vs_prior_ci95"]),
+            step_mark(i), arm_name(row["label"], colors[row["arm"]]), f"{esc(decode)}{bar}", _ratio(row["vs_prior"], row["vs_prior_ci95"]),
             _ratio(row["vs_first"], row["vs_first_ci95"]), figure(row["ttft_s"], 2, " s"),
             esc(acceptance_text(row["acceptance_length"], row["acceptance_approximate"], row["synthetic_acceptance"])),
             esc(rate_text(row["acceptance_rate"])),
@@ -179,7 +184,7 @@ def _categories(report: Report, labels: dict[str, str]) -> str:
         last = report["category_ladders"][category][-1]
         speedup = _ratio(last["vs_first"], last["vs_first_ci95"])
         rows.append([esc(category.capitalize()), *(figure(row.get(a)) for a in arm_ids), speedup])
-    headers = ["Category", *(f"{_step(i)} {esc(labels[a])}" for i, a in enumerate(arm_ids)), "vs. original"]
+    headers = ["Category", *(f"{step_mark(i)} {esc(labels[a])}" for i, a in enumerate(arm_ids)), "vs. original"]
     table = html_table(headers, rows, numeric=tuple(range(1, len(arm_ids) + 2)))
     gaps = category_interval_note(report)
     return (
@@ -269,6 +274,22 @@ def _answers(report: Report, labels: dict[str, str], colors: dict[str, str]) -> 
     repeats = f'<p class="note{" warn" if flagged else ""}">{esc(summary)}</p>' + (f"<ul class=note>{items}</ul>" if flagged else "")
     legend = answers_legend(labels.get(reference, reference))
     return f'<section id="answers"><h2>Same answers?</h2><p class=note>{esc(legend)}</p>{table}{repeats}</section>'
+
+
+def _accuracy(entry: dict[str, Any] | None, colors: dict[str, str]) -> str:
+    """The HTML section: the markdown's table and sentences (same wording, escaped)."""
+    if entry is None:
+        return ""
+    categories = categories_of(entry)
+    rows = [[step_mark(i), arm_name(row["label"], colors.get(row["arm"], "")), esc(rate_cell(row["overall"])),
+             esc(interval_cell(row["overall"])), esc(left_out_text(row)), *(esc(category_cell(row, c)) for c in categories)]
+            for i, row in enumerate(entry["arms"])]
+    headers = ["Step", "Arm", "pass@1", "95 % interval", "Left out", *(esc(c.capitalize()) for c in categories)]
+    table = html_table(headers, rows, numeric=(2, 3), labelled=True)
+    steps = [*entry["sentences"]["vs_prior"], *(entry["sentences"]["vs_first"] if len(entry["vs_first"]) > 1 else [])]
+    items = "".join(f"<li>{esc(line)}</li>" for line in [*steps, *nondeterministic_lines(entry)])
+    return (f'<section id="accuracy"><h2>Accuracy: {esc(entry["suite"])}, pass@1</h2>{table}'
+            f'<ul class=note>{items}</ul><p class=note>{esc(ACCURACY_LEGEND)}</p></section>')
 
 
 def _recorded(spans: list[dict[str, str]]) -> str:
@@ -417,6 +438,7 @@ def to_html(report: Report, session: Session) -> str:
     sections = [
         _header(report, session), _ladder(report, colors), replay, _categories(report, labels), _decomposition(report), _task_time(report),
         _charts(session, report), _latency(report, labels, colors), _answers(report, labels, colors),
+        _accuracy(report.get("accuracy"), colors),
         _arms(report, session, colors), _cells(report), _runs(session, replayed, selection),
     ]
     script = assets.file("html", "replay.js").read_text(encoding="utf-8")

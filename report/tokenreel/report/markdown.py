@@ -8,6 +8,7 @@ from typing import Any
 
 from tokenreel.analysis.claims import RATIO_METRICS
 from tokenreel.analysis.figures import figure
+from tokenreel.report.accuracy_text import accuracy_markdown
 from tokenreel.report.data import Report
 from tokenreel.report.roofline_text import ROOFLINE_TITLE, roofline_lines
 from tokenreel.report.wording import (
@@ -254,6 +255,7 @@ def to_markdown(report: Report, session: Session) -> str:
         )
     lines += ["", *_latency_tables(report)]
     lines += _answers_section(report, labels)
+    lines += accuracy_markdown(report.get("accuracy"))
     lines += _replicas_section(report, labels)
     return "\n".join(lines) + "\n"
 

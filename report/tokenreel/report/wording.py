@@ -19,6 +19,11 @@ from tokenreel.analysis.task_time import step_text
 STEP_MARKS = "①②③④⑤⑥⑦⑧⑨⑩"
 
 
+def step_mark(index: int) -> str:
+    """A ladder step's mark: ① ② ..., the number past the tenth."""
+    return STEP_MARKS[index] if index < len(STEP_MARKS) else str(index + 1)
+
+
 ESTIMATED_NOTE = (
     "\\* estimated token counts: the server sent no running usage, timings, token ids or logprobs and no"
     " `tokenizer` was configured, so each event counted as one token (the server's final total, if any, on"

@@ -5,6 +5,7 @@
 - counters.py: The /metrics of each simulated engine: names, labels, when counters move, how they print.
 - endpoint.py: One simulated engine endpoint: routes, timing, faults; the wire shape comes from its engine.
 - generation.py: What one request will generate, decided before its first byte: tokens, steps, drafts.
+- planned_answers.py: Planned answers: a JSONL of {"prompt", "answer"} a profile serves instead of its passages.
 - profiles.py: Serving configurations that the simulator imitates.
 - sent.py: What a simulated endpoint really sent, per streamed generation request (GET /sim/sent).
 - server.py: Simulated OpenAI-compatible engines on loopback: vLLM 0.33, SGLang 0.5 or llama.cpp.

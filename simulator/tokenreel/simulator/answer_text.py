@@ -16,7 +16,7 @@ import itertools
 import random
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -100,7 +100,7 @@ _TOKENS: dict[str, tuple[tuple[str, ...], ...]] = {
 _SEPARATOR: tuple[str, ...] = ("\n", "\n")
 
 
-def _prompt_key(text: str) -> str:
+def prompt_key(text: str) -> str:
     """A prompt as the built-in table is keyed: whitespace runs collapsed, ends stripped."""
     return " ".join(text.split())
 
@@ -110,7 +110,7 @@ _BUILTIN_TOKENS: dict[str, tuple[str, ...]] = {
     written.id: tuple(tokenize(written.answer)) for written in BUILTIN
 }
 _BUILTIN_BY_PROMPT: dict[str, tuple[str, str]] = {
-    _prompt_key(written.prompt): (written.id, written.category) for written in BUILTIN
+    prompt_key(written.prompt): (written.id, written.category) for written in BUILTIN
 }
 
 
@@ -119,19 +119,26 @@ class Reply:
     """The answer to one prompt: a passage that ends naturally, continued on demand.
 
     A built-in prompt's reply is its own written answer (`answer` is its id, e.g. "code-1");
-    any other prompt gets passage number `passage` of its category's pool (`answer` None).
+    any other prompt gets passage number `passage` of its category's pool (`answer` None);
+    a planned answer (a profile's `answers`) is served as `planned`, its tokens.
     """
 
     category: str
     passage: int = 0
     answer: str | None = None
+    planned: tuple[str, ...] = ()
 
     def _chain(self) -> Iterator[tuple[str, ...]]:
         """Passages in the order they are emitted: the reply, then what ignore_eos adds. A
         forced length never makes the answer repeat itself: after it comes every other passage
         the simulator holds, once (its own category's first), then text generated from them."""
         pool = _TOKENS[self.category]
-        own = _BUILTIN_TOKENS[self.answer] if self.answer is not None else pool[self.passage % len(pool)]
+        if self.planned:
+            own = self.planned
+        elif self.answer is not None:
+            own = _BUILTIN_TOKENS[self.answer]
+        else:
+            own = pool[self.passage % len(pool)]
         yield own
         yield from (passage for passage in _continuations(self.category) if passage is not own)
         for paragraph in itertools.count():
@@ -200,17 +207,20 @@ def _generated(category: str, paragraph: int, length: int = 240) -> tuple[str, .
 
 def builtin_answer(prompt_text: str) -> str | None:
     """The id of a built-in prompt's own answer (e.g. "code-1"), or None for other prompts."""
-    found = _BUILTIN_BY_PROMPT.get(_prompt_key(prompt_text))
+    found = _BUILTIN_BY_PROMPT.get(prompt_key(prompt_text))
     return found[0] if found else None
 
 
-def reply_for(prompt_text: str) -> Reply:
+def reply_for(prompt_text: str, planned: Mapping[str, str] | None = None) -> Reply:
     """The deterministic reply to a prompt (temperature 0: same prompt, same tokens).
 
-    A built-in prompt gets its own answer; any other prompt a passage of its category's pool,
-    chosen by the prompt's digest.
+    A prompt `planned` holds (keyed by `prompt_key`) gets that answer; a built-in prompt its
+    own; any other prompt a passage of its category's pool, chosen by the prompt's digest.
     """
-    found = _BUILTIN_BY_PROMPT.get(_prompt_key(prompt_text))
+    answer = planned.get(prompt_key(prompt_text)) if planned else None
+    if answer:
+        return Reply(classify(prompt_text), planned=tuple(tokenize(answer)))
+    found = _BUILTIN_BY_PROMPT.get(prompt_key(prompt_text))
     if found is not None:
         answer_id, category = found
         return Reply(category, answer=answer_id)

@@ -185,7 +185,7 @@ def make_plan(profile: Profile, body: dict[str, Any], chat: bool, fault: FaultMo
             "messages or completion.",
             "max_tokens",
         )
-    reply = reply_for(prompt)
+    reply = reply_for(prompt, profile.answers)
     natural = max(1, round(reply.natural_len * profile.length_factor))
     natural = max(natural, int_param(body, "min_tokens") or 0)
     if fault == "early_stop":

@@ -7,7 +7,7 @@ against realistic numbers without a GPU.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
@@ -98,6 +98,9 @@ class Profile:
     slots: int | None = None  # requests served at once, the rest wait (llama.cpp's -np); None: the engine's default
     drafts_for: str | None = None  # a drafter's target profile, as a config's `drafts_for` declares it
     length_factor: float = 1.0
+    # Planned answers by prompt (planned_answers.py): served instead of the written text, ending
+    # naturally unless the request asks ignore_eos; empty: the written text, as always.
+    answers: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
