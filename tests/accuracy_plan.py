@@ -1,27 +1,24 @@
 """Graded sessions for the accuracy tests: problems with known answers, served by the simulator
 by plan (right for one arm, broken for a chosen few on another), recorded over real HTTP.
 
-`grade` is the plan's rule standing in for the grader (an "answer" problem: the answer's last
-number against the expected value; a "tests" problem: the answer's code and the tests run in a
-fresh Python). Where the real grader is installed it can take its place: the plans stay the same.
+`grade` is the real grader (`tokenreel.recorder.grading`): an "answer" problem's last number
+against the expected value, a "tests" problem's code and tests run in its sandbox.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import re
-import subprocess
-import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from tests.test_recorder_support import arm_for, fast_settings, seed
+from tokenreel.recorder.grading.session_grades import grade_session
 from tokenreel.recorder.runner import new_session, record
-from tokenreel.session.grading import Grade, Grading
-from tokenreel.session.model import Prompt, Run, Session
+from tokenreel.session.grading import Grading
+from tokenreel.session.model import Prompt, Session
 from tokenreel.simulator.planned_answers import load_answers
 
 # Arithmetic problems: (id, question, value). Ids carry the category, as the suites' do.
@@ -44,7 +41,6 @@ CODE = [
      "```python\ndef biggest(xs):\n    return max(xs)\n```", "```python\ndef biggest(xs):\n    return min(xs)\n```",
      "assert biggest([3, 9, 2]) == 9\n"),
 ]
-CODE_TIMEOUT_S = 60  # a bound on a hang, not a speed test
 
 
 def arith_prompts() -> list[Prompt]:
@@ -72,34 +68,9 @@ def write_answers(path: Path, rows: Sequence[dict[str, str]]) -> Path:
     return path
 
 
-def run_text(run: Run) -> str:
-    return "".join(run.chunks.content)
-
-
-def _code(answer: str) -> str:
-    fenced = re.search(r"```(?:python)?\n(.*?)```", answer, re.DOTALL)
-    return fenced.group(1) if fenced else answer
-
-
-def grade_run(prompt: Prompt, run: Run) -> Grade:
-    """The plan's rule (see the module's docstring)."""
-    assert prompt.grading is not None
-    answer = run_text(run)
-    if prompt.grading.kind == "answer":
-        numbers = re.findall(r"-?\d+(?:\.\d+)?", answer)
-        got = numbers[-1] if numbers else ""
-        return Grade(passed=bool(got) and float(got) == float(prompt.grading.answer), detail=f"last number {got or 'none'}")
-    done = subprocess.run([sys.executable, "-I", "-c", _code(answer) + "\n" + prompt.grading.tests],
-                          capture_output=True, timeout=CODE_TIMEOUT_S, check=False)
-    return Grade(passed=done.returncode == 0, detail=f"exit {done.returncode}")
-
-
 def grade(session: Session) -> Session:
-    """Every completed run of a graded prompt gets its grade."""
-    prompts = {p.id: p for p in session.prompts}
-    for run in session.runs:
-        if run.status == "ok" and prompts[run.prompt].grading is not None:
-            run.grade = grade_run(prompts[run.prompt], run)
+    """Every counted run of a graded prompt graded by the real grader (its sandbox, one job)."""
+    grade_session(session, jobs=1)
     return session
 
 
