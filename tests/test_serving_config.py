@@ -39,6 +39,11 @@ SYNTHETIC = json.dumps({"method": "eagle3", "model": "org/drafter/", "num_specul
     (["vllm", "serve", "m", "--speculative-config", "{not json"], {"speculative": "unreadable --speculative-config '{not json'"}),
     (["vllm", "serve", "m", "--dtype"], {}),  # a flag without its value says nothing
     (["env", "-i", "HF_HUB_OFFLINE=1", "vllm", "serve", "m", "--quantization", "awq"], {"quantization": "awq"}),
+    (["/opt/bin/llama-server", "-m", "/models/target-q4_0.gguf", "-ctk", "q8_0", "--port", "8080"],
+     {"model_file": "target-q4_0.gguf", "kv_cache_dtype": "q8_0"}),
+    (["llama-server", "--model=/m/target-f16.gguf", "-md", "/m/draft-q4_0.gguf", "--draft-max", "8"],
+     {"model_file": "target-f16.gguf", "speculative": "draft model, k 8, draft draft-q4_0.gguf"}),
+    (["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "org/m"], {}),  # python's -m is a module
 ])
 def test_launch_commands_say_dtype_quantization_and_speculative_settings(argv: list[str], expected: dict[str, str]) -> None:
     assert launch_settings(argv) == expected

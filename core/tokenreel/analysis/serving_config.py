@@ -32,6 +32,12 @@ _VALUE_FLAGS = {
     "--speculative-algorithm": "speculative",  # SGLang
 }
 _SPEC_FLAGS = ("--speculative-config", "-sc")  # vLLM: a JSON object (or dotted keys: --speculative-config.method)
+# llama-server's flags for what tells two of its arms apart: the weights file (its quantization
+# shows in the name), the KV cache type, a draft model and its draft length. Read only when the
+# program is llama-server (python's own -m is a module, not a model file).
+_LLAMA_VALUE_FLAGS = {"-m": "model_file", "--model": "model_file", "-ctk": "kv_cache_dtype", "--cache-type-k": "kv_cache_dtype"}
+_LLAMA_SPEC_FLAGS = {"-md": "model", "--model-draft": "model", "--draft-max": "num_speculative_tokens",
+                     "--draft": "num_speculative_tokens", "--draft-n": "num_speculative_tokens"}
 _SGLANG_DRAFT_TOKENS = "--speculative-num-draft-tokens"
 _ENV_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.DOTALL)
 _SHELLS = ("sh", "bash", "dash", "zsh")
@@ -61,7 +67,8 @@ def _forced(name: str, value: str) -> str:
 
 
 def _speculative(spec: dict[str, Any], out: dict[str, str]) -> None:
-    """Method, k and draft model of a vLLM speculative config; synthetic acceptance where it says so."""
+    """Method, k and draft model of a vLLM speculative config (or llama-server's -md and
+    --draft-max as one); synthetic acceptance where it says so."""
     parts = [str(spec.get("method") or ("draft model" if spec.get("model") else "speculative"))]
     if spec.get("num_speculative_tokens") is not None:
         parts.append(f"k {spec['num_speculative_tokens']}")
@@ -83,8 +90,8 @@ def _spec_json(text: str) -> dict[str, Any] | None:
 
 
 def launch_settings(argv: Sequence[str]) -> dict[str, str]:
-    """dtype, quantization, kv_cache_dtype, speculative ("ngram, k 4") and synthetic_acceptance
-    (where it was seen) as a launch command says them: `env A=B` or bare `A=B` prefixes,
+    """dtype, quantization, kv_cache_dtype, speculative ("ngram, k 4"), llama-server's model_file,
+    and synthetic_acceptance (where it was seen) as a launch command says them: `env A=B` or bare `A=B` prefixes,
     `--flag value` and `--flag=value`, vLLM's `--speculative-config`/`--speculative_config`/`-sc`
     JSON or its dotted keys, and a `sh -c "..."` command line split as the shell would."""
     out, spec, draft_tokens = _parse_launch(argv)
@@ -120,19 +127,25 @@ def _parse_launch(argv: Sequence[str]) -> tuple[dict[str, str], dict[str, Any], 
             out["synthetic_acceptance"] = forced
     spec: dict[str, Any] = {}
     draft_tokens = ""
+    llama = bool(args) and args[0].rsplit("/", 1)[-1].startswith("llama-server")
+    value_flags = {**_VALUE_FLAGS, **_LLAMA_VALUE_FLAGS} if llama else _VALUE_FLAGS
     i = 0
     while i < len(args):
         flag, eq, value = args[i].partition("=") if args[i].startswith("--") else (args[i], "", "")
         flag = _canonical(flag)
         base, dot, key = flag.partition(".")
-        known = flag in _VALUE_FLAGS or flag in _SPEC_FLAGS or flag == _SGLANG_DRAFT_TOKENS or (dot and base in _SPEC_FLAGS)
+        llama_spec = llama and flag in _LLAMA_SPEC_FLAGS
+        known = (flag in value_flags or flag in _SPEC_FLAGS or flag == _SGLANG_DRAFT_TOKENS or llama_spec
+                 or (dot and base in _SPEC_FLAGS))
         if known and not eq:
             if i + 1 >= len(args):
                 break
             i += 1
             value = args[i]
-        if flag in _VALUE_FLAGS:
-            out[_VALUE_FLAGS[flag]] = value
+        if flag in value_flags:
+            out[value_flags[flag]] = value.rstrip("/").rsplit("/", 1)[-1] if value_flags[flag] == "model_file" else value
+        elif llama_spec:
+            spec[_LLAMA_SPEC_FLAGS[flag]] = int(value) if value.isdigit() else value
         elif flag in _SPEC_FLAGS:
             spec.update(_spec_json(value) or {"unreadable": value})
         elif dot and base in _SPEC_FLAGS:
