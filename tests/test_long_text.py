@@ -34,7 +34,7 @@ def test_a_long_run_shaped_in_segments_has_the_whole_runs_advances(font: str, se
     rtl = font in fonts.RTL
     whole = [(g.cluster, g.x_advance) for g in shaping.shape(text, font, rtl)]
     assert len(text) > 5 * segment
-    assert shaping.advances(text, font, rtl, segment) == whole
+    assert list(shaping.advances(text, font, rtl, segment)) == whole
 
 
 # Every bidi class but the explicit ones, separators and brackets (those send a paragraph to be

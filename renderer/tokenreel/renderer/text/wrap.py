@@ -329,22 +329,22 @@ def _fit_row(items: list[Cluster], wide: bool, room: int) -> list[Cluster]:
 def shape_paragraphs(items: Iterable[Cluster], cols: int, size: int) -> Iterator[Cluster]:
     """The clusters as they are, but each prose paragraph that holds right-to-left text as one
     SHAPED cluster laid out on shaped widths at the font size (paragraph.py). A paragraph ends
-    at a line break or where the stream changes kind."""
-    held: list[Cluster] = []
+    at a line break or where the stream changes kind; it is held packed until then."""
+    held = paragraph.Held()
     for item in items:
         if item.kind not in (NEWLINE, BREAK):
             held.append(item)
             continue
         yield from _paragraph(held, cols, size)
-        held.clear()
+        held = paragraph.Held()
         yield item
     yield from _paragraph(held, cols, size)
 
 
-def _paragraph(items: list[Cluster], cols: int, size: int) -> list[Cluster]:
-    if items and paragraph.wants_shaping(items):
-        return [Cluster(items[0].start, SHAPED, paragraph.layout(items, cols, size))]
-    return items
+def _paragraph(held: paragraph.Held, cols: int, size: int) -> Iterable[Cluster]:
+    if held.wants_shaping():
+        return [Cluster(held.starts[0], SHAPED, paragraph.layout(held, cols, size))]
+    return held
 
 
 def layout_stream(text: str, styles: Sequence[str], chunk_ends: Sequence[int], cols: int, size: int = 18) -> TextLayout:
