@@ -13,7 +13,7 @@ an object.
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -82,18 +82,22 @@ class CellLines(Sequence[tuple[Cell, ...]]):
 
 
 class Carets(Sequence[tuple[int, int]]):
-    """(line, col) pairs in two int arrays: 8 bytes each instead of a tuple of two ints."""
+    """(line, col) pairs appended with lines never decreasing, in 2 bytes each: the cols, and
+    per line the index of its first caret (a line's carets are contiguous)."""
 
     def __init__(self) -> None:
-        self.lines = array("i")
-        self.cols = array("i")
+        self.firsts = array("I")  # firsts[line]: the first caret on that line or after it
+        self.cols = array("H")
 
     def append(self, line: int, col: int) -> None:
-        self.lines.append(line)
+        while len(self.firsts) <= line:
+            self.firsts.append(len(self.cols))
+        if col > 0xFFFF and self.cols.typecode == "H":
+            self.cols = array("I", self.cols)
         self.cols.append(col)
 
     def __len__(self) -> int:
-        return len(self.lines)
+        return len(self.cols)
 
     @overload
     def __getitem__(self, v: int) -> tuple[int, int]: ...
@@ -104,7 +108,11 @@ class Carets(Sequence[tuple[int, int]]):
     def __getitem__(self, v: int | slice) -> tuple[int, int] | list[tuple[int, int]]:
         if isinstance(v, slice):
             return [self[j] for j in range(*v.indices(len(self)))]
-        return self.lines[v], self.cols[v]
+        if v < 0:
+            v += len(self.cols)
+        if not 0 <= v < len(self.cols):
+            raise IndexError("caret index out of range")
+        return bisect_right(self.firsts, v) - 1, self.cols[v]
 
 
 @dataclass
