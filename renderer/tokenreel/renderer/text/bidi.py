@@ -48,7 +48,7 @@ def levels(text: str, chunk: int = LEVEL_CHUNK) -> bytearray:
     the next starts with that character again as its context. No other rule looks past a strong
     character (W2 and W7 stop at it, N1 and N2 are bounded by it, the rest are local), so every
     level is the one the whole paragraph gives."""
-    if len(text) <= chunk or any(unicodedata.bidirectional(c) in _WHOLE or unicodedata.mirrored(c) for c in text):
+    if len(text) <= chunk or any(unicodedata.bidirectional(c) in _WHOLE or unicodedata.mirrored(c) for c in set(text)):
         return bytearray(_levels(text, None))
     base = "R" if is_rtl_paragraph(text) else "L"
     out = bytearray()

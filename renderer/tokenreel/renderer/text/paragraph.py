@@ -165,33 +165,43 @@ def _units(held: Held) -> tuple[_Packed, int]:
     the font of the right-to-left script beside it when that font has it, so a run of words
     stays one run and its punctuation matches its letters instead of the grid's coding font."""
     texts = [" " if kind in (SPACE, TAB) else cell.text for kind, cell in held.palette]
-    strong = [unicodedata.bidirectional(text[0]) in ("L", "R", "AL") for text in texts]
+    strong = [_strong(text) for text in texts]
     joined = "".join(map(texts.__getitem__, held.ids))
     base = 1 if bidi.is_rtl_paragraph(joined) else 0
     levels = bidi.levels(joined)
     first = next((held.palette[i][1].font for i in held.ids if strong[i]), None)
     near = first if first in fonts.RTL else None  # the RTL font of the nearest strong unit before (else after)
     palette: dict[tuple[str | None, str, bool, bool], int] = {}
-    covers: dict[tuple[int, str], bool] = {}
+    kind_of: dict[tuple[int, str | None], int] = {}  # (cluster's palette index, near) -> unit palette index
+    lengths = [len(text) for text in texts]
     ends, unit_levels, kinds = array("I"), bytearray(), array("H")
     at = 0
     for i in held.ids:
-        kind, cell = held.palette[i]
-        text, space = texts[i], kind in (SPACE, TAB)
-        font = fonts.REGULAR if space else cell.font
         if strong[i]:
+            font = held.palette[i][1].font
             near = font if font in fonts.RTL else None
-        elif font not in TILE_FONTS and near is not None:
-            covered = covers.get((i, near))
-            if covered is None:
-                covered = covers[i, near] = all(ord(c) in fonts.coverage(near) for c in text)
-            if covered:
-                font = near
+        kind = kind_of.get((i, near))
+        if kind is None:
+            kind = kind_of[i, near] = palette.setdefault(_unit_kind(held.palette[i], texts[i], near), len(palette))
+        kinds.append(kind)
         unit_levels.append(levels[at])
-        at += len(text)
+        at += lengths[i]
         ends.append(at)
-        kinds.append(palette.setdefault((font, cell.style, space, cell.width > 1), len(palette)))
     return _Packed(joined, ends, unit_levels, kinds, list(palette)), base
+
+
+def _unit_kind(cluster: tuple[int, Cell], text: str, near: str | None) -> tuple[str | None, str, bool, bool]:
+    """(font, style, space, wide) of a unit: a neutral takes the RTL font near it when it has it."""
+    kind, cell = cluster
+    space = kind in (SPACE, TAB)
+    font = fonts.REGULAR if space else cell.font
+    if font not in TILE_FONTS and near is not None and not _strong(text) and all(ord(c) in fonts.coverage(near) for c in text):
+        font = near
+    return font, cell.style, space, cell.width > 1
+
+
+def _strong(text: str) -> bool:
+    return unicodedata.bidirectional(text[0]) in ("L", "R", "AL")
 
 
 def _runs(keys: Iterable[tuple[str | None, int]]) -> Iterator[tuple[int, int]]:
