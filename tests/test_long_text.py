@@ -5,6 +5,9 @@ when a frame draws it. `bench/long_text.py` prints the peak memory and time of s
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,7 +17,8 @@ from hypothesis import strategies as st
 from tests.session_factory import MS, session, stream
 from tokenreel.renderer.options import RenderOptions
 from tokenreel.renderer.render import render
-from tokenreel.renderer.text import bidi, fonts, paragraph, shaping
+from tokenreel.renderer.text import bidi, fonts, paragraph, shaping, wrap
+from tokenreel.renderer.text.highlight import answer_styles, styled_stream
 from tokenreel.renderer.text.wrap import layout_stream
 from tokenreel.session import archive
 
@@ -34,7 +38,7 @@ def test_a_long_run_shaped_in_segments_has_the_whole_runs_advances(font: str, se
     rtl = font in fonts.RTL
     whole = [(g.cluster, g.x_advance) for g in shaping.shape(text, font, rtl)]
     assert len(text) > 5 * segment
-    assert shaping.advances(text, font, rtl, segment) == whole
+    assert list(shaping.advances(text, font, rtl, segment)) == whole
 
 
 # Every bidi class but the explicit ones, separators and brackets (those send a paragraph to be
@@ -70,3 +74,37 @@ def test_a_long_rtl_answer_shapes_only_the_lines_a_frame_draws(tmp_path: Path) -
     assert len(text) > 40_000 and len(laid) > 200, (len(text), len(laid))
     assert all(isinstance(cells[0], paragraph.ShapedLine) for cells in laid)
     assert 0 < shaped <= 120, (shaped, len(laid))
+
+
+def _traced(call: Callable[[], object]) -> tuple[int, int]:
+    """(peak, kept) bytes a call allocates above what was allocated before it (tracemalloc counts
+    Python's own allocations, so the figure does not depend on the machine's load)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        result = call()
+        kept, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    del result
+    return peak - before, kept - before
+
+
+def test_a_long_rtl_answer_is_laid_out_in_a_few_bytes_a_character() -> None:
+    """Rendering the markdown of a 40,000-character Arabic paragraph and laying it out (wrapped
+    into shaped lines, carets per chunk) costs tens of bytes a character at its peak, not
+    hundreds: the paragraph is held and laid out as packed arrays (palette indices, offsets,
+    widths, levels), never as an object per character; markdown keeps its anchors in an array and
+    its text in pieces. Before, they peaked at about 125 and 250 bytes a character."""
+    words = PROSE[fonts.ARABIC]
+    pieces = [words[(k * 3) % len(words)] for k in range(2500)]
+    chars = len("".join(pieces))
+    answer_styles.cache_clear()
+    wrap._wrapped.cache_clear()
+    styled = _traced(lambda: styled_stream(pieces, [""] * len(pieces), [""] * len(pieces), code=False))
+    text, styles, ends = styled_stream(pieces, [""] * len(pieces), [""] * len(pieces), code=False)
+    laid = _traced(lambda: layout_stream(text, styles, ends, 60, 18))
+    assert chars > 40_000 and len(layout_stream(text, styles, ends, 60, 18).lines) > 400
+    assert styled[0] < 48 * chars and styled[1] < 36 * chars, (styled[0] / chars, styled[1] / chars)
+    assert laid[0] < 64 * chars and laid[1] < 40 * chars, (laid[0] / chars, laid[1] / chars)

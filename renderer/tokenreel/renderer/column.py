@@ -21,7 +21,7 @@ from tokenreel.renderer.render_plan import RenderPlan
 from tokenreel.renderer.text.highlight import styled_stream
 from tokenreel.renderer.text.painter import GlyphPainter
 from tokenreel.renderer.text.paragraph import ShapedLine
-from tokenreel.renderer.text.wrap import layout_stream
+from tokenreel.renderer.text.wrap import TextLayout, layout_stream
 from tokenreel.renderer.timeline import ArmTimeline
 from tokenreel.renderer.tracks import ArmTrack
 
@@ -46,9 +46,14 @@ class ArmColumn:
         self.about = "≈" if track.tokens_estimated else ""  # before every figure counted from tokens
         self.timeline = ArmTimeline(track.t_ns, track.tokens, track.first_index)
         self.steps = self.timeline.tokens_per_chunk if track.step_events else None
-        text, styles, ends = styled_stream(track.content, track.reasoning, track.tool, plan.code)
-        self.layout = layout_stream(text, styles, ends, geometry.cols, self.painter.size)
         self.line_tile = lru_cache(maxsize=4 * geometry.rows + 16)(self._line_tile)
+
+    @cached_property
+    def layout(self) -> TextLayout:
+        """The stream wrapped, laid out when a frame first shows it: a poster of the end card
+        never lays out the answer."""
+        text, styles, ends = styled_stream(self.track.content, self.track.reasoning, self.track.tool, self.plan.code)
+        return layout_stream(text, styles, ends, self.geo.cols, self.painter.size)
 
     def _line_tile(self, line: int) -> np.ndarray:
         return self.painter.paint(self.layout.lines[line], self._style_color, self.theme.panel)

@@ -38,8 +38,9 @@ _WHOLE = frozenset({"LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI
 _STRONG = frozenset({"L", "R", "AL"})
 
 
-def levels(text: str, chunk: int = LEVEL_CHUNK) -> list[int]:
-    """The resolved embedding level of each character of one paragraph (rules X1-I2).
+def levels(text: str, chunk: int = LEVEL_CHUNK) -> bytearray:
+    """The resolved embedding level of each character of one paragraph (rules X1-I2), a byte
+    each (UAX #9 levels stop at 126).
 
     A long paragraph without explicit embeddings, isolates, separators or mirrored characters
     (N0 pairs brackets across any distance) is resolved a chunk at a time (python-bidi's debug
@@ -47,10 +48,10 @@ def levels(text: str, chunk: int = LEVEL_CHUNK) -> list[int]:
     the next starts with that character again as its context. No other rule looks past a strong
     character (W2 and W7 stop at it, N1 and N2 are bounded by it, the rest are local), so every
     level is the one the whole paragraph gives."""
-    if len(text) <= chunk or any(unicodedata.bidirectional(c) in _WHOLE or unicodedata.mirrored(c) for c in text):
-        return _levels(text, None)
+    if len(text) <= chunk or any(unicodedata.bidirectional(c) in _WHOLE or unicodedata.mirrored(c) for c in set(text)):
+        return bytearray(_levels(text, None))
     base = "R" if is_rtl_paragraph(text) else "L"
-    out: list[int] = []
+    out = bytearray()
     start, context = 0, ""
     while start < len(text):
         end = len(text) if len(text) - start <= chunk else _after_strong(text, start + chunk // 2, start + chunk)

@@ -10,6 +10,7 @@ change the pixels, so blocks without a language use DEFAULT_LANGUAGE.
 from __future__ import annotations
 
 import re
+from array import array
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -103,9 +104,9 @@ def answer_styles(text: str, code: bool) -> tuple[markdown.Markdown, list[str]]:
     code and shown as written. Read-only: arms that give the same answer share it."""
     if code and not _fenced(text):
         styles = content_styles(text, code)
-        return markdown.Markdown(text, styles, list(range(len(text)))), styles
+        return markdown.Markdown(text, styles, array("I", range(len(text)))), styles
     shown = markdown.render(text)
-    styles = list(shown.styles)
+    styles = list(shown.styles) if shown.code else shown.styles  # a copy only where code is painted
     for start, end, language in shown.code:
         _paint_code(styles, shown.text, start, end, language)
     return shown, styles

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from array import array
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -49,7 +50,7 @@ class Markdown:
 
     text: str
     styles: list[str]
-    anchors: list[int]
+    anchors: array[int]  # 4 bytes a character: a long answer's anchors are not int objects
     code: list[tuple[int, int, str]] = field(default_factory=list)  # (start, end, language) of fenced code
 
     def offset(self, source_end: int) -> int:
@@ -60,18 +61,18 @@ class Markdown:
 class _Out:
     def __init__(self, limit: int) -> None:
         self.limit = limit  # the source's length: every anchor is before it, so the whole text shows at the end
-        self.chars: list[str] = []
+        self.chars: list[str] = []  # pieces of the display text, not one object per character
         self.styles: list[str] = []
-        self.anchors: list[int] = []
+        self.anchors = array("I")
 
     def keep(self, src: str, start: int, end: int, style: str) -> None:
-        self.chars.extend(src[start:end])
+        self.chars.append(src[start:end])
         self.styles.extend([style] * (end - start))
         self.anchors.extend(range(start, end))
 
     def put(self, text: str, style: str, anchor: int) -> None:
         anchor = max(min(anchor, self.limit - 1), self.anchors[-1] if self.anchors else 0)  # never before what is shown
-        self.chars.extend(text)
+        self.chars.append(text)
         self.styles.extend([style] * len(text))
         self.anchors.extend([anchor] * len(text))
 
@@ -81,7 +82,7 @@ class _Out:
         self.anchors += other.anchors
 
     def width(self) -> int:
-        return sum(_char_width(c) for c in self.chars)
+        return sum(_char_width(c) for piece in self.chars for c in piece)
 
 
 def _char_width(char: str) -> int:
@@ -167,6 +168,9 @@ def _closer(src: str, i: int, end: int, char: str, n: int) -> int | None:
     return longer
 
 
+_INLINE_MARK = re.compile(r"[\\`*_]")  # what _inline looks at: an escape, a code span, emphasis
+
+
 def _inline(src: str, start: int, end: int, base: str, out: _Out) -> None:
     """Inline markdown of src[start:end] into out: markers dropped, their text styled."""
     i = start
@@ -204,9 +208,11 @@ def _inline(src: str, start: int, end: int, base: str, out: _Out) -> None:
             mark = STRONG_EMPHASIS if n == 3 else STRONG if n == 2 else EMPHASIS
             _inline(src, i + run, closer, _combine(base, mark), out)
             i = closer + n
-        else:
-            out.keep(src, i, i + 1, base)
-            i += 1
+        else:  # plain text up to the next character that may start markup, kept as one piece
+            special = _INLINE_MARK.search(src, i + 1, end)
+            stop = special.start() if special else end
+            out.keep(src, i, stop, base)
+            i = stop
 
 
 def _table_cells(src: str, start: int, end: int) -> list[tuple[int, int]]:
@@ -298,10 +304,10 @@ def render(src: str) -> Markdown:
                 body_end = last - 1
             a = lines.span(line + 1)[0] if line + 1 <= body_end else full
             b = lines.span(body_end)[2] if line + 1 <= body_end else full
-            shown = len(out.chars)
+            shown = len(out.anchors)
             out.keep(src, a, b, "code")
             language = (token.info or "").split()[0] if (token.info or "").split() else ""
-            code.append((shown, len(out.chars), language))
+            code.append((shown, len(out.anchors), language))
         elif kind == "table_open":
             _table(src, lines, line, last, out)
         else:  # indented code, a thematic break, html: as written

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import unicodedata
 from array import array
-from collections.abc import Iterator, Sequence
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -42,15 +43,20 @@ class ShapedLine:
     """A line of a shaped paragraph, as wide as the grid; text, font, width and style read as
     a Cell's do. cursor[k] is where the cursor's left edge goes once k clusters show.
 
-    Its pieces and cursor are shaped when a frame first draws the line and kept for the last
-    LINES_KEPT lines drawn: a long answer costs its lines' units, packed, not their glyphs."""
+    It is a range of its paragraph's packed units; its pieces and cursor are shaped when a frame
+    first draws the line and kept for the last LINES_KEPT lines drawn: a long answer costs a few
+    bytes a character and an object a line, not its glyphs."""
 
-    __slots__ = ("text", "width", "style", "rtl", "_units", "_geometry")
+    __slots__ = ("width", "style", "rtl", "_units", "_span", "_geometry")
     font = SHAPED_FONT
 
-    def __init__(self, units: _Packed, geometry: _Geometry, width: int, style: str) -> None:
-        self.text, self.width, self.style, self.rtl = units.text, width, style, geometry.base == 1
-        self._units, self._geometry = units, geometry
+    def __init__(self, units: _Packed, span: tuple[int, int], geometry: _Geometry, width: int, style: str) -> None:
+        self.width, self.style, self.rtl = width, style, geometry.base == 1
+        self._units, self._span, self._geometry = units, span, geometry
+
+    @property
+    def text(self) -> str:
+        return self._units.text[self._units.offset(self._span[0]) : self._units.offset(self._span[1])]
 
     @property
     def pieces(self) -> tuple[Piece, ...]:
@@ -73,14 +79,39 @@ class ShapedParagraph(NamedTuple):
                 yield number, k + 1
 
 
-def wants_shaping(items: Sequence[Cluster]) -> bool:
-    """Prose (no code) with a right-to-left cluster in it."""
-    rtl = False
-    for item in items:
-        if item.cell.style in CODE_STYLES:
-            return False
-        rtl = rtl or item.cell.font in fonts.RTL
-    return rtl
+class Held:
+    """A paragraph's clusters while its end tells whether it is shaped, packed: per cluster
+    where it starts and an index into a palette of distinct (kind, cell), 8 bytes, not an object."""
+
+    def __init__(self) -> None:
+        self.palette: list[tuple[int, Cell]] = []
+        self._index: dict[tuple[int, Cell], int] = {}
+        self.ids = array("I")
+        self.starts = array("I")
+        self.code = self.rtl = False
+
+    def append(self, item: Cluster) -> None:
+        key = (item.kind, item.cell)
+        i = self._index.get(key)
+        if i is None:
+            i = self._index[key] = len(self.palette)
+            self.palette.append(key)
+            self.code = self.code or item.cell.style in CODE_STYLES
+            self.rtl = self.rtl or item.cell.font in fonts.RTL
+        self.ids.append(i)
+        self.starts.append(item.start)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __iter__(self) -> Iterator[Cluster]:
+        for i, start in zip(self.ids, self.starts, strict=True):
+            kind, cell = self.palette[i]
+            yield Cluster(start, kind, cell)
+
+    def wants_shaping(self) -> bool:
+        """Prose (no code) with a right-to-left cluster in it."""
+        return self.rtl and not self.code
 
 
 class _Unit(NamedTuple):
@@ -93,31 +124,29 @@ class _Unit(NamedTuple):
 
 
 class _Packed(NamedTuple):
-    """A line's units in a few bytes each: their text, where each ends in it, their levels,
-    and an index into the paragraph's palette of (font, style, space, wide)."""
+    """A paragraph's units in a few bytes each: their text, where each ends in it, their
+    levels, and an index into the paragraph's palette of (font, style, space, wide)."""
 
     text: str
     ends: array[int]
-    levels: bytes
+    levels: bytearray
     kinds: array[int]
     palette: list[tuple[str | None, str, bool, bool]]
 
-    def units(self) -> list[_Unit]:
-        out, at = [], 0
-        for end, level, kind in zip(self.ends, self.levels, self.kinds, strict=True):
-            font, style, space, wide = self.palette[kind]
-            out.append(_Unit(self.text[at:end], font, style, level, space, wide))
-            at = end
+    def offset(self, k: int) -> int:
+        """Where unit k starts in text."""
+        return self.ends[k - 1] if k else 0
+
+    def font(self, k: int) -> str | None:
+        return self.palette[self.kinds[k]][0]
+
+    def units(self, start: int, end: int) -> list[_Unit]:
+        out, at = [], self.offset(start)
+        for k in range(start, end):
+            font, style, space, wide = self.palette[self.kinds[k]]
+            out.append(_Unit(self.text[at : self.ends[k]], font, style, self.levels[k], space, wide))
+            at = self.ends[k]
         return out
-
-
-def _pack(units: Sequence[_Unit], palette: dict[tuple[str | None, str, bool, bool], int]) -> _Packed:
-    ends, at = array("I"), 0
-    for unit in units:
-        at += len(unit.text)
-        ends.append(at)
-    kinds = array("H", (palette.setdefault((u.font, u.style, u.space, u.wide), len(palette)) for u in units))
-    return _Packed("".join(u.text for u in units), ends, bytes(u.level for u in units), kinds, list(palette))
 
 
 class _Geometry(NamedTuple):
@@ -129,42 +158,62 @@ class _Geometry(NamedTuple):
     grid4: int
 
 
-def _units(items: Sequence[Cluster]) -> tuple[list[_Unit], int]:
-    """The paragraph's clusters with their levels and shaping fonts; and its base level.
+def _units(held: Held) -> tuple[_Packed, int]:
+    """The paragraph's clusters with their levels and shaping fonts, packed; and its base level.
 
     A character that is not strongly directional (a space, punctuation, a digit) is shaped in
     the font of the right-to-left script beside it when that font has it, so a run of words
     stays one run and its punctuation matches its letters instead of the grid's coding font."""
-    texts = [" " if item.kind in (SPACE, TAB) else item.cell.text for item in items]
-    joined = "".join(texts)
+    texts = [" " if kind in (SPACE, TAB) else cell.text for kind, cell in held.palette]
+    strong = [_strong(text) for text in texts]
+    joined = "".join(map(texts.__getitem__, held.ids))
     base = 1 if bidi.is_rtl_paragraph(joined) else 0
     levels = bidi.levels(joined)
-    strong = [unicodedata.bidirectional(text[0]) in ("L", "R", "AL") for text in texts]
-    first = next((item.cell.font for item, s in zip(items, strong, strict=False) if s), None)
+    first = next((held.palette[i][1].font for i in held.ids if strong[i]), None)
     near = first if first in fonts.RTL else None  # the RTL font of the nearest strong unit before (else after)
-    units, at = [], 0
-    for k, (item, text) in enumerate(zip(items, texts, strict=False)):
-        font = fonts.REGULAR if item.kind in (SPACE, TAB) else item.cell.font
-        if strong[k]:
+    palette: dict[tuple[str | None, str, bool, bool], int] = {}
+    kind_of: dict[tuple[int, str | None], int] = {}  # (cluster's palette index, near) -> unit palette index
+    lengths = [len(text) for text in texts]
+    ends, unit_levels, kinds = array("I"), bytearray(), array("H")
+    at = 0
+    for i in held.ids:
+        if strong[i]:
+            font = held.palette[i][1].font
             near = font if font in fonts.RTL else None
-        elif font not in TILE_FONTS:
-            if near is not None and all(ord(c) in fonts.coverage(near) for c in text):
-                font = near
-        units.append(_Unit(text, font, item.cell.style, levels[at], item.kind in (SPACE, TAB), item.cell.width > 1))
-        at += len(text)
-    return units, base
+        kind = kind_of.get((i, near))
+        if kind is None:
+            kind = kind_of[i, near] = palette.setdefault(_unit_kind(held.palette[i], texts[i], near), len(palette))
+        kinds.append(kind)
+        unit_levels.append(levels[at])
+        at += lengths[i]
+        ends.append(at)
+    return _Packed(joined, ends, unit_levels, kinds, list(palette)), base
 
 
-def _runs(units: Sequence[_Unit], levels: Sequence[int]) -> list[tuple[int, int]]:
-    """[start, end) of maximal runs of units with one font and level; tile units alone."""
-    runs: list[tuple[int, int]] = []
-    for k, unit in enumerate(units):
-        joins = k and unit.font not in TILE_FONTS and units[k - 1].font == unit.font and levels[k - 1] == levels[k]
-        if joins:
-            runs[-1] = (runs[-1][0], k + 1)
-        else:
-            runs.append((k, k + 1))
-    return runs
+def _unit_kind(cluster: tuple[int, Cell], text: str, near: str | None) -> tuple[str | None, str, bool, bool]:
+    """(font, style, space, wide) of a unit: a neutral takes the RTL font near it when it has it."""
+    kind, cell = cluster
+    space = kind in (SPACE, TAB)
+    font = fonts.REGULAR if space else cell.font
+    if font not in TILE_FONTS and near is not None and not _strong(text) and all(ord(c) in fonts.coverage(near) for c in text):
+        font = near
+    return font, cell.style, space, cell.width > 1
+
+
+def _strong(text: str) -> bool:
+    return unicodedata.bidirectional(text[0]) in ("L", "R", "AL")
+
+
+def _runs(keys: Iterable[tuple[str | None, int]]) -> Iterator[tuple[int, int]]:
+    """[start, end) of maximal runs of units with one (font, level); tile units alone."""
+    start, last = 0, None
+    for k, key in enumerate(keys):
+        if k and (key[0] in TILE_FONTS or key != last):
+            yield start, k
+            start = k
+        last = key
+    if last is not None:
+        yield start, k + 1
 
 
 class _Glyph(NamedTuple):
@@ -181,8 +230,8 @@ class _Shaper:
         self.size = size
         self.cell_w = cell_metrics(size)[0]
 
-    def tile_w4(self, unit: _Unit) -> int:
-        return (2 if unit.wide or unit.font == fonts.EMOJI else 1) * self.cell_w * Q
+    def tile_w4(self, font: str | None, wide: bool) -> int:
+        return (2 if wide or font == fonts.EMOJI else 1) * self.cell_w * Q
 
     def glyphs(self, units: Sequence[_Unit], rtl: bool) -> tuple[list[_Glyph], int]:
         """A run's glyphs, in display order, placed from x 0; and the run's width."""
@@ -201,39 +250,40 @@ class _Shaper:
             out.append(_Glyph(p, owner[g.cluster], pen4, raster.scale4(pen, font, size64) - pen4))
         return out, width
 
-    def widths(self, units: Sequence[_Unit], levels: Sequence[int]) -> list[int]:
+    def widths(self, units: _Packed) -> array[int]:
         """Each unit's share of its run's shaped width, quarter px (for breaking lines)."""
-        out = [0] * len(units)
-        for start, end in _runs(units, levels):
-            if units[start].font in TILE_FONTS:
-                out[start] = self.tile_w4(units[start])
+        out = array("i", bytes(4 * len(units.ends)))
+        fonts_ = (units.palette[kind][0] for kind in units.kinds)
+        for start, end in _runs(zip(fonts_, units.levels, strict=True)):
+            font, _, _, wide = units.palette[units.kinds[start]]
+            if font in TILE_FONTS:
+                out[start] = self.tile_w4(font, wide)
                 continue
-            run = units[start:end]
-            font: str = run[0].font  # type: ignore[assignment]
-            owner = array("I")
-            for index, unit in enumerate(run):
-                owner.extend([start + index] * len(unit.text))
+            assert font is not None
+            first = units.offset(start)
             size64 = glyph_size64(font, self.size)
             pen4 = pen = 0
-            for cluster, x_advance in shaping.advances("".join(u.text for u in run), font, levels[start] % 2 == 1):
+            text = units.text[first : units.ends[end - 1]]
+            for cluster, x_advance in shaping.advances(text, font, units.levels[start] % 2 == 1):
                 pen += x_advance
                 after = raster.scale4(pen, font, size64)
-                out[owner[cluster]] += after - pen4
+                out[bisect_right(units.ends, first + cluster, start, end)] += after - pen4
                 pen4 = after
         return out
 
 
-def _break(units: Sequence[_Unit], widths: Sequence[int], limit: int) -> list[tuple[int, int]]:
+def _break(units: _Packed, widths: array[int], limit: int) -> list[tuple[int, int]]:
     """Greedy lines [start, end): break after a space or beside a wide cluster, where the width
     (trailing spaces not counted) would pass limit; a word longer than a line is cut."""
     lines: list[tuple[int, int]] = []
     start, used, last_break = 0, 0, None
-    for k, unit in enumerate(units):
-        if unit.space:
+    for k, kind in enumerate(units.kinds):
+        _, _, space, wide = units.palette[kind]
+        if space:
             used += widths[k]
             last_break = k + 1
             continue
-        if unit.wide and k > start:
+        if wide and k > start:
             last_break = k
         if used + widths[k] > limit and k > start:
             cut = last_break if last_break is not None and last_break > start else k
@@ -242,24 +292,23 @@ def _break(units: Sequence[_Unit], widths: Sequence[int], limit: int) -> list[tu
             used = sum(widths[start:k])
             last_break = None
         used += widths[k]
-        if unit.wide:
+        if wide:
             last_break = k + 1
-    lines.append((start, len(units)))
+    lines.append((start, len(units.kinds)))
     return lines
 
 
-def layout(items: Sequence[Cluster], cols: int, size: int) -> ShapedParagraph:
+def layout(held: Held, cols: int, size: int) -> ShapedParagraph:
     """Lay out one paragraph (no line breaks in it) into lines cols cells wide at a font size."""
     shaper = _Shaper(size)
-    units, base = _units(items)
-    levels = [u.level for u in units]
+    units, base = _units(held)
     geometry = _Geometry(size, base, cols, cols * shaper.cell_w * Q)
-    palette: dict[tuple[str | None, str, bool, bool], int] = {}
     lines, counts = [], array("I")
-    for start, end in _break(units, shaper.widths(units, levels), geometry.grid4):
-        lines.append(ShapedLine(_pack(units[start:end], palette), geometry, cols, units[start].style if end > start else "text"))
+    for start, end in _break(units, shaper.widths(units), geometry.grid4):
+        style = units.palette[units.kinds[start]][1] if end > start else "text"
+        lines.append(ShapedLine(units, (start, end), geometry, cols, style))
         counts.append(end - start)
-    return ShapedParagraph(tuple(lines), counts, array("I", (item.start for item in items)))
+    return ShapedParagraph(tuple(lines), counts, held.starts)
 
 
 LINES_KEPT = 256  # shaped lines kept drawn (a frame shows a few dozen per column)
@@ -268,7 +317,7 @@ LINES_KEPT = 256  # shaped lines kept drawn (a frame shows a few dozen per colum
 @lru_cache(maxsize=LINES_KEPT)
 def _drawn(line: ShapedLine) -> tuple[tuple[Piece, ...], tuple[int, ...]]:
     geometry: _Geometry = line._geometry
-    return _line(_Shaper(geometry.size), line._units.units(), geometry.base, geometry.grid4)
+    return _line(_Shaper(geometry.size), line._units.units(*line._span), geometry.base, geometry.grid4)
 
 
 def _line(shaper: _Shaper, units: Sequence[_Unit], base: int, grid4: int) -> tuple[tuple[Piece, ...], tuple[int, ...]]:
@@ -278,7 +327,7 @@ def _line(shaper: _Shaper, units: Sequence[_Unit], base: int, grid4: int) -> tup
     while shown and units[shown - 1].space:
         shown -= 1  # trailing spaces are not drawn and take no room (L1 puts them at the end)
     levels = bidi.line_levels("".join(u.text[0] for u in units[:shown]), [u.level for u in units[:shown]], base)
-    runs = _runs(units[:shown], levels)
+    runs = list(_runs(zip((u.font for u in units[:shown]), levels, strict=True)))
     placed: list[tuple[int, raster.Placed | None, Cell | None, int]] = []  # (unit, glyph, tile cell, x4)
     extents: dict[int, tuple[int, int]] = {}  # unit -> (left, right) quarter px
     x4 = 0
@@ -286,7 +335,7 @@ def _line(shaper: _Shaper, units: Sequence[_Unit], base: int, grid4: int) -> tup
         start, end = runs[r]
         unit = units[start]
         if unit.font in TILE_FONTS:
-            width = shaper.tile_w4(unit)
+            width = shaper.tile_w4(unit.font, unit.wide)
             placed.append((start, None, Cell(unit.text, unit.font, width // (shaper.cell_w * Q), unit.style), x4))
             extents[start] = (x4, x4 + width)
         else:

@@ -14,6 +14,8 @@ run, so the advances are the same while no buffer holds more than a segment.
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -59,12 +61,14 @@ SEGMENT = 1024  # characters shaped at once in a long run
 CONTEXT = 64  # characters on each side handed to HarfBuzz as context, not shaped
 
 
-def advances(text: str, filename: str, rtl: bool = False, segment: int = SEGMENT) -> list[tuple[int, int]]:
+def advances(text: str, filename: str, rtl: bool = False, segment: int = SEGMENT) -> Iterator[tuple[int, int]]:
     """(cluster, x_advance) of each glyph of the run in visual order, as `shape` of the whole
-    run gives them, shaped a segment at a time."""
+    run gives them, shaped a segment at a time. Told one by one: a right-to-left run's parts
+    come last first, so they are kept until its end, as two int arrays (8 bytes a glyph)."""
     if len(text) <= segment:
-        return [(g.cluster, g.x_advance) for g in shape(text, filename, rtl)]
-    parts: list[list[tuple[int, int]]] = []
+        yield from ((g.cluster, g.x_advance) for g in shape(text, filename, rtl))
+        return
+    parts: list[tuple[array[int], array[int]]] = []
     at = 0
     while at < len(text):
         end = min(len(text), at + segment)
@@ -74,13 +78,16 @@ def advances(text: str, filename: str, rtl: bool = False, segment: int = SEGMENT
             if cut is not None:
                 break
             end = min(len(text), end + segment)
-        parts.append([(left + info.cluster, pos.x_advance)
-                      for info, pos in zip(buffer.glyph_infos, buffer.glyph_positions, strict=False)
-                      if left + info.cluster < cut])
+        kept = [(left + info.cluster, pos.x_advance)
+                for info, pos in zip(buffer.glyph_infos, buffer.glyph_positions, strict=False)
+                if left + info.cluster < cut]
+        if rtl:
+            parts.append((array("I", (c for c, _ in kept)), array("i", (a for _, a in kept))))
+        else:
+            yield from kept
         at = cut
-    if rtl:
-        parts.reverse()
-    return [glyph for part in parts for glyph in part]
+    for clusters, widths in reversed(parts):
+        yield from zip(clusters, widths, strict=True)
 
 
 def _shape_part(text: str, start: int, end: int, filename: str, rtl: bool) -> tuple[hb.Buffer, int]:

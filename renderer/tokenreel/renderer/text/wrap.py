@@ -13,7 +13,7 @@ an object.
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -82,18 +82,22 @@ class CellLines(Sequence[tuple[Cell, ...]]):
 
 
 class Carets(Sequence[tuple[int, int]]):
-    """(line, col) pairs in two int arrays: 8 bytes each instead of a tuple of two ints."""
+    """(line, col) pairs appended with lines never decreasing, in 2 bytes each: the cols, and
+    per line the index of its first caret (a line's carets are contiguous)."""
 
     def __init__(self) -> None:
-        self.lines = array("i")
-        self.cols = array("i")
+        self.firsts = array("I")  # firsts[line]: the first caret on that line or after it
+        self.cols = array("H")
 
     def append(self, line: int, col: int) -> None:
-        self.lines.append(line)
+        while len(self.firsts) <= line:
+            self.firsts.append(len(self.cols))
+        if col > 0xFFFF and self.cols.typecode == "H":
+            self.cols = array("I", self.cols)
         self.cols.append(col)
 
     def __len__(self) -> int:
-        return len(self.lines)
+        return len(self.cols)
 
     @overload
     def __getitem__(self, v: int) -> tuple[int, int]: ...
@@ -104,7 +108,11 @@ class Carets(Sequence[tuple[int, int]]):
     def __getitem__(self, v: int | slice) -> tuple[int, int] | list[tuple[int, int]]:
         if isinstance(v, slice):
             return [self[j] for j in range(*v.indices(len(self)))]
-        return self.lines[v], self.cols[v]
+        if v < 0:
+            v += len(self.cols)
+        if not 0 <= v < len(self.cols):
+            raise IndexError("caret index out of range")
+        return bisect_right(self.firsts, v) - 1, self.cols[v]
 
 
 @dataclass
@@ -329,22 +337,22 @@ def _fit_row(items: list[Cluster], wide: bool, room: int) -> list[Cluster]:
 def shape_paragraphs(items: Iterable[Cluster], cols: int, size: int) -> Iterator[Cluster]:
     """The clusters as they are, but each prose paragraph that holds right-to-left text as one
     SHAPED cluster laid out on shaped widths at the font size (paragraph.py). A paragraph ends
-    at a line break or where the stream changes kind."""
-    held: list[Cluster] = []
+    at a line break or where the stream changes kind; it is held packed until then."""
+    held = paragraph.Held()
     for item in items:
         if item.kind not in (NEWLINE, BREAK):
             held.append(item)
             continue
         yield from _paragraph(held, cols, size)
-        held.clear()
+        held = paragraph.Held()
         yield item
     yield from _paragraph(held, cols, size)
 
 
-def _paragraph(items: list[Cluster], cols: int, size: int) -> list[Cluster]:
-    if items and paragraph.wants_shaping(items):
-        return [Cluster(items[0].start, SHAPED, paragraph.layout(items, cols, size))]
-    return items
+def _paragraph(held: paragraph.Held, cols: int, size: int) -> Iterable[Cluster]:
+    if held.wants_shaping():
+        return [Cluster(held.starts[0], SHAPED, paragraph.layout(held, cols, size))]
+    return held
 
 
 def layout_stream(text: str, styles: Sequence[str], chunk_ends: Sequence[int], cols: int, size: int = 18) -> TextLayout:
@@ -356,7 +364,7 @@ def layout_stream(text: str, styles: Sequence[str], chunk_ends: Sequence[int], c
     are held, until its end tells whether it holds right-to-left text). Arms that stream the
     same answer share one wrap (_wrapped): only where their chunks end differs.
     """
-    lines, starts, after = _wrapped(text, tuple(styles), cols, size)
+    lines, starts, after = _wrapped(text, StyleIds(styles), cols, size)
     caret = Carets()
     caret.append(0, 0)
     for end in chunk_ends:
@@ -365,8 +373,39 @@ def layout_stream(text: str, styles: Sequence[str], chunk_ends: Sequence[int], c
     return TextLayout(lines, caret)
 
 
+class StyleIds(Sequence[str]):
+    """One style per character as 2 bytes (an index into the distinct styles), hashable: the
+    key of a cached wrap costs a long answer 2 bytes a character, not a tuple's 8."""
+
+    def __init__(self, styles: Iterable[str]) -> None:
+        index: dict[str, int] = {}
+        self.key = array("H", (index.setdefault(style, len(index)) for style in styles)).tobytes()
+        self.names = tuple(index)
+        self._ids = memoryview(self.key).cast("H")
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @overload
+    def __getitem__(self, k: int) -> str: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[str]: ...
+
+    def __getitem__(self, k: int | slice) -> str | list[str]:
+        if isinstance(k, slice):
+            return [self.names[i] for i in self._ids[k]]
+        return self.names[self._ids[k]]
+
+    def __hash__(self) -> int:
+        return hash((self.names, self.key))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StyleIds) and (self.names, self.key) == (other.names, other.key)
+
+
 @lru_cache(maxsize=4)
-def _wrapped(text: str, styles: tuple[str, ...], cols: int, size: int) -> tuple[CellLines, array[int], Carets]:
+def _wrapped(text: str, styles: StyleIds, cols: int, size: int) -> tuple[CellLines, array[int], Carets]:
     """The wrapped lines of a text, where each cluster starts in it and the caret after each
     (read-only: shared by every column that streams this text)."""
     starts = array("I")
