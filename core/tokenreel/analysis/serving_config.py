@@ -37,6 +37,7 @@ _SPEC_FLAGS = ("--speculative-config", "-sc")  # vLLM: a JSON object (or dotted 
 # program is llama-server (python's own -m is a module, not a model file).
 _LLAMA_VALUE_FLAGS = {"-m": "model_file", "--model": "model_file", "-ctk": "kv_cache_dtype", "--cache-type-k": "kv_cache_dtype"}
 _LLAMA_SPEC_FLAGS = {"-md": "model", "--model-draft": "model", "--draft-max": "num_speculative_tokens",
+                     "--spec-draft-n-max": "num_speculative_tokens",
                      "--draft": "num_speculative_tokens", "--draft-n": "num_speculative_tokens"}
 _SGLANG_DRAFT_TOKENS = "--speculative-num-draft-tokens"
 _ENV_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.DOTALL)
