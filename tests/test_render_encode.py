@@ -18,10 +18,10 @@ from PIL import Image
 from tests.session_factory import MS, session, stream, words
 from tokenreel.renderer import manifest as manifests
 from tokenreel.renderer.encode import EncodeError, FramePipe, find_ffmpeg, output_format
+from tokenreel.renderer.frame_digest import TILE_H, TILE_W, FrameDigest, frame_digest
 from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.layout import Rect
 from tokenreel.renderer.options import RenderOptions
-from tokenreel.renderer.frame_digest import TILE_H, TILE_W, FrameDigest, frame_digest
 from tokenreel.renderer.render import poster_index, render
 from tokenreel.renderer.render_plan import build_plan
 from tokenreel.session import archive

@@ -58,7 +58,7 @@ class FrameDigest:
         tiles, sha256, contiguous = self._tiles, hashlib.sha256, np.ascontiguousarray
         for row, col in np.argwhere(touched).tolist():
             left, top = col * TILE_W, row * TILE_H
-            digest = sha256(contiguous(pixels[top : top + TILE_H, left : left + TILE_W])).digest()
+            digest = sha256(contiguous(pixels[top : top + TILE_H, left : left + TILE_W]).data).digest()
             if digest != tiles[row * self.cols + col]:
                 tiles[row * self.cols + col] = digest
                 moved[row, col] = True
