@@ -5,7 +5,7 @@ at 1920x1080, 30 fps:
   (a) ffmpeg alone: the frames rendered once to a raw file as the encoder reads them (yuv420p),
       then encoded from that file with the same recipe (one stream): the floor the renderer
       cannot beat;
-  (b) the full render (frames, hashes, chunks, join) with workers=1 and workers=2;
+  (b) the full render (frames, their digests for the manifest, chunks, join) with workers=1 and workers=2;
   (c) a long render (10 minutes), once per worker count, for memory;
   (d) the same video as webm (VP9), workers=1 and workers=2 (--webm-only: just this).
 --text multilingual streams an answer in every script the renderer shapes (an Arabic and a

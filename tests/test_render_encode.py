@@ -18,10 +18,11 @@ from PIL import Image
 from tests.session_factory import MS, session, stream, words
 from tokenreel.renderer import manifest as manifests
 from tokenreel.renderer.encode import EncodeError, FramePipe, find_ffmpeg, output_format
+from tokenreel.renderer.frame_digest import TILE_H, TILE_W, FrameDigest, frame_digest
 from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.layout import Rect
 from tokenreel.renderer.options import RenderOptions
-from tokenreel.renderer.render import HASH_ROWS, FrameHasher, poster_index, render
+from tokenreel.renderer.render import poster_index, render
 from tokenreel.renderer.render_plan import build_plan
 from tokenreel.session import archive
 
@@ -171,24 +172,48 @@ def test_chunk_size_is_part_of_the_bytes(tmp_path: Path, session_file: Path) -> 
 def test_frame_hashes_are_of_the_raw_frames_in_order(tmp_path: Path, session_file: Path) -> None:
     result = render(session_file, tmp_path / "out.mp4", SMALL, workers=2, chunk_frames=CHUNK)
     frames = expected_frames(session_file, SMALL)
-    assert list(result.frame_sha256) == [hashlib.sha256(f.tobytes()).hexdigest() for f in frames]
+    assert list(result.frame_sha256) == [frame_digest(f) for f in frames]
     assert len(set(result.frame_sha256)) > 10  # the frames do move
 
 
-def test_frame_hasher_takes_up_the_digest_at_the_first_changed_row_and_gives_each_frames_sha256() -> None:
-    """Frames that change below some row (a countdown), anywhere (None) or from the top: every
-    digest is SHA-256 of the whole frame, whichever saved state it was taken up from."""
-    rng = np.random.default_rng(7)
-    frame = rng.integers(0, 256, (4 * HASH_ROWS + 10, 30, 3), dtype=np.uint8)
-    hasher = FrameHasher()
-    changes: list[tuple[Rect, ...] | None] = [
-        None, (Rect(0, 3 * HASH_ROWS + 5, 30, 5),), (Rect(2, 0, 3, 1),), None,
-        (Rect(0, HASH_ROWS, 30, 1), Rect(0, 4 * HASH_ROWS, 30, 10)), (Rect(0, 4 * HASH_ROWS + 9, 1, 1),),
+def tile_digest_by_hand(frame: np.ndarray) -> str:
+    """The documented digest, written out: SHA-256 over each tile's SHA-256, row by row."""
+    height, width, _ = frame.shape
+    tiles = [
+        hashlib.sha256(frame[y : y + TILE_H, x : x + TILE_W].tobytes()).digest()
+        for y in range(0, height, TILE_H) for x in range(0, width, TILE_W)
     ]
-    for changed in changes:
-        for rect in changed or (Rect(0, 0, 30, len(frame)),):
+    return hashlib.sha256(b"".join(tiles)).hexdigest()
+
+
+def test_frame_digest_is_brought_up_to_date_from_the_changed_tiles_and_tells_where_bytes_moved() -> None:
+    """Frames that change in a corner, anywhere (None), nowhere within a rectangle said changed,
+    or in edge tiles cut to the frame: every digest is that of the whole frame, and what comes
+    back as moved covers every byte that changed and only rectangles that were said changed."""
+    rng = np.random.default_rng(7)
+    height, width = 3 * TILE_H + 10, 2 * TILE_W + 6  # edge tiles narrower and shorter than the others
+    frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+    digests = FrameDigest(width, height)
+    first, moved = digests.update(frame, ())  # the first frame is hashed whole whatever is said
+    assert first == tile_digest_by_hand(frame) and moved == (Rect(0, 0, width, height),)
+    changes: list[tuple[tuple[Rect, ...] | None, tuple[Rect, ...]]] = [  # (said changed, really drawn)
+        ((Rect(5, 7, 3, 2),), (Rect(5, 7, 3, 2),)),
+        (None, (Rect(TILE_W + 1, TILE_H, 4, 4),)),
+        ((Rect(0, 0, width, 20), Rect(width - 3, height - 2, 3, 2)), (Rect(width - 3, height - 2, 3, 2),)),
+        ((Rect(0, 0, width, height),), ()),  # redrawn with the same pixels: nothing moved
+    ]
+    for said, drawn in changes:
+        before = frame.copy()
+        for rect in drawn:
             frame[rect.slices] = rng.integers(0, 256, frame[rect.slices].shape, dtype=np.uint8)
-        assert hasher.digest(frame, changed) == hashlib.sha256(frame.data).hexdigest()
+        digest, moved = digests.update(frame, said)
+        assert digest == tile_digest_by_hand(frame)
+        covered = np.zeros((height, width), dtype=bool)
+        for rect in moved:
+            covered[rect.slices] = True
+            assert said is None or any(r.x <= rect.x and r.y <= rect.y and rect.right <= r.right and rect.bottom <= r.bottom for r in said)
+        assert covered[(frame != before).any(axis=2)].all()
+        assert (moved == ()) == (not drawn)
 
 
 @pytest.mark.parametrize(("ext", "workers"), [("mp4", 1), ("mp4", 2), ("gif", 1), ("png", 1)])
@@ -218,7 +243,7 @@ def test_png_poster_is_the_end_card_or_the_frame_at(tmp_path: Path, session_file
     with Image.open(result.output) as image:
         assert np.array_equal(np.asarray(image), frames[12])  # int(1.25 s * 10 fps)
     record = manifests.load(result.manifest)
-    assert record.poster_frame == 12 and record.frame_sha256 == (hashlib.sha256(frames[12].tobytes()).hexdigest(),)
+    assert record.poster_frame == 12 and record.frame_sha256 == (frame_digest(frames[12]),)
     no_hold = build_plan(archive.load(session_file), RenderOptions(size="320x180", fps=10, hold_s="0"))
     assert poster_index(no_hold) == no_hold.frame_count - 1
 
@@ -274,7 +299,7 @@ def test_manifest_round_trips_and_holds_no_host_details(tmp_path: Path) -> None:
     assert manifests.dumps(record) == payload
     data = orjson.loads(payload)
     assert list(data) == sorted(data) and payload.startswith(b'{\n  "chunk_frames"')
-    assert data["format"] == "tokenreel.render" and data["version"] == 2
+    assert data["format"] == "tokenreel.render" and data["version"] == 3
     assert data["manifest_sha256"] == manifests.seal(data)  # the seal covers every other field
     assert record.session == "../sessions/s.json" and record.output == "demo.gif"
     assert record.session_sha256 == hashlib.sha256(session_file.read_bytes()).hexdigest()
@@ -295,7 +320,7 @@ CORRUPTIONS = [
     ("options.arms", lambda d: d["options"].update(arms="a,b"), "list of strings"),
     ("frame_sha256", lambda d: d["frame_sha256"].pop(), "list of"),
     ("versions.ffmpeg", lambda d: d["versions"].pop("ffmpeg"), "missing"),
-    ("version", lambda d: d.update(version=3), "not one this tokenreel reads"),
+    ("version", lambda d: d.update(version=4), "not one this tokenreel reads"),
     ("manifest_sha256", lambda d: d.pop("manifest_sha256"), "missing"),
 ]
 

@@ -253,8 +253,32 @@ def test_derived_fields_that_moved_with_the_session_blame_the_session(rendered: 
 
     record = manifests.load(rendered)
     now = replace(record, session_sha256="0" * 64, claims=[])
-    result = verify._compare(rendered, record, now, ("absent", None), None, False)
+    result = verify._compare(rendered, record, now, ("absent", None), False)
     assert record.claims and result.status == verify.SESSION_CHANGED, result.message
     assert result.message.startswith("session changed since the render: the speed-ups it lists (claims)")
-    unchanged = verify._compare(rendered, record, replace(record, claims=[]), ("absent", None), None, False)
+    unchanged = verify._compare(rendered, record, replace(record, claims=[]), ("absent", None), False)
     assert unchanged.status == verify.MANIFEST_EDITED
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_older_manifest_is_unverified_in_one_line_naming_the_re_render(rendered: Path, tmp_path: Path, version: int) -> None:
+    """Manifests before version 3 hold a SHA-256 of each whole frame, which a re-render no longer
+    computes: verify says so and exits 2 (unverified), never "frames differ"; a render job's
+    output with such a manifest is not current, so render-all renders it again."""
+    data = orjson.loads(rendered.read_bytes())
+    data["version"] = version
+    if version == 1:
+        del data[manifests.SEAL]
+    else:
+        data[manifests.SEAL] = manifests.seal(data)
+    rendered.write_bytes(orjson.dumps(data))
+    [result] = verify.verify([rendered])
+    assert result.status == verify.OLDER and result.exit_code == verify.EXIT_UNVERIFIED, result.message
+    assert result.message == (
+        f"a version-{version} manifest holds a SHA-256 of each whole frame, this tokenreel the digest of its tiles"
+        " (version 3): re-render it to write a version-3 manifest"
+    )
+    _, problem = manifests.read(rendered)
+    assert problem is not None and not problem.edited
+    cli = run_tokenreel("verify", rendered, cwd=tmp_path)
+    assert cli.returncode == 2 and "Traceback" not in cli.stderr + cli.stdout

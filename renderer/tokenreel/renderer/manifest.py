@@ -32,12 +32,13 @@ from tokenreel.session.archive import read_input
 
 FORMAT = "tokenreel.render"
 # 2: the manifest carries SEAL, the SHA-256 of its own content, so an edit to any of
-# its fields (versions, encoder_args, poster_frame, output...) is detected. Version 1 (no seal)
-# is still read, but verify can then only report it unverified (exit 2).
-VERSION = 2
-READS = (1, 2)
+# its fields (versions, encoder_args, poster_frame, output...) is detected. 3: frame_sha256
+# holds frame_digest.py's digests (SHA-256 over the SHA-256 of each tile), not a SHA-256 of
+# each whole frame. Versions 1 and 2 are still read, but verify can only report them unverified
+# (exit 2): their frame hashes are of another kind than a re-render's.
+VERSION = 3
+READS = (1, 2, 3)
 SEAL = "manifest_sha256"
-UNSEALED = "a version-1 manifest carries no seal, so edits to it cannot be detected; re-render to write a sealed one"
 SUFFIX = ".render.json"
 VERSION_KEYS = ("tokenreel", "pillow", "numpy", "ffmpeg", "ffmpeg_binary", "python")
 # Written since text shaping: how glyphs are laid out and rasterised. Optional when
@@ -73,7 +74,7 @@ class Manifest:
     size: str  # "WIDTHxHEIGHT"
     versions: dict[str, str]
     encoder_args: tuple[tuple[str, ...], ...]  # encoder steps in order (see encode.steps)
-    frame_sha256: tuple[str, ...]  # SHA-256 of each frame's raw RGB bytes; png: the poster only
+    frame_sha256: tuple[str, ...]  # each frame's digest (frame_digest.py) of its raw RGB; png: the poster only
     poster_frame: int | None  # png: the frame index saved, else None
     # Every speed-up drawn (race_claims.Claim, as a JSON object): what it says, its metric,
     # scope and arms, its value at full precision (the report's), the first frame showing it
@@ -151,12 +152,22 @@ def seal(data: dict[str, Any]) -> str:
 
 
 def seal_problem(data: dict[str, Any]) -> str | None:
-    """Why the manifest's content cannot be trusted as written by render, or None."""
-    if data.get("version") == 1:
-        return UNSEALED
-    if data.get(SEAL) != seal(data):
+    """Why the manifest's content cannot be trusted as written by render, or None (a version-1
+    manifest has no seal: see older_problem)."""
+    if data.get("version") != 1 and data.get(SEAL) != seal(data):
         return f"the manifest was edited since render wrote it (its {SEAL} does not match its content)"
     return None
+
+
+def older_problem(data: dict[str, Any]) -> str | None:
+    """Why a manifest of an older version cannot be compared with a re-render now, or None."""
+    version = data.get("version")
+    if version == VERSION:
+        return None
+    return (
+        f"a version-{version} manifest holds a SHA-256 of each whole frame, this tokenreel the digest of its tiles"
+        f" (version {VERSION}): re-render it to write a version-{VERSION} manifest"
+    )
 
 
 def dumps(manifest: Manifest) -> bytes:
@@ -333,8 +344,16 @@ def _reconstructed(c: _Checker, value: Any) -> tuple[dict[str, str], ...]:
     return tuple(value)
 
 
-def read(path: str | os.PathLike[str]) -> tuple[Manifest, str | None]:
-    """Read and validate a manifest, and check its seal (see seal_problem) on the same bytes."""
+@dataclass(frozen=True)
+class Problem:
+    """Why a manifest that reads cannot be trusted (edited) or compared with a re-render (older)."""
+
+    text: str
+    edited: bool  # its seal does not match its content; else it is of an older version
+
+
+def read(path: str | os.PathLike[str]) -> tuple[Manifest, Problem | None]:
+    """Read and validate a manifest, and check its seal, then its version, on the same bytes."""
     try:
         payload = read_input(path, "manifest")
     except OSError as exc:
@@ -343,7 +362,11 @@ def read(path: str | os.PathLike[str]) -> tuple[Manifest, str | None]:
         data = orjson.loads(payload)
     except orjson.JSONDecodeError as exc:
         raise ManifestError(path, "", f"not valid JSON: {exc}") from None
-    return from_dict(data, path), seal_problem(data)
+    manifest = from_dict(data, path)
+    if (edited := seal_problem(data)) is not None:
+        return manifest, Problem(edited, edited=True)
+    older = older_problem(data)
+    return manifest, None if older is None else Problem(older, edited=False)
 
 
 def load(path: str | os.PathLike[str]) -> Manifest:

@@ -7,9 +7,10 @@ number of workers or CPUs, and each chunk's bytes depend only on its frames, so 
 doing the chunks one after the other writes the same file as several workers in parallel.
 
 Frames stream from the renderer through the pipe and are never kept, so memory does not grow
-with the length of the video; only their SHA-256 hashes are kept, for the manifest. Video
-frames go to ffmpeg as yuv420p, converted here only where the renderer redrew (yuv.py); a
-frame the renderer reports unchanged keeps the hash of the one before.
+with the length of the video; only their digests are kept, for the manifest (frame_digest.py:
+the SHA-256 of each tile's, so only the tiles the renderer redrew are hashed again). Video
+frames go to ffmpeg as yuv420p, converted here only where the renderer redrew and the bytes
+moved (yuv.py); a frame the renderer reports unchanged keeps the digest of the one before.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from multiprocessing.process import BaseProcess
 from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
 
-import numpy as np
 from PIL import Image
 
 from tokenreel.base.files import commit
@@ -53,8 +53,8 @@ from tokenreel.renderer.encode import (
     run,
     steps,
 )
+from tokenreel.renderer.frame_digest import FrameDigest, frame_digest
 from tokenreel.renderer.frames import FrameRenderer
-from tokenreel.renderer.layout import Rect
 from tokenreel.renderer.options import RenderOptions
 from tokenreel.renderer.render_plan import RenderPlan, build_plan
 from tokenreel.renderer.yuv import Yuv420Converter
@@ -65,7 +65,6 @@ from tokenreel.session.model import ArchiveError, Session
 # so chunks cost almost no size; encoder start-up is small next to 240 frames; and a one-minute
 # video still splits evenly over two workers. A constant: the bytes depend on it.
 CHUNK_FRAMES = 240
-HASH_ROWS = 64  # frame rows between the SHA-256 states FrameHasher keeps
 POLL_S = 0.2  # how often progress is read from the workers
 WATCHDOG_S = 0.5  # how often a worker checks that its parent is still alive
 
@@ -180,45 +179,21 @@ def poster_index(plan: RenderPlan) -> int:
     return min(plan.clock.title_frames + plan.clock.replay_frames, plan.frame_count - 1)
 
 
-class FrameHasher:
-    """SHA-256 of each frame of a sequence, taken up from the state the previous frame's digest
-    had at the first row that changed: the rows above what the renderer redrew are the same
-    bytes, so their part of the digest is not computed again (the title card's countdown
-    changes only its bottom rows). Each digest is still SHA-256 of the whole frame."""
-
-    def __init__(self) -> None:
-        self._states: list[hashlib._Hash] = []  # [k]: after rows [0, k * HASH_ROWS) of the last frame
-
-    def digest(self, pixels: np.ndarray, changed: tuple[Rect, ...] | None) -> str:
-        """changed: the rectangles outside which pixels equal the last frame digested (None: anywhere)."""
-        rows = pixels.reshape(pixels.shape[0], -1)
-        keep = 0
-        if changed is not None and self._states:
-            top = min((rect.y for rect in changed), default=len(rows))
-            keep = min(max(0, top) // HASH_ROWS, len(self._states) - 1)
-        del self._states[keep + 1 :]
-        if not self._states:
-            self._states.append(hashlib.sha256())
-        state = self._states[keep].copy()
-        for start in range(keep * HASH_ROWS, len(rows), HASH_ROWS):
-            state.update(rows[start : start + HASH_ROWS].data)
-            if start + HASH_ROWS < len(rows):
-                self._states.append(state.copy())
-        return state.hexdigest()
-
-
 def _encode_span(
     renderer: FrameRenderer, plan: RenderPlan, ffmpeg: Ffmpeg, job: _Job, tick: Callable[[], None]
 ) -> list[str]:
-    """Render the job's frames in order into its ffmpeg; their hashes (of the RGB frames)."""
+    """Render the job's frames in order into its ffmpeg; their digests (of the RGB frames)."""
     converter = Yuv420Converter(plan.width, plan.height) if job.pix_fmt == YUV420P else None
-    hasher = FrameHasher()
+    digests = FrameDigest(plan.width, plan.height)
     hashes: list[str] = []
     with FramePipe(ffmpeg, job.args, frame_shape(job.pix_fmt, plan.width, plan.height)) as pipe:
         for index in range(job.start, job.stop):
             pixels, changed = renderer.frame(index)
-            same = changed == () and hashes  # the same pixels as the frame before, in this job
-            hashes.append(hashes[-1] if same else hasher.digest(pixels, changed))
+            if changed == () and hashes:  # the same pixels as the frame before, in this job
+                hashes.append(hashes[-1])
+            else:  # converted only where the bytes moved
+                digest, changed = digests.update(pixels, changed)
+                hashes.append(digest)
             pipe.write(pixels if converter is None else converter.convert(pixels, changed))
             tick()
     return hashes
@@ -391,7 +366,7 @@ def _write_png(plan: RenderPlan, index: int, staged: Path, progress: _Counter) -
     frame = FrameRenderer(plan).render(index)
     Image.fromarray(frame).save(staged, **PNG_SAVE)
     progress.advance()
-    return [hashlib.sha256(frame.data).hexdigest()]
+    return [frame_digest(frame)]
 
 
 def load_session(path: str | os.PathLike[str]) -> tuple[Session, str]:

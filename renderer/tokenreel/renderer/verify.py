@@ -29,7 +29,7 @@ OUTPUT_CHANGED = "output_changed"  # the re-render matches the manifest, the fil
 OUTPUT_NOT_FILE = "output_not_file"  # the output the manifest names is a symlink, directory, FIFO...
 OUTPUT_MISSING = "output_missing"  # no output on disk, and verify was asked to require it
 MANIFEST_EDITED = "manifest_edited"  # the seal, the manifest's name or a re-derived field disagrees
-UNSEALED = "unsealed"  # a version-1 manifest: everything re-rendered identically, but edits are undetectable
+OLDER = "older"  # a manifest of an older version: its frame hashes cannot be compared with a re-render's
 INVALID = "invalid"  # the manifest cannot be read, or the render failed
 
 # verify re-renders into <tmp>/tokenreel-verify-<pid>-<random>; one left by a killed verify is
@@ -41,7 +41,7 @@ _VERIFY_TMP = re.compile(re.escape(VERIFY_TMP_PREFIX) + r"(\d+)-[A-Za-z0-9_]+")
 # unreadable session) proves nothing about the video, so it must never read as "differs".
 EXIT_IDENTICAL, EXIT_DIFFERS, EXIT_UNVERIFIED = 0, 1, 2
 _EXIT_CODES = {
-    IDENTICAL: EXIT_IDENTICAL, INVALID: EXIT_UNVERIFIED, SESSION_MISSING: EXIT_UNVERIFIED, UNSEALED: EXIT_UNVERIFIED,
+    IDENTICAL: EXIT_IDENTICAL, INVALID: EXIT_UNVERIFIED, SESSION_MISSING: EXIT_UNVERIFIED, OLDER: EXIT_UNVERIFIED,
 }
 
 
@@ -160,7 +160,7 @@ def _on_disk(path: Path, record: manifests.Manifest) -> tuple[str, str | None]:
 
 def _compare(
     path: Path, record: manifests.Manifest, now: manifests.Manifest, disk: tuple[str, str | None],
-    unsealed: str | None, require_output: bool,
+    require_output: bool,
 ) -> VerifyResult:
     session_changed = now.session_sha256 != record.session_sha256  # hashed from the bytes rendered
     index = _first_difference(record.frame_sha256, now.frame_sha256)
@@ -199,9 +199,6 @@ def _compare(
         "" if state == "file"
         else f" ({shown_path(record.output)} not on disk: only the re-render was compared with the manifest's hashes)"
     )
-    if unsealed:
-        message = f"frames and bytes re-render identically{note}, but {unsealed}"
-        return VerifyResult(path, UNSEALED, message)
     what = (
         f"the image (frame {record.poster_frame} of the {record.frame_count}-frame video)" if record.poster_frame is not None
         else f"{record.frame_count} frames"
@@ -218,7 +215,8 @@ def verify_one(
 
     What is checked, in order: the manifest reads (a regular file within files.INPUTS["manifest"]),
     is named after the output it describes (<output>.render.json), and its seal matches its
-    content (an edit to any field); the re-render gives the same frames, the same bytes and the
+    content (an edit to any field), and is of this version (an older one's frame hashes are of
+    another kind: exit 2, re-render it); the re-render gives the same frames, the same bytes and the
     same derived fields (frame_count, fps, size, poster_frame, chunk_frames, encoder_args) from a
     session whose bytes hash as recorded; the output it names, in the manifest's folder, is a
     regular file (never a symlink, directory or FIFO) with the recorded hash. An output that is
@@ -227,7 +225,7 @@ def verify_one(
     """
     path = Path(path)
     try:
-        record, seal_problem = manifests.read(path)
+        record, problem = manifests.read(path)
     except manifests.ManifestError as exc:
         return VerifyResult(path, INVALID, str(exc))
     if path.name != record.output + manifests.SUFFIX:
@@ -236,9 +234,8 @@ def verify_one(
             f" {record.output + manifests.SUFFIX!r}): its output field was edited, or it was renamed"
         )
         return VerifyResult(path, MANIFEST_EDITED, message)
-    if seal_problem and seal_problem != manifests.UNSEALED:
-        return VerifyResult(path, MANIFEST_EDITED, seal_problem)
-    unsealed = seal_problem
+    if problem is not None:
+        return VerifyResult(path, MANIFEST_EDITED if problem.edited else OLDER, problem.text)
     session = path.parent / record.session
     shown = os.path.normpath(session)  # said without the manifest's ../ hops; the file itself is opened as named
     try:
@@ -259,7 +256,7 @@ def verify_one(
             reason = str(exc) if isinstance(exc, (ValueError, OSError, RuntimeError)) else f"{type(exc).__name__}: {exc}"
             changed = "the session changed since the render, and " if _session_changed(session, record) else ""
             return VerifyResult(path, INVALID, f"could not re-render: {changed}{reason}")
-        return _compare(path, record, manifests.load(result.manifest), disk, unsealed, require_output)
+        return _compare(path, record, manifests.load(result.manifest), disk, require_output)
 
 
 def _session_changed(session: Path, record: manifests.Manifest) -> bool:

@@ -163,14 +163,15 @@ def catalogue(
 def is_current(job: Job, output: Path, versions: dict[str, str]) -> bool:
     """Whether `output` and its manifest are what rendering the job would write now: the same
     session bytes, at the same relative path, the same options, chunking and versions, and the
-    file on disk the one the manifest hashed (a sealed manifest: an edited one is not trusted)."""
+    file on disk the one the manifest hashed (a sealed manifest of this version: an edited one is
+    not trusted, an older one is rendered again)."""
     try:
-        record, seal_problem = manifests.read(manifests.path_for(output))
+        record, problem = manifests.read(manifests.path_for(output))
         on_disk = regular_file_sha256(output)
     except (manifests.ManifestError, OSError):
         return False
     return (
-        seal_problem is None
+        problem is None
         and record.output == output.name
         and record.session == manifests.relative_path(job.session, output.parent)
         and record.session_sha256 == job.session_sha256
