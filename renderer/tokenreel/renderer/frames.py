@@ -35,9 +35,11 @@ from tokenreel.renderer.title_card import TitleCard, composite_logo
 # type legible at 640 px, markdown answers, title countdown; 3: the end card's small print names each
 # arm's dtype, quantization, speculative method and config hash; 4: the race clock follows the
 # metric, one multiplier per pair, hardware and engine on the title card and race header, model ids
-# shortened from the middle, code wrapped between tokens, at most one badge a column). Manifests
+# shortened from the middle, code wrapped between tokens, at most one badge a column; 5: a
+# llama-server arm's drafter and draft length read from its launch command in the small print and
+# header, a graded session's pass@1 line, "task done N× sooner" at natural length). Manifests
 # before 2 record none.
-DESIGN = "4"
+DESIGN = "5"
 
 class FrameRenderer:
     """Renders frame i of a plan; the same pixels whatever was rendered before and in what order."""
