@@ -26,6 +26,8 @@ from tokenreel.recorder.suites import load_prompts
 from tokenreel.renderer.end_card import EndCard
 from tokenreel.renderer.options import Metric, RenderOptions
 from tokenreel.renderer.render_plan import build_plan
+from tokenreel.report.data import build_report
+from tokenreel.report.markdown import to_markdown
 from tokenreel.session import archive
 from tokenreel.simulator.answer_text import reply_for
 from tokenreel.simulator.profiles import Profile
@@ -39,11 +41,11 @@ PROMPTS = [  # two categories of three: enough prompts for a 95 % interval (6, 2
 ]
 
 
-def _natural_session(tmp_path: Path, make_sim) -> tuple[Path, object]:
+def _natural_session(tmp_path: Path, make_sim, max_tokens: int = 2048) -> tuple[Path, object]:
     cluster = make_sim([BASE, WORDY])
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("".join(json.dumps(p) + "\n" for p in PROMPTS), encoding="utf-8")
-    config = write_config(tmp_path / "c.toml", cluster, max_tokens=2048, prompts=str(prompts), session=('length = "natural"',))
+    config = write_config(tmp_path / "c.toml", cluster, max_tokens=max_tokens, prompts=str(prompts), session=('length = "natural"',))
     out = tmp_path / "s.json"
     result = invoke("record", "--config", config, "--out", out, "--no-preflight")
     assert result.exit_code == 0, result.output
@@ -128,6 +130,22 @@ def test_report_gives_time_per_task_and_finishes_no_sooner_beside_a_faster_decod
     expected = [("base", None, None), ("wordy", wordy["sooner"], wordy["sooner"])]
     assert [(p["arm"], p["a"]["sooner"], p["b"]["sooner"]) for p in pairs] == expected
     assert f"| Wordy | {figure(wordy['seconds_mean'], 2, ' s')}" in invoke("compare", out, out, "--format", "md").stdout
+
+
+def test_tasks_cut_at_max_tokens_are_counted_and_said(tmp_path: Path, make_sim) -> None:
+    """A cap below the replies' natural lengths cuts every task: each arm's row counts the prompts
+    whose counted runs stopped at max_tokens (finish reason "length"), and the notes say so."""
+    shortest = min(reply_for(p["prompt"]).natural_len for p in PROMPTS)
+    longest = max(reply_for(p["prompt"]).natural_len for p in PROMPTS)
+    assert shortest < longest
+    out, _ = _natural_session(tmp_path, make_sim, max_tokens=(shortest + longest) // 2)
+    session = archive.load(out)
+    report = build_report(session)
+    for row in report["task_time"]["suite"]:
+        cut = {r.prompt for r in session.runs if r.arm == row["arm"] and not r.warmup and r.finish_reason == "length"}
+        assert 0 < row["capped"] == len(cut) <= row["prompts"], (row["arm"], row["capped"], cut)
+    said = ", ".join(f"{row['label']} {row['capped']} of {row['prompts']}" for row in report["task_time"]["suite"])
+    assert f"Cut at max_tokens ({said} tasks)" in to_markdown(report, session)
 
 
 def test_forced_length_reports_have_no_task_time(tmp_path: Path, make_sim) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from tokenreel.analysis.figures import figure
 from tokenreel.analysis.intervals import Interval, ratio_interval
 from tokenreel.analysis.ladder import ITSELF, Cell, build_ladder, common_prompts, interval_level, mean_of, paired
+from tokenreel.analysis.selection import DEFAULT_SELECTION
 from tokenreel.session.model import Session
 
 
@@ -45,6 +46,7 @@ class TaskRow:
     sooner_ci95: list[float] | None  # [low, high] of `sooner`
     sooner_note: str
     text: str  # "writes 21 % more tokens, finishes no sooner"
+    capped: int = 0  # of `prompts`, those whose counted runs stopped at max_tokens: the cap's length, not the task's
 
 
 @dataclass(frozen=True)
@@ -92,8 +94,16 @@ def task_rows(session: Session, cells: list[Cell], category: str | None = None) 
             tokens_change_note=change.note,
             sooner=sooner, sooner_ci95=sooner_ci, sooner_note=time.note,
             text="" if prior is None else step_text(tokens_change, sooner, sooner_ci),
+            capped=_capped(session, arm.id, {c.prompt for c in mine}),
         ))
     return rows
+
+
+def _capped(session: Session, arm: str, prompts: set[str]) -> int:
+    """How many of `prompts` had a counted run of `arm` stop at max_tokens (finish reason
+    "length"): that task was cut by the cap, so its tokens and time are a lower bound."""
+    return len({run.prompt for run in session.runs if run.arm == arm and run.prompt in prompts
+                and DEFAULT_SELECTION.counts(run) and run.finish_reason == "length"})
 
 
 def _step(

@@ -445,4 +445,7 @@ def task_time_table(report: dict[str, Any]) -> tuple[list[str], list[list[str]],
         " tokens (cells of unequal length are marked in the cells' table); time per task needs no equal lengths.",
     ]
     notes += [f"No interval: {'; '.join(gaps)}."] if gaps else []
+    capped = [f"{row['label']} {row['capped']} of {row['prompts']}" for row in entry["suite"] if row.get("capped")]
+    notes += [f"Cut at max_tokens ({', '.join(capped)} tasks): those tasks' tokens and times are the cap's, a lower"
+              " bound on the task's; raise max_tokens to see them end."] if capped else []
     return TASK_TIME_HEADERS, table, notes
