@@ -8,6 +8,7 @@ time of processes the test controls, and the recordings against each other.
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import time
@@ -18,7 +19,7 @@ from pathlib import Path
 from tests.test_launch import SIM, SIM_MODEL, record, write_config
 from tokenreel.analysis.selection import RunSelection
 from tokenreel.recorder.gates.gpu_gate import with_descendants
-from tokenreel.recorder.gates.host_gate import EngineRoots, HostWatch, process_ticks
+from tokenreel.recorder.gates.host_gate import MIN_WINDOW_S, TICK_S, EngineRoots, HostWatch, process_ticks
 from tokenreel.report import build_report, render_report
 from tokenreel.session import archive
 from tokenreel.session.model import Run
@@ -79,6 +80,30 @@ def test_the_engines_children_are_its_own_and_a_hogs_time_is_others(tmp_path: Pa
             assert abs(engine - own) <= slack, (engine, own)  # the watched tree, child included, is the engine's
             assert others >= other_ticks - slack - watch.counted_cpus, (others, other_ticks)  # the other is counted
             assert load.engine_pct > 0 and load.others_pct > 0
+
+
+def engine_of_many_processes(sleepers: int) -> list[str]:
+    """A busy engine of many processes (vLLM runs an API server, an engine core and workers): one
+    spinning child and `sleepers` idle ones, so a short window's share is known only coarsely."""
+    children = [spin(), *([sys.executable, "-c", f"import time\ntime.sleep({SPIN_S})"] for _ in range(sleepers))]
+    return [sys.executable, "-c", f"import subprocess, time\nfor argv in {children!r}: subprocess.Popen(argv)\ntime.sleep({SPIN_S})"]
+
+
+def test_a_gate_sample_too_coarse_to_tell_the_line_is_widened_until_it_can(tmp_path: Path) -> None:
+    """A busy engine of 26 processes beside two hogs: over the gate's shortest window (0.1 s) a
+    share is known only to +-100 %, so the hogs' could not be told from none (the runs of a CPU
+    vLLM beside two hogs went unflagged so); the sample widens (up to RESOLVE_S) until it can."""
+    with processes(engine_of_many_processes(24), spin(), spin()) as (engine, *_):
+        deadline = time.monotonic() + 10
+        while len(with_descendants(frozenset({engine.pid}))) < 26 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(with_descendants(frozenset({engine.pid}))) == 26, "the engine's children did not start"
+        watch = HostWatch(EngineRoots(frozenset({engine.pid}), "test"), THRESHOLD_PCT, 0)
+        coarse = (watch.counted_cpus + 27) * 100 / (MIN_WINDOW_S / TICK_S * watch.counted_cpus)
+        assert coarse >= 100  # the shortest window alone could tell no share from none
+        load, _, _ = asyncio.run(watch.settle())
+        assert load.over(THRESHOLD_PCT), load  # the hogs' share, told apart
+        assert load.resolution_pct < coarse / 2, load  # over a window widened past the shortest
 
 
 def ladder_arm(burners: int) -> dict:

@@ -45,6 +45,10 @@ PROC = Path("/proc")
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")  # the unit of /proc/stat and /proc/PID/stat times (USER_HZ)
 SAMPLE_S = 0.25  # one gate sample: long enough to average a scheduler's time slices
 MIN_WINDOW_S = 0.1  # the shortest window a share is taken over
+# The longest a gate sample grows while its share is above the line but within its resolution (a
+# share over 0.1 s is known to one tick per CPU and process: an engine of 8 processes on 2 CPUs reads
+# to +-50 %, so hogs taking 30 % could not be told apart from none). Only such a sample grows.
+RESOLVE_S = 1.0
 RESOLVE_TIMEOUT_S = 2.0
 BUSY_COLUMNS = (0, 1, 2, 5, 6, 7)  # /proc/stat cpuN: user nice system [idle iowait] irq softirq steal
 
@@ -220,12 +224,23 @@ class HostWatch:
 
         return Load(pct(others), pct(engine), pct(resolution)), now
 
+    async def _resolved(self) -> Load:
+        """Others' share since the mark (the mark then moved to now); a window whose share is above
+        the line but within its resolution is widened, up to RESOLVE_S, until it can tell."""
+        while True:
+            load, now = self.load_since(self._mark)
+            ambiguous = load.others_pct > self.threshold_pct and not load.over(self.threshold_pct)
+            if not ambiguous or (now.at_ns - self._mark.at_ns) / 1e9 >= RESOLVE_S:
+                self._mark = now
+                return load
+            await asyncio.sleep(MIN_WINDOW_S)
+
     async def settle(self) -> tuple[Load, float, bool]:
         """Wait (bounded) for others' load to fall; (last load, seconds waited, waited out)."""
         elapsed = (time.monotonic_ns() - self._mark.at_ns) / 1e9
         if elapsed < MIN_WINDOW_S:
             await asyncio.sleep(MIN_WINDOW_S - elapsed)
-        load, self._mark = self.load_since(self._mark)
+        load = await self._resolved()
         started = time.monotonic()
         while load.over(self.threshold_pct) and not self.gave_up:
             waited = time.monotonic() - started
@@ -233,7 +248,7 @@ class HostWatch:
                 self.gave_up = True
                 return load, waited, True
             await asyncio.sleep(SAMPLE_S)
-            load, self._mark = self.load_since(self._mark)
+            load = await self._resolved()
         if not load.over(self.threshold_pct):
             self.gave_up = False
         return load, time.monotonic() - started, False
