@@ -30,6 +30,7 @@ from tests.engines.build import BuildError
 from tests.engines.cli import record, tokenreel
 from tests.engines.servers import ServerError, free_port, wait_metric
 from tests.engines.vllm_servers import ARMS, SERVED_NAME, VllmServer, arm_args, launch_argv, run_bench_serve
+from tests.test_host_load import processes, spin
 from tests.test_launch import gone, group_members, wait_for_engine
 from tests.test_recorder_support import finish
 from tokenreel.analysis.metrics import run_metrics
@@ -319,6 +320,19 @@ def test_idle_gate_skips_a_server_that_stays_busy(server: VllmServer, tmp_path: 
     assert run.gate.status == "busy" and run.gate.running and run.gate.running >= 1, (run.gate, done.stderr[-400:])
     assert run.status == "skipped" and "endpoint busy" in run.error, (run.status, run.error)
     assert done.returncode == 1, done.stderr[-400:]
+
+
+def test_runs_beside_two_cpu_hogs_are_flagged_host_contended(server: VllmServer, tmp_path: Path) -> None:
+    """vLLM's CPU build keeps both cores busy while it decodes, so beside two CPU hogs the hogs run
+    mostly between runs: the gate's pre-run sample must still tell them (every run flagged). The
+    quiet side is the ladder's: its runs are flagged only when the suite's other workers load the box."""
+    config = write_config(tmp_path, "hogs", running_arm(server), warmup=0, repeats=2, max_tokens=32, prompts=PROMPTS[:1])
+    with processes(spin(), spin()) as hogs:
+        done, out = record(tmp_path, config)
+        hogs_ran = all(hog.poll() is None for hog in hogs)
+    assert done.returncode == 0 and hogs_ran, done.stderr.strip()[-600:]
+    runs = archive.load(out).runs
+    assert len(runs) == 2 and all(r.host is not None and r.host.contended for r in runs), [(r.host, r.host_note) for r in runs]
 
 
 def test_request_injected_mid_run_makes_it_contended(server: VllmServer, tmp_path: Path) -> None:
