@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from tokenreel.analysis.figures import figure
 from tokenreel.analysis.intervals import Interval, ratio_interval
 from tokenreel.analysis.ladder import ITSELF, Cell, build_ladder, common_prompts, interval_level, mean_of, paired
-from tokenreel.analysis.selection import DEFAULT_SELECTION
+from tokenreel.analysis.selection import DEFAULT_SELECTION, RunSelection
 from tokenreel.session.model import Session
 
 
@@ -65,8 +65,10 @@ def natural_length(session: Session) -> bool:
     return not session.settings.ignore_eos
 
 
-def task_rows(session: Session, cells: list[Cell], category: str | None = None) -> list[TaskRow]:
-    """One row per arm in ladder order, over the prompts every arm has (of `category` alone when given)."""
+def task_rows(session: Session, cells: list[Cell], category: str | None = None,
+              selection: RunSelection = DEFAULT_SELECTION) -> list[TaskRow]:
+    """One row per arm in ladder order, over the prompts every arm has (of `category` alone when
+    given); `selection`: the runs the cells were built from."""
     if category is not None:
         cells = [c for c in cells if c.category == category]
     shared = set(common_prompts(session, cells))
@@ -94,16 +96,16 @@ def task_rows(session: Session, cells: list[Cell], category: str | None = None) 
             tokens_change_note=change.note,
             sooner=sooner, sooner_ci95=sooner_ci, sooner_note=time.note,
             text="" if prior is None else step_text(tokens_change, sooner, sooner_ci),
-            capped=_capped(session, arm.id, {c.prompt for c in mine}),
+            capped=_capped(session, arm.id, {c.prompt for c in mine}, selection),
         ))
     return rows
 
 
-def _capped(session: Session, arm: str, prompts: set[str]) -> int:
+def _capped(session: Session, arm: str, prompts: set[str], selection: RunSelection) -> int:
     """How many of `prompts` had a counted run of `arm` stop at max_tokens (finish reason
     "length"): that task was cut by the cap, so its tokens and time are a lower bound."""
     return len({run.prompt for run in session.runs if run.arm == arm and run.prompt in prompts
-                and DEFAULT_SELECTION.counts(run) and run.finish_reason == "length"})
+                and selection.counts(run) and run.finish_reason == "length"})
 
 
 def _step(
@@ -126,10 +128,10 @@ def task_pairs(a: Session, cells_a: list[Cell], b: Session, cells_b: list[Cell])
     return [TaskPair(arm.id, arm.label, rows_a.get(arm.id), rows_b.get(arm.id)) for arm in a.arms if arm.id in arms_b]
 
 
-def category_task_rows(session: Session, cells: list[Cell]) -> dict[str, list[TaskRow]]:
+def category_task_rows(session: Session, cells: list[Cell], selection: RunSelection = DEFAULT_SELECTION) -> dict[str, list[TaskRow]]:
     """category -> its rows over that category's prompts alone."""
     categories = list(dict.fromkeys(c.category for c in cells))
-    return {category: task_rows(session, cells, category) for category in categories}
+    return {category: task_rows(session, cells, category, selection) for category in categories}
 
 
 def percent(fraction: float) -> str:

@@ -36,6 +36,7 @@ INPUTS: dict[str, InputKind] = {
     "manifest": InputKind("a render manifest", 256 << 20),
     "config": InputKind("a TOML config", 1 << 20),
     "prompts": InputKind("a JSONL prompt file", 64 << 20),
+    "planned answers": InputKind("a JSONL of planned answers", 64 << 20),
     # `prompts import` reads a whole set (often Parquet, with columns it does not need) to write a suite
     "prompt set": InputKind("a prompt set (JSONL, CSV or Parquet)", 512 << 20),
     # `tokenreel import`: a peer's per-request results (vllm bench serve, AIPerf), texts included

@@ -87,18 +87,19 @@ def build_report(
         "prompt_cache": prompt_cache(session),
         **({"replicas": replicas, "replica_warnings": served_model_lines(session)}
            if (replicas := replica_ladders(session, cells, baseline)) else {}),
-        **({"task_time": task_time_entry(session, cells)} if natural_length(session) else {}),
+        **({"task_time": task_time_entry(session, cells, selection)} if natural_length(session) else {}),
         **({"accuracy": accuracy} if (accuracy := accuracy_entry(session, selection)) else {}),
     }
 
 
-def task_time_entry(session: Session, cells: list[Cell]) -> dict[str, Any]:
+def task_time_entry(session: Session, cells: list[Cell], selection: RunSelection) -> dict[str, Any]:
     """A natural-length session's tokens and time per task, and each step's "finishes N %
     sooner" (`tokenreel.analysis.task_time`), over the suite and per category; absent from a
     forced-length report, whose tasks all have max_tokens' length."""
     return {
-        "suite": [asdict(row) for row in task_rows(session, cells)],
-        "categories": {category: [asdict(row) for row in rows] for category, rows in category_task_rows(session, cells).items()},
+        "suite": [asdict(row) for row in task_rows(session, cells, selection=selection)],
+        "categories": {category: [asdict(row) for row in rows]
+                       for category, rows in category_task_rows(session, cells, selection).items()},
     }
 
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tokenreel.base.files import read_input
 from tokenreel.simulator.answer_text import prompt_key
 
 
 def load_answers(path: Path) -> dict[str, str]:
     """Prompt key -> planned answer, from a JSONL file; ValueError names the file, line and field."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = read_input(path, "planned answers").decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: cannot read the planned answers ({exc}); give a UTF-8 JSONL file") from None
     answers: dict[str, str] = {}
