@@ -81,14 +81,16 @@ def test_extra_body_overrides_the_fresh_prefill(make_sim: Any, tmp_path: Path) -
 def test_engine_agreement_in_the_json_and_the_drafter_observed(make_sim: Any, tmp_path: Path) -> None:
     """Per arm: runs, median and worst |tokenreel / engine - 1| in percent; the simulator's
     timings are its own clock's (first token written to last), so the two agree to within the
-    loopback's delivery; the bound is for a hang-free 2-core machine, not a speed claim."""
+    loopback's delivery. The simulator shares this process's interpreter with the recorder, so
+    one stall of a loaded box moves one run (a worst of 25.7 % was seen beside two CPU hogs with
+    the median at 0.09 %): the median is held, the worst only to be the worst."""
     session, _ = _ladder(make_sim, tmp_path, "fresh")
     report = build_report(session)
     agreement = report["engine_agreement"]
     assert [(row["arm"], row["runs"]) for row in agreement] == [("nvfp4", 4), ("nvfp4-dflash2", 4)]
     for row in agreement:
         assert set(row) == {"arm", "runs", "median_pct", "worst_pct"}
-        assert 0 <= row["median_pct"] <= row["worst_pct"] < 25, row
+        assert 0 <= row["median_pct"] <= row["worst_pct"] and row["median_pct"] < 5, row
     assert json.loads(orjson.dumps(report))["engine_agreement"] == agreement
     fingerprints = {a["arm"]: a["fingerprint"] for a in report["arms"]}
     assert fingerprints["nvfp4-dflash2"]["speculative"].startswith("drafter observed in the stream (6 of 6 runs drafted, timings")
