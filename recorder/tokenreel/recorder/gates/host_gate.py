@@ -47,7 +47,8 @@ SAMPLE_S = 0.25  # one gate sample: long enough to average a scheduler's time sl
 MIN_WINDOW_S = 0.1  # the shortest window a share is taken over
 # The longest a gate sample grows while its share is above the line but within its resolution (a
 # share over 0.1 s is known to one tick per CPU and process: an engine of 8 processes on 2 CPUs reads
-# to +-50 %, so hogs taking 30 % could not be told apart from none). Only such a sample grows.
+# to +-50 %, so hogs taking 30 % could not be told apart from none). Only a sample whose share is
+# within its resolution of the line, above or below it, grows.
 RESOLVE_S = 1.0
 RESOLVE_TIMEOUT_S = 2.0
 BUSY_COLUMNS = (0, 1, 2, 5, 6, 7)  # /proc/stat cpuN: user nice system [idle iowait] irq softirq steal
@@ -225,11 +226,12 @@ class HostWatch:
         return Load(pct(others), pct(engine), pct(resolution)), now
 
     async def _resolved(self) -> Load:
-        """Others' share since the mark (the mark then moved to now); a window whose share is above
-        the line but within its resolution is widened, up to RESOLVE_S, until it can tell."""
+        """Others' share since the mark (the mark then moved to now); a window whose share is within
+        its resolution of the line, on either side, is widened, up to RESOLVE_S, until it can tell
+        (a loaded box's short window reads a hogs' share as low as it reads it high)."""
         while True:
             load, now = self.load_since(self._mark)
-            ambiguous = load.others_pct > self.threshold_pct and not load.over(self.threshold_pct)
+            ambiguous = abs(load.others_pct - self.threshold_pct) < load.resolution_pct
             if not ambiguous or (now.at_ns - self._mark.at_ns) / 1e9 >= RESOLVE_S:
                 self._mark = now
                 return load
