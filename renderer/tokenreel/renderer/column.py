@@ -16,7 +16,7 @@ from tokenreel.analysis.claims import METRIC_WORDS, claim_text, ordinal
 from tokenreel.analysis.figures import clock_seconds, figure
 from tokenreel.base.theme import RGB
 from tokenreel.renderer.canvas import Canvas, Span, first_fit, style_color, text_w
-from tokenreel.renderer.layout import ColumnLayout, Rect
+from tokenreel.renderer.layout import ColumnLayout, Rect, Shift
 from tokenreel.renderer.render_plan import RenderPlan
 from tokenreel.renderer.text.highlight import styled_stream
 from tokenreel.renderer.text.painter import GlyphPainter
@@ -47,6 +47,7 @@ class ArmColumn:
         self.timeline = ArmTimeline(track.t_ns, track.tokens, track.first_index)
         self.steps = self.timeline.tokens_per_chunk if track.step_events else None
         self.line_tile = lru_cache(maxsize=4 * geometry.rows + 16)(self._line_tile)
+        self._base_rows_alike: bool | None = None
 
     @cached_property
     def layout(self) -> TextLayout:
@@ -86,18 +87,32 @@ class ArmColumn:
         cursor = not self.finished(visible) and self.cursor_x(line, col) is not None and (blink_on or not waiting)
         return top, line, col, cursor
 
-    def draw_text(self, canvas: Canvas, base: np.ndarray, key: tuple[int, int, int, bool], previous: Hashable) -> Rect:
-        """Bring the text region from `previous` (its last key, if any) to `key`; the part redrawn."""
+    def draw_text(
+        self, canvas: Canvas, base: np.ndarray, key: tuple[int, int, int, bool], previous: Hashable
+    ) -> tuple[Rect, Shift | None]:
+        """Bring the text region from `previous` (its last key, if any) to `key`; the part redrawn,
+        and the lines in it that only moved up (a scroll), if any."""
         top, line, col, cursor = key
         rect, lh, cw = self.geo.text, self.painter.line_h, self.painter.cell_w
+        shift = None
         if isinstance(previous, tuple) and previous[0] == top and previous[1] <= line:
             # Same scroll, caret not moved up: rows above the old caret line already hold their
             # full lines and rows below the new one are still empty.
             first = previous[1]
             redraw = Rect(rect.x, rect.y + (first - top) * lh, rect.w, (line - first + 1) * lh)
+            canvas.pixels[redraw.slices] = base[redraw.slices]
+        elif isinstance(previous, tuple) and previous[0] < top < previous[1] <= line and self._rows_alike(base):
+            # Scrolled down: the full lines from the new top to the old caret line move up as they
+            # are (the base behind them is the same on every row); the rest is drawn again.
+            first, redraw = previous[1], rect
+            kept = Rect(rect.x, rect.y, rect.w, (first - top) * lh)
+            shift = Shift(kept, (top - previous[0]) * lh)
+            canvas.pixels[kept.slices] = canvas.pixels[kept.y + shift.dy : kept.bottom + shift.dy, kept.x : kept.right]
+            rest = Rect(rect.x, kept.bottom, rect.w, rect.bottom - kept.bottom)
+            canvas.pixels[rest.slices] = base[rest.slices]
         else:
             first, redraw = top, rect
-        canvas.pixels[redraw.slices] = base[redraw.slices]
+            canvas.pixels[redraw.slices] = base[redraw.slices]
         for k in range(first, line + 1):
             shaped = self._shaped(k) if k == line else None
             if shaped is not None:  # a shaped line shows the glyphs of the clusters that arrived
@@ -113,7 +128,15 @@ class ArmColumn:
             inset = max(1, lh // 8)
             caret = Rect(rect.x + (self.cursor_x(line, col) or 0), y + inset, max(1, cw // 2), lh - 2 * inset)
             canvas.fill(caret, canvas.color(self.accent))
-        return redraw
+        return redraw, shift
+
+    def _rows_alike(self, base: np.ndarray) -> bool:
+        """Whether every row of the static base behind the text is the same, so that a line's
+        pixels are the same on any row it is drawn at."""
+        if self._base_rows_alike is None:
+            region = base[self.geo.text.slices]
+            self._base_rows_alike = bool((region == region[:1]).all())
+        return self._base_rows_alike
 
     def progress_key(self, visible: int, max_tokens: int) -> int:
         """Pixels of the progress bar filled: tokens so far over the session's max_tokens."""

@@ -22,7 +22,7 @@ from tokenreel.analysis.figures import clock_seconds
 from tokenreel.renderer.canvas import STEP_DOWN, Canvas, Span, TextBox, first_fit, style_color, text_w, wrapped_lines
 from tokenreel.renderer.column import ArmColumn
 from tokenreel.renderer.end_card import EndCard
-from tokenreel.renderer.layout import Rect
+from tokenreel.renderer.layout import Rect, Shift
 from tokenreel.renderer.model_ids import middle_cut
 from tokenreel.renderer.placed_text import notes
 from tokenreel.renderer.render_plan import RenderPlan
@@ -61,6 +61,7 @@ class FrameRenderer:
         self.end_card = EndCard(plan, self.painters)
         self.title_card = TitleCard(plan, self.painters)
         self._shown: str | None = None  # phase of the frame returned last
+        self.shifts: tuple[Shift, ...] = ()  # of the frame returned last (see `frame`)
 
     def render(self, index: int) -> np.ndarray:
         """(height, width, 3) uint8 RGB, C-contiguous, a fresh array the caller may keep."""
@@ -70,9 +71,11 @@ class FrameRenderer:
         """Frame `index` without a copy, and the regions outside which it equals the frame this
         renderer returned last (None: it may differ anywhere). The array is a read-only view of
         the renderer's own canvas, valid until the next call: the encoder hashes it and
-        converts only the regions that changed, instead of copying 6 MB a frame."""
+        converts only the regions that changed, instead of copying 6 MB a frame. `shifts` then
+        says which parts of those regions hold the last frame's pixels moved up (`Shift`)."""
         phase = self.clock.phase(index)
         changed: tuple[Rect, ...] | None
+        self.shifts = ()
         if phase == TITLE:
             pixels, changed = self._title_frame(index), (self.countdown_rect,) if self._shown == TITLE else None
         elif phase == END:
@@ -80,8 +83,9 @@ class FrameRenderer:
                 self._cards[END] = self._end_card()
             pixels, changed = self._cards[END], () if self._shown == END else None
         else:
-            redrawn = self._compose(self._canvas, self._keys, index)
+            redrawn, shifts = self._compose(self._canvas, self._keys, index)
             pixels, changed = self._canvas.pixels, tuple(redrawn) if self._shown == REPLAY else None
+            self.shifts = tuple(shifts) if changed is not None else ()
         self._shown = phase
         view = pixels.view()
         view.flags.writeable = False
@@ -94,10 +98,11 @@ class FrameRenderer:
         pause before the end card shows every column's final state."""
         return min(self.clock.cutoff_ns(index), self.plan.race_end_ns)
 
-    def _compose(self, canvas: Canvas, keys: dict[Hashable, Hashable], index: int) -> list[Rect]:
+    def _compose(self, canvas: Canvas, keys: dict[Hashable, Hashable], index: int) -> tuple[list[Rect], list[Shift]]:
         """Bring every region of canvas to what frame `index` shows, redrawing changed ones;
-        the rectangles redrawn."""
-        redrawn = []
+        the rectangles redrawn, and the parts of them that only moved up (scrolled text)."""
+        redrawn: list[Rect] = []
+        shifts: list[Shift] = []
         cutoff = self.race_cutoff(index)
         replay_frame = index - self.clock.title_frames
         clock_key = clock_seconds(cutoff)
@@ -112,7 +117,10 @@ class FrameRenderer:
         for n, column in enumerate(self.columns):
             text_key = column.text_key(visible[n], replay_frame, self.clock.fps)
             if keys.get(("text", n)) != text_key:
-                redrawn.append(column.draw_text(canvas, self._base, text_key, keys.get(("text", n))))
+                rect, shift = column.draw_text(canvas, self._base, text_key, keys.get(("text", n)))
+                redrawn.append(rect)
+                if shift is not None:
+                    shifts.append(shift)
                 keys[("text", n)] = text_key
             progress_key = column.progress_key(visible[n], self.plan.max_tokens)
             if keys.get(("progress", n)) != progress_key:
@@ -127,7 +135,7 @@ class FrameRenderer:
                 if keys.get(("answer", n)) != answer_key:
                     redrawn.append(column.draw_answer(canvas, self._base, answer_key))
                     keys[("answer", n)] = answer_key
-        return redrawn
+        return redrawn, shifts
 
     # -- static scenery ----------------------------------------------------------------------
 

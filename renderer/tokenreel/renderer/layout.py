@@ -61,6 +61,16 @@ class Rect:
 
 
 @dataclass(frozen=True)
+class Shift:
+    """Pixels that moved up: within `rect`, a frame holds what the frame before held `dy` rows
+    lower (a column's text scrolled by whole lines). The encoder moves what it derived from those
+    pixels instead of deriving it again."""
+
+    rect: Rect
+    dy: int
+
+
+@dataclass(frozen=True)
 class ColumnLayout:
     """One arm: panel, header lines, the text grid, then its progress bar and three figure
     lines at the bottom (big: live tok/s and the finish; verdict: the speed-up; stats).

@@ -194,7 +194,7 @@ def _encode_span(
             else:  # converted only where the bytes moved
                 digest, changed = digests.update(pixels, changed)
                 hashes.append(digest)
-            pipe.write(pixels if converter is None else converter.convert(pixels, changed))
+            pipe.write(pixels if converter is None else converter.convert(pixels, changed, renderer.shifts))
             tick()
     return hashes
 

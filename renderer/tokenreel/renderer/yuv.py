@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 from PIL import Image
 
-from tokenreel.renderer.layout import Rect
+from tokenreel.renderer.layout import Rect, Shift
 
 KR, KB = 0.2126, 0.0722  # BT.709 luma weights of red and blue
 KG = 1 - KR - KB
@@ -42,9 +42,11 @@ def frame_bytes(width: int, height: int) -> int:
 class Yuv420Converter:
     """Holds the yuv420p planes of the last frame converted, for frames of one size.
 
-    convert(rgb, changed) brings the planes to the new frame, converting only the rectangles
-    that `changed` names (None: the whole frame). The caller guarantees that the pixels outside
-    those rectangles are the same as in the previous frame it converted.
+    convert(rgb, changed, shifts) brings the planes to the new frame: it moves the planes within
+    each shift (`Shift`: pixels the frame moved up whole), then converts the rectangles that
+    `changed` names (None: the whole frame) but for what the shifts already brought. The caller
+    guarantees that the pixels outside those rectangles are the same as in the previous frame it
+    converted, and that each shift's pixels are the previous frame's moved.
     """
 
     def __init__(self, width: int, height: int) -> None:
@@ -56,19 +58,41 @@ class Yuv420Converter:
         self.y = self.frame[:luma].reshape(height, width)
         self.cb = self.frame[luma : luma + chroma].reshape(height // 2, width // 2)
         self.cr = self.frame[luma + chroma :].reshape(height // 2, width // 2)
+        # Pillow images over the planes' own memory: a converted region is pasted straight in.
+        self._planes = tuple(_writable_image(plane) for plane in (self.y, self.cb, self.cr))
         self._whole = (Rect(0, 0, width, height),)
         self._started = False
 
-    def convert(self, rgb: np.ndarray, changed: Sequence[Rect] | None) -> np.ndarray:
+    def convert(self, rgb: np.ndarray, changed: Sequence[Rect] | None, shifts: Sequence[Shift] = ()) -> np.ndarray:
         """The yuv420p bytes of rgb as a flat uint8 array, valid until the next call."""
         if rgb.shape != (self.height, self.width, 3) or rgb.dtype != np.uint8:
             raise ValueError(f"expected a uint8 frame of shape {(self.height, self.width, 3)}, got {rgb.dtype} {rgb.shape}")
+        rgb = np.ascontiguousarray(rgb)
         if changed is None or not self._started:
-            changed = self._whole
+            changed, shifts = self._whole, ()
             self._started = True
+        moved = [self._move(shift) for shift in shifts]  # every move before any conversion
+        kept = [rect for rect in moved if rect is not None]
+        for edge in [edge for rect in kept for edge in _odd_edges(rect)]:
+            self._convert(rgb, edge)
         for rect in changed:
-            self._convert(rgb, rect)
+            for part in _outside(rect, kept):
+                self._convert(rgb, part)
         return self.frame
+
+    def _move(self, shift: Shift) -> Rect | None:
+        """Move the planes within a shift, up by its rows; the region then up to date but for its
+        odd edges (chroma blocks it shares with its surroundings), or None where nothing moved."""
+        rect, dy = shift.rect, shift.dy
+        x0, y0 = max(0, rect.x), max(0, rect.y)
+        x1, y1 = min(self.width, rect.right), min(self.height, rect.bottom, self.height - dy)
+        if dy <= 0 or dy % 2 or x1 <= x0 or y1 <= y0:  # an odd move splits chroma blocks: convert instead
+            return None
+        self.y[y0:y1, x0:x1] = self.y[y0 + dy : y1 + dy, x0:x1]
+        bx, by, half = slice((x0 + 1) // 2, x1 // 2), slice((y0 + 1) // 2, y1 // 2), dy // 2
+        for plane in (self.cb, self.cr):
+            plane[by, bx] = plane[by.start + half : by.stop + half, bx]
+        return Rect(x0, y0, x1 - x0, y1 - y0)
 
     def _convert(self, rgb: np.ndarray, rect: Rect) -> None:
         # Widen to the 2x2 grid and cut to the frame; the widened pixels convert to what they hold.
@@ -76,12 +100,54 @@ class Yuv420Converter:
         x1, y1 = min(self.width, (rect.right + 1) & ~1), min(self.height, (rect.bottom + 1) & ~1)
         if x1 <= x0 or y1 <= y0:
             return
-        image = Image.fromarray(np.ascontiguousarray(rgb[y0:y1, x0:x1]))
-        self.y[y0:y1, x0:x1] = np.asarray(image.convert("L", Y_MATRIX))
+        stride, width, height = self.width * 3, x1 - x0, y1 - y0
+        start = y0 * stride + x0 * 3
+        region = rgb.reshape(-1)[start : start + (height - 1) * stride + width * 3]
+        image = Image.frombuffer("RGB", (width, height), region, "raw", "RGB", stride, 1)  # rows read in place
+        luma, cb, cr = self._planes
+        luma.paste(image.convert("L", Y_MATRIX), (x0, y0))
         blocks = image.reduce(2)
-        half = slice(y0 // 2, y1 // 2), slice(x0 // 2, x1 // 2)
-        self.cb[half] = np.asarray(blocks.convert("L", CB_MATRIX))
-        self.cr[half] = np.asarray(blocks.convert("L", CR_MATRIX))
+        cb.paste(blocks.convert("L", CB_MATRIX), (x0 // 2, y0 // 2))
+        cr.paste(blocks.convert("L", CR_MATRIX), (x0 // 2, y0 // 2))
+
+
+def _writable_image(plane: np.ndarray) -> Image.Image:
+    """An "L" image over a C-contiguous uint8 plane's memory: pasting into it writes the plane.
+    (Pillow maps the buffer and marks the image read-only so as to copy it on the first write;
+    the plane is ours to write, so it is marked writable.)"""
+    image = Image.frombuffer("L", (plane.shape[1], plane.shape[0]), plane, "raw", "L", 0, 1)
+    image.readonly = 0
+    return image
+
+
+def _odd_edges(rect: Rect) -> list[Rect]:
+    """The one-pixel rows and columns of a moved region on odd edges: their chroma blocks take in
+    pixels outside the region, which did not move with it."""
+    edges = [Rect(rect.x, rect.y, 1, rect.h)] if rect.x % 2 else []
+    edges += [Rect(rect.right - 1, rect.y, 1, rect.h)] if rect.right % 2 else []
+    edges += [Rect(rect.x, rect.y, rect.w, 1)] if rect.y % 2 else []
+    edges += [Rect(rect.x, rect.bottom - 1, rect.w, 1)] if rect.bottom % 2 else []
+    return edges
+
+
+def _outside(rect: Rect, kept: Sequence[Rect]) -> list[Rect]:
+    """rect less the regions that are already up to date: above and below one that spans its
+    width; the whole of it where one covers only part of its width (converting more than needed
+    gives the same bytes)."""
+    parts = [rect]
+    for done in kept:
+        rest = []
+        for part in parts:
+            across = done.x <= part.x and done.right >= part.right
+            if not across or done.bottom <= part.y or done.y >= part.bottom:
+                rest.append(part)
+                continue
+            if done.y > part.y:
+                rest.append(Rect(part.x, part.y, part.w, done.y - part.y))
+            if done.bottom < part.bottom:
+                rest.append(Rect(part.x, done.bottom, part.w, part.bottom - done.bottom))
+        parts = rest
+    return parts
 
 
 def to_yuv420p(rgb: np.ndarray) -> np.ndarray:
