@@ -20,11 +20,14 @@ gives there: converting only what changed cannot change the bytes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
-from PIL import Image
+from PIL import Image, _imaging
 
 from tokenreel.renderer.layout import Rect, Shift
+
+_CORE: Any = _imaging  # what Image.core is
 
 KR, KB = 0.2126, 0.0722  # BT.709 luma weights of red and blue
 KG = 1 - KR - KB
@@ -58,8 +61,8 @@ class Yuv420Converter:
         self.y = self.frame[:luma].reshape(height, width)
         self.cb = self.frame[luma : luma + chroma].reshape(height // 2, width // 2)
         self.cr = self.frame[luma + chroma :].reshape(height // 2, width // 2)
-        # Pillow images over the planes' own memory: a converted region is pasted straight in.
-        self._planes = tuple(_writable_image(plane) for plane in (self.y, self.cb, self.cr))
+        # Pillow's images over the planes' own memory: a converted region is pasted straight in.
+        self._planes = tuple(_plane_core(plane) for plane in (self.y, self.cb, self.cr))
         self._whole = (Rect(0, 0, width, height),)
         self._started = False
 
@@ -102,22 +105,24 @@ class Yuv420Converter:
             return
         stride, width, height = self.width * 3, x1 - x0, y1 - y0
         start = y0 * stride + x0 * 3
-        region = rgb.reshape(-1)[start : start + (height - 1) * stride + width * 3]
-        image = Image.frombuffer("RGB", (width, height), region, "raw", "RGB", stride, 1)  # rows read in place
+        # Pillow's C core, called directly: the Image wrappers' checks cost as much as converting
+        # a line of text. The region's rows are read in place from the frame.
+        image = _CORE.new("RGB", (width, height))
+        decoder = _CORE.raw_decoder("RGB", "RGB", stride, 1)
+        decoder.setimage(image, (0, 0, width, height))
+        decoder.decode(rgb.reshape(-1)[start : start + (height - 1) * stride + width * 3])
         luma, cb, cr = self._planes
-        luma.paste(image.convert("L", Y_MATRIX), (x0, y0))
-        blocks = image.reduce(2)
-        cb.paste(blocks.convert("L", CB_MATRIX), (x0 // 2, y0 // 2))
-        cr.paste(blocks.convert("L", CR_MATRIX), (x0 // 2, y0 // 2))
+        luma.paste(image.convert_matrix("L", Y_MATRIX), (x0, y0, x1, y1))
+        blocks = image.reduce((2, 2), (0, 0, width, height))
+        half = (x0 // 2, y0 // 2, x1 // 2, y1 // 2)
+        cb.paste(blocks.convert_matrix("L", CB_MATRIX), half)
+        cr.paste(blocks.convert_matrix("L", CR_MATRIX), half)
 
 
-def _writable_image(plane: np.ndarray) -> Image.Image:
-    """An "L" image over a C-contiguous uint8 plane's memory: pasting into it writes the plane.
-    (Pillow maps the buffer and marks the image read-only so as to copy it on the first write;
-    the plane is ours to write, so it is marked writable.)"""
-    image = Image.frombuffer("L", (plane.shape[1], plane.shape[0]), plane, "raw", "L", 0, 1)
-    image.readonly = 0
-    return image
+def _plane_core(plane: np.ndarray) -> Any:
+    """Pillow's core image over a C-contiguous uint8 plane's own memory: pasting into it writes
+    the plane."""
+    return Image.frombuffer("L", (plane.shape[1], plane.shape[0]), plane, "raw", "L", 0, 1).im
 
 
 def _odd_edges(rect: Rect) -> list[Rect]:
