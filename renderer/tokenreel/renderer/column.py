@@ -48,6 +48,7 @@ class ArmColumn:
         self.steps = self.timeline.tokens_per_chunk if track.step_events else None
         self.line_tile = lru_cache(maxsize=4 * geometry.rows + 16)(self._line_tile)
         self._base_rows_alike: bool | None = None
+        self._figures: tuple[tuple[int, bool] | None, tuple[tuple[Span, ...], ...]] = (None, ())
 
     @cached_property
     def layout(self) -> TextLayout:
@@ -167,6 +168,13 @@ class ArmColumn:
         return f"accept {figure(self.steps(visible), 1)}" if self.steps is not None else whole_run
 
     def figures(self, visible: int, ref_done: bool) -> tuple[tuple[Span, ...], ...]:
+        """`lines`, kept while the same chunks show: a finished column asks for the same lines
+        every frame, and fitting them measures every wording."""
+        if self._figures[0] != (visible, ref_done):
+            self._figures = ((visible, ref_done), self.lines(visible, ref_done))
+        return self._figures[1]
+
+    def lines(self, visible: int, ref_done: bool) -> tuple[tuple[Span, ...], ...]:
         """The figure lines as spans: (big left, big right, verdict, stats). ref_done: the arm its
         verdict compares with (`ArmTrack.versus`) has finished. Each line is the first of
         its variants that fits: words shorten, then step down a size, then the least important
