@@ -25,6 +25,7 @@ from tokenreel.renderer.text.clusters import NEWLINES, clusters, iter_clusters, 
 from tokenreel.renderer.text.highlight import CODE_STYLES
 from tokenreel.renderer.text.markup import BULLET, PAD, RULE
 from tokenreel.renderer.text.rtl_runs import RtlRuns, merge_rtl_runs
+from tokenreel.renderer.text.style_ids import StyleIds, style_ids
 
 TAB_STOP = 4
 # Wrapped rows of a code line start this many cells right of the line's indentation: off the
@@ -364,44 +365,13 @@ def layout_stream(text: str, styles: Sequence[str], chunk_ends: Sequence[int], c
     are held, until its end tells whether it holds right-to-left text). Arms that stream the
     same answer share one wrap (_wrapped): only where their chunks end differs.
     """
-    lines, starts, after = _wrapped(text, StyleIds(styles), cols, size)
+    lines, starts, after = _wrapped(text, style_ids(styles), cols, size)
     caret = Carets()
     caret.append(0, 0)
     for end in chunk_ends:
         shown = bisect_left(starts, end)
         caret.append(*(after[shown - 1] if shown else (0, 0)))
     return TextLayout(lines, caret)
-
-
-class StyleIds(Sequence[str]):
-    """One style per character as 2 bytes (an index into the distinct styles), hashable: the
-    key of a cached wrap costs a long answer 2 bytes a character, not a tuple's 8."""
-
-    def __init__(self, styles: Iterable[str]) -> None:
-        index: dict[str, int] = {}
-        self.key = array("H", (index.setdefault(style, len(index)) for style in styles)).tobytes()
-        self.names = tuple(index)
-        self._ids = memoryview(self.key).cast("H")
-
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    @overload
-    def __getitem__(self, k: int) -> str: ...
-
-    @overload
-    def __getitem__(self, k: slice) -> list[str]: ...
-
-    def __getitem__(self, k: int | slice) -> str | list[str]:
-        if isinstance(k, slice):
-            return [self.names[i] for i in self._ids[k]]
-        return self.names[self._ids[k]]
-
-    def __hash__(self) -> int:
-        return hash((self.names, self.key))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, StyleIds) and (self.names, self.key) == (other.names, other.key)
 
 
 @lru_cache(maxsize=4)
