@@ -16,6 +16,8 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import accumulate, chain
+from operator import sub
 from functools import lru_cache
 from typing import cast, overload
 
@@ -83,17 +85,17 @@ class CellLines(Sequence[tuple[Cell, ...]]):
 
 
 class Carets(Sequence[tuple[int, int]]):
-    """(line, col) pairs appended with lines never decreasing, in 2 bytes each: the cols, and
-    per line the index of its first caret (a line's carets are contiguous)."""
+    """(line, col) pairs appended with lines never decreasing, in a byte each while cols fit
+    one: the cols, and per line the index of its first caret (a line's carets are contiguous)."""
 
     def __init__(self) -> None:
         self.firsts = array("I")  # firsts[line]: the first caret on that line or after it
-        self.cols = array("H")
+        self.cols = array("B")
 
     def append(self, line: int, col: int) -> None:
         while len(self.firsts) <= line:
             self.firsts.append(len(self.cols))
-        if col > 0xFFFF and self.cols.typecode == "H":
+        if col > 0xFF and self.cols.typecode == "B":
             self.cols = array("I", self.cols)
         self.cols.append(col)
 
@@ -114,6 +116,39 @@ class Carets(Sequence[tuple[int, int]]):
         if not 0 <= v < len(self.cols):
             raise IndexError("caret index out of range")
         return bisect_right(self.firsts, v) - 1, self.cols[v]
+
+
+class Offsets:
+    """Non-decreasing offsets (where each cluster starts) kept as their steps, a byte each while
+    every step fits one: a long answer's 4 bytes a cluster become 1, read back whole only
+    while a layout resolves its chunks' carets."""
+
+    def __init__(self) -> None:
+        self.steps = array("B")
+        self.last = 0
+
+    def append(self, value: int) -> None:
+        if value - self.last > 0xFF and self.steps.typecode == "B":
+            self.steps = array("I", self.steps)
+        self.steps.append(value - self.last)
+        self.last = value
+
+    def extend(self, values: Sequence[int]) -> None:
+        if not values:
+            return
+        steps = map(sub, values, chain((self.last,), values))
+        if self.steps.typecode == "B":
+            try:
+                self.steps.extend(array("B", steps))
+            except OverflowError:  # a step of 256 or more: every step takes 4 bytes from now on
+                self.steps = array("I", self.steps)
+                steps = map(sub, values, chain((self.last,), values))
+        if self.steps.typecode == "I":
+            self.steps.extend(array("I", steps))
+        self.last = values[-1]
+
+    def absolute(self) -> array[int]:
+        return array("I", accumulate(self.steps))
 
 
 @dataclass
@@ -365,7 +400,8 @@ def layout_stream(text: str, styles: Sequence[str], chunk_ends: Sequence[int], c
     are held, until its end tells whether it holds right-to-left text). Arms that stream the
     same answer share one wrap (_wrapped): only where their chunks end differs.
     """
-    lines, starts, after = _wrapped(text, style_ids(styles), cols, size)
+    lines, offsets, after = _wrapped(text, style_ids(styles), cols, size)
+    starts = offsets.absolute()
     caret = Carets()
     caret.append(0, 0)
     for end in chunk_ends:
@@ -375,10 +411,10 @@ def layout_stream(text: str, styles: Sequence[str], chunk_ends: Sequence[int], c
 
 
 @lru_cache(maxsize=4)
-def _wrapped(text: str, styles: StyleIds, cols: int, size: int) -> tuple[CellLines, array[int], Carets]:
+def _wrapped(text: str, styles: StyleIds, cols: int, size: int) -> tuple[CellLines, Offsets, Carets]:
     """The wrapped lines of a text, where each cluster starts in it and the caret after each
     (read-only: shared by every column that streams this text)."""
-    starts = array("I")
+    starts = Offsets()
     after = Carets()  # the caret after each cluster
     lines = CellLines()
 
