@@ -16,9 +16,9 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import accumulate, chain
 from operator import sub
-from functools import lru_cache
 from typing import cast, overload
 
 from tokenreel.renderer.text import fonts, paragraph
