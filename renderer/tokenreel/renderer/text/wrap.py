@@ -17,8 +17,6 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import accumulate, chain
-from operator import sub
 from typing import cast, overload
 
 from tokenreel.renderer.text import fonts, paragraph
@@ -26,6 +24,7 @@ from tokenreel.renderer.text.cells import BREAK, GLYPH, NEWLINE, SHAPED, SPACE, 
 from tokenreel.renderer.text.clusters import NEWLINES, clusters, iter_clusters, lone_cell
 from tokenreel.renderer.text.highlight import CODE_STYLES
 from tokenreel.renderer.text.markup import BULLET, PAD, RULE
+from tokenreel.renderer.text.offsets import Offsets
 from tokenreel.renderer.text.rtl_runs import RtlRuns, merge_rtl_runs
 from tokenreel.renderer.text.style_ids import StyleIds, style_ids
 
@@ -39,16 +38,28 @@ HANGING_INDENT = 2
 
 class CellLines(Sequence[tuple[Cell, ...]]):
     """Wrapped lines stored compactly: per placed cell an index into a palette of distinct cells
-    (2 or 4 bytes), per line where its cells start. Indexing gives the line's cells as a tuple."""
+    (2 or 4 bytes), per line where its cells start; a shaped paragraph's line as its paragraph
+    and number (made again when read). Indexing gives the line's cells as a tuple."""
 
     def __init__(self) -> None:
         self.palette: list[Cell] = []
         self._index: dict[Cell, int] = {}
         self.ids = array("H")
         self.starts = array("I", [0])  # starts[k]..starts[k+1] are line k's cells; the last line is open
+        self.laids: list[paragraph._Laid] = []  # the shaped paragraphs placed
+        self._shaped_at = array("I")  # lines holding a shaped paragraph's line, in order
+        self._shaped_laid = array("I")  # which paragraph (an index into laids)
+        self._shaped_number = array("I")  # and which of its lines
 
     def place(self, cell: Cell) -> None:
         """Append a cell to the last line."""
+        if isinstance(cell, paragraph.ShapedLine):
+            if not self.laids or self.laids[-1] is not cell.laid:
+                self.laids.append(cell.laid)
+            self._shaped_at.append(len(self.starts) - 1)
+            self._shaped_laid.append(len(self.laids) - 1)
+            self._shaped_number.append(cell.number)
+            return
         i = self._index.get(cell)
         if i is None:
             i = self._index[cell] = len(self.palette)
@@ -78,7 +89,12 @@ class CellLines(Sequence[tuple[Cell, ...]]):
         if not 0 <= k < n:
             raise IndexError("line index out of range")
         end = self.starts[k + 1] if k + 1 < n else len(self.ids)
-        return tuple(map(self.palette.__getitem__, self.ids[self.starts[k] : end]))
+        cells = tuple(map(self.palette.__getitem__, self.ids[self.starts[k] : end]))
+        s = bisect_left(self._shaped_at, k)
+        if s < len(self._shaped_at) and self._shaped_at[s] == k:
+            line = paragraph.ShapedLine(self.laids[self._shaped_laid[s]], self._shaped_number[s])
+            return (cast(Cell, line), *cells)  # read as a Cell is (paragraph.ShapedLine)
+        return cells
 
     def __iter__(self) -> Iterator[tuple[Cell, ...]]:
         return (self[k] for k in range(len(self)))
@@ -116,39 +132,6 @@ class Carets(Sequence[tuple[int, int]]):
         if not 0 <= v < len(self.cols):
             raise IndexError("caret index out of range")
         return bisect_right(self.firsts, v) - 1, self.cols[v]
-
-
-class Offsets:
-    """Non-decreasing offsets (where each cluster starts) kept as their steps, a byte each while
-    every step fits one: a long answer's 4 bytes a cluster become 1, read back whole only
-    while a layout resolves its chunks' carets."""
-
-    def __init__(self) -> None:
-        self.steps = array("B")
-        self.last = 0
-
-    def append(self, value: int) -> None:
-        if value - self.last > 0xFF and self.steps.typecode == "B":
-            self.steps = array("I", self.steps)
-        self.steps.append(value - self.last)
-        self.last = value
-
-    def extend(self, values: Sequence[int]) -> None:
-        if not values:
-            return
-        steps = map(sub, values, chain((self.last,), values))
-        if self.steps.typecode == "B":
-            try:
-                self.steps.extend(array("B", steps))
-            except OverflowError:  # a step of 256 or more: every step takes 4 bytes from now on
-                self.steps = array("I", self.steps)
-                steps = map(sub, values, chain((self.last,), values))
-        if self.steps.typecode == "I":
-            self.steps.extend(array("I", steps))
-        self.last = values[-1]
-
-    def absolute(self) -> array[int]:
-        return array("I", accumulate(self.steps))
 
 
 @dataclass
