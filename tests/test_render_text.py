@@ -118,7 +118,7 @@ def test_chunk_carets_show_exactly_the_prefix_of_the_stream() -> None:
 
 def test_reasoning_is_styled_apart_and_starts_its_own_line() -> None:
     text, styles, ends = styled_stream(["", "", "Answer"], ["Think", "ing.", ""], ["", "", ""], code=False)
-    assert text == "Thinking.Answer" and ends == [5, 9, 15]
+    assert text == "Thinking.Answer" and list(ends) == [5, 9, 15]
     assert styles[:9] == ["reasoning"] * 9 and styles[9:] == ["text"] * 6
     assert BREAK in [item.kind for item in clusters(text, styles)]
     layout = layout_stream(text, styles, ends, cols=40)

@@ -10,6 +10,7 @@ change the pixels, so blocks without a language use DEFAULT_LANGUAGE.
 from __future__ import annotations
 
 import re
+from array import array
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
@@ -120,7 +121,7 @@ def answer_styles(text: str, code: bool) -> tuple[markdown.Markdown, StyleIds]:
 
 def styled_stream(
     content: Sequence[str], reasoning: Sequence[str], tool: Sequence[str], code: bool
-) -> tuple[str, StyleIds, list[int]]:
+) -> tuple[str, StyleIds, array[int]]:
     """A run as one string in arrival order (per chunk: reasoning, answer, tool call).
 
     Returns the text, one style per character, and where each chunk's text ends. The answer is
@@ -134,7 +135,7 @@ def styled_stream(
     alone = not any(reasoning) and not any(tool)
     parts: list[str] = []
     styles = shown_styles if alone else StyleIds()
-    ends: list[int] = []
+    ends = array("I")  # 4 bytes a chunk, not a list's 36
     used = at = total = 0
     for thought, answer, call in zip(reasoning, content, tool, strict=False):
         used += len(answer)

@@ -186,9 +186,11 @@ class _Laid(NamedTuple):
     geometry: _Geometry
 
 
-def _units(held: Held) -> tuple[_Packed, array[int], int]:
-    """The paragraph's clusters with their levels and shaping fonts, packed; where each ends in
-    its text (whole, while it is laid out); and its base level.
+def _units(held: Held, source: str) -> tuple[_Packed, str, array[int], int, int]:
+    """The paragraph's clusters with their levels and shaping fonts, packed; its text, where each
+    unit ends in it (whole, while it is laid out) and where it starts in the packed text (the
+    source the clusters were read from when it is that text unchanged: one string, not two);
+    and its base level.
 
     A character that is not strongly directional (a space, punctuation, a digit) is shaped in
     the font of the right-to-left script beside it when that font has it, so a run of words
@@ -220,7 +222,9 @@ def _units(held: Held) -> tuple[_Packed, array[int], int]:
         ends.append(at)
     steps = Offsets()
     steps.extend(ends)
-    return _Packed(joined, steps, unit_levels, kinds, list(palette)), ends, base
+    shared = bool(held.starts) and source.startswith(joined, held.starts[0])
+    shift = held.starts[0] if shared else 0
+    return _Packed(source if shared else joined, steps, unit_levels, kinds, list(palette)), joined, ends, shift, base
 
 
 def _unit_kind(cluster: tuple[int, Cell], text: str, near: str | None) -> tuple[str | None, str, bool, bool]:
@@ -283,9 +287,9 @@ class _Shaper:
             out.append(_Glyph(p, owner[g.cluster], pen4, raster.scale4(pen, font, size64) - pen4))
         return out, width
 
-    def widths(self, units: _Packed, ends: array[int]) -> array[int]:
+    def widths(self, units: _Packed, text: str, ends: array[int]) -> array[int]:
         """Each unit's share of its run's shaped width, quarter px (for breaking lines); ends:
-        where each unit ends in the text."""
+        where each unit ends in the paragraph's text."""
         out = array("i", bytes(4 * len(ends)))
         fonts_ = (units.palette[kind][0] for kind in units.kinds)
         for start, end in _runs(zip(fonts_, units.levels, strict=True)):
@@ -297,8 +301,8 @@ class _Shaper:
             first = ends[start - 1] if start else 0
             size64 = glyph_size64(font, self.size)
             pen4 = pen = 0
-            text = units.text[first : ends[end - 1]]
-            for cluster, x_advance in shaping.advances(text, font, units.levels[start] % 2 == 1):
+            run = text[first : ends[end - 1]]
+            for cluster, x_advance in shaping.advances(run, font, units.levels[start] % 2 == 1):
                 pen += x_advance
                 after = raster.scale4(pen, font, size64)
                 out[bisect_right(ends, first + cluster, start, end)] += after - pen4
@@ -332,17 +336,18 @@ def _break(units: _Packed, widths: array[int], limit: int) -> list[tuple[int, in
     return lines
 
 
-def layout(held: Held, cols: int, size: int) -> ShapedParagraph:
-    """Lay out one paragraph (no line breaks in it) into lines cols cells wide at a font size."""
+def layout(held: Held, cols: int, size: int, source: str = "") -> ShapedParagraph:
+    """Lay out one paragraph (no line breaks in it) into lines cols cells wide at a font size;
+    source: the text its clusters were read from, if at hand."""
     shaper = _Shaper(size)
-    units, ends, base = _units(held)
+    units, text, ends, shift, base = _units(held, source)
     geometry = _Geometry(size, base, cols, cols * shaper.cell_w * Q)
     firsts, ats = array("I"), array("I")
-    for start, _ in _break(units, shaper.widths(units, ends), geometry.grid4):
+    for start, _ in _break(units, shaper.widths(units, text, ends), geometry.grid4):
         firsts.append(start)
-        ats.append(ends[start - 1] if start else 0)
+        ats.append(shift + (ends[start - 1] if start else 0))
     firsts.append(len(units.kinds))
-    ats.append(len(units.text))
+    ats.append(shift + len(text))
     return ShapedParagraph(_Laid(units, firsts, ats, geometry), held.starts)
 
 

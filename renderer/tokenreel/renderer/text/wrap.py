@@ -353,24 +353,25 @@ def _fit_row(items: list[Cluster], wide: bool, room: int) -> list[Cluster]:
     return out
 
 
-def shape_paragraphs(items: Iterable[Cluster], cols: int, size: int) -> Iterator[Cluster]:
+def shape_paragraphs(items: Iterable[Cluster], cols: int, size: int, source: str = "") -> Iterator[Cluster]:
     """The clusters as they are, but each prose paragraph that holds right-to-left text as one
     SHAPED cluster laid out on shaped widths at the font size (paragraph.py). A paragraph ends
-    at a line break or where the stream changes kind; it is held packed until then."""
+    at a line break or where the stream changes kind; it is held packed until then. source: the
+    text the clusters were read from, which a paragraph shares when it is that text unchanged."""
     held = paragraph.Held()
     for item in items:
         if item.kind not in (NEWLINE, BREAK):
             held.append(item)
             continue
-        yield from _paragraph(held, cols, size)
+        yield from _paragraph(held, cols, size, source)
         held = paragraph.Held()
         yield item
-    yield from _paragraph(held, cols, size)
+    yield from _paragraph(held, cols, size, source)
 
 
-def _paragraph(held: paragraph.Held, cols: int, size: int) -> Iterable[Cluster]:
+def _paragraph(held: paragraph.Held, cols: int, size: int, source: str) -> Iterable[Cluster]:
     if held.wants_shaping():
-        return [Cluster(held.starts[0], SHAPED, paragraph.layout(held, cols, size))]
+        return [Cluster(held.starts[0], SHAPED, paragraph.layout(held, cols, size, source))]
     return held
 
 
@@ -410,7 +411,7 @@ def _wrapped(text: str, styles: StyleIds, cols: int, size: int) -> tuple[CellLin
             yield item
 
     runs = RtlRuns(lines.place, lines.new_line)
-    items = shape_paragraphs(fit_tables(iter_clusters(text, styles), cols), cols, size)
+    items = shape_paragraphs(fit_tables(iter_clusters(text, styles), cols), cols, size, text)
     _wrap(tap(items), cols, runs.place, runs.new_line, after.append)
     runs.flush()
     return lines, starts, after
