@@ -6,7 +6,7 @@ offset for the few units a frame draws."""
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from itertools import accumulate, chain
 from operator import sub
 
@@ -36,8 +36,25 @@ class Offsets:
             self.steps.extend(array("I", steps))
         self.last = values[-1]
 
+    def follow(self, other: Offsets) -> None:
+        """Append other's offsets (read from 0, as every Offsets is)."""
+        if not other.steps:
+            return
+        self.append(other.steps[0])
+        if other.steps.typecode == "I" and self.steps.typecode == "B":
+            self.steps = array("I", self.steps)
+        self.steps.extend(array(self.steps.typecode, other.steps[1:]))
+        self.last = other.last
+
+    @property
+    def first(self) -> int:
+        return self.steps[0]
+
     def absolute(self) -> array[int]:
         return array("I", accumulate(self.steps))
+
+    def __iter__(self) -> Iterator[int]:
+        return accumulate(self.steps)
 
     def __len__(self) -> int:
         return len(self.steps)

@@ -89,7 +89,7 @@ class ShapedLine:
 
 class ShapedParagraph(NamedTuple):
     laid: _Laid
-    starts: array[int]  # per cluster: where it starts in the source text
+    starts: Offsets  # per cluster: where it starts in the source text
 
     @property
     def lines(self) -> list[ShapedLine]:
@@ -105,13 +105,14 @@ class ShapedParagraph(NamedTuple):
 
 class Held:
     """A paragraph's clusters while its end tells whether it is shaped, packed: per cluster
-    where it starts and an index into a palette of distinct (kind, cell), 8 bytes, not an object."""
+    where it starts (a step from the last, a byte) and an index into a palette of distinct
+    (kind, cell) (2 bytes while there are few), not an object."""
 
     def __init__(self) -> None:
         self.palette: list[tuple[int, Cell]] = []
         self._index: dict[tuple[int, Cell], int] = {}
-        self.ids = array("I")
-        self.starts = array("I")
+        self.ids = array("H")
+        self.starts = Offsets()
         self.code = self.rtl = False
 
     def append(self, item: Cluster) -> None:
@@ -120,6 +121,8 @@ class Held:
         if i is None:
             i = self._index[key] = len(self.palette)
             self.palette.append(key)
+            if i > 0xFFFF and self.ids.typecode == "H":
+                self.ids = array("I", self.ids)
             self.code = self.code or item.cell.style in CODE_STYLES
             self.rtl = self.rtl or item.cell.font in fonts.RTL
         self.ids.append(i)
@@ -222,8 +225,8 @@ def _units(held: Held, source: str) -> tuple[_Packed, str, array[int], int, int]
         ends.append(at)
     steps = Offsets()
     steps.extend(ends)
-    shared = bool(held.starts) and source.startswith(joined, held.starts[0])
-    shift = held.starts[0] if shared else 0
+    shared = bool(held.starts) and source.startswith(joined, held.starts.first)
+    shift = held.starts.first if shared else 0
     return _Packed(source if shared else joined, steps, unit_levels, kinds, list(palette)), joined, ends, shift, base
 
 

@@ -1,8 +1,9 @@
-"""One style name per character, 2 bytes each: an index into the distinct styles.
+"""One style name per character, a byte each: an index into the distinct styles.
 
 A long answer's styles pass from markdown through highlighting to the wrap; as a list they cost
 8 bytes a character at every step (and a copy at each). Built by runs and painted by ranges, they
-cost 2, and equal styles hash equal, so a cached wrap can be keyed on them.
+cost 1 (2 past 256 distinct styles), and equal styles hash equal, so a cached wrap can be keyed
+on them.
 """
 
 from __future__ import annotations
@@ -19,34 +20,41 @@ class StyleIds(Sequence[str]):
     def __init__(self, styles: Iterable[str] = ()) -> None:
         self.names: list[str] = []
         self._index: dict[str, int] = {}
-        self.ids = array("H", map(self._id, styles))
+        self.ids = array("B")
+        ids = array("H", map(self._id, styles))  # _id widens self.ids past 256 styles
+        self.ids = ids if self.ids.typecode == "H" else array("B", ids)
 
     def _id(self, style: str) -> int:
         i = self._index.get(style)
         if i is None:
             i = self._index[style] = len(self.names)
             self.names.append(style)
+            if i > 0xFF and self.ids.typecode == "B":
+                self.ids = array("H", self.ids)
         return i
 
     def run(self, style: str, count: int) -> None:
         """Append count characters of one style."""
         if count > 0:
-            self.ids.extend(array("H", [self._id(style)]) * count)
+            i = self._id(style)
+            self.ids.extend(array(self.ids.typecode, [i]) * count)
 
     def paint(self, start: int, end: int, style: str) -> None:
         """Give the characters [start, end) one style."""
         if end > start:
-            self.ids[start:end] = array("H", [self._id(style)]) * (end - start)
+            i = self._id(style)
+            self.ids[start:end] = array(self.ids.typecode, [i]) * (end - start)
 
     def extend_from(self, other: StyleIds, start: int, end: int) -> None:
         """Append other's styles of characters [start, end)."""
         if other.names == self.names[: len(other.names)]:
             for name in other.names[len(self.names) :]:
                 self._id(name)
-            self.ids.extend(other.ids[start:end])
+            part = other.ids[start:end]
+            self.ids.extend(part if part.typecode == self.ids.typecode else array(self.ids.typecode, part))
             return
         remap = array("H", map(self._id, other.names))
-        self.ids.extend(remap[i] for i in other.ids[start:end])
+        self.ids.extend(array(self.ids.typecode, (remap[i] for i in other.ids[start:end])))
 
     def copy(self) -> StyleIds:
         out = StyleIds()

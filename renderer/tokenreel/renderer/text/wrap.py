@@ -371,7 +371,7 @@ def shape_paragraphs(items: Iterable[Cluster], cols: int, size: int, source: str
 
 def _paragraph(held: paragraph.Held, cols: int, size: int, source: str) -> Iterable[Cluster]:
     if held.wants_shaping():
-        return [Cluster(held.starts[0], SHAPED, paragraph.layout(held, cols, size, source))]
+        return [Cluster(held.starts.first, SHAPED, paragraph.layout(held, cols, size, source))]
     return held
 
 
@@ -405,7 +405,7 @@ def _wrapped(text: str, styles: StyleIds, cols: int, size: int) -> tuple[CellLin
     def tap(items: Iterable[Cluster]) -> Iterator[Cluster]:
         for item in items:
             if item.kind == SHAPED:
-                starts.extend(item.cell.starts)
+                starts.follow(item.cell.starts)
             else:
                 starts.append(item.start)
             yield item
