@@ -46,7 +46,7 @@ def has_rtl(text: str) -> bool:
     return any(unicodedata.bidirectional(c) in _STRONG_RTL for c in text)
 
 
-LEVEL_CHUNK = 4096  # characters resolved at once in a long paragraph
+LEVEL_CHUNK = 1024  # characters resolved at once in a long paragraph (python-bidi holds about 250 bytes a character of one)
 _WHOLE = frozenset({"LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI", "B", "S"})
 _STRONG = frozenset({"L", "R", "AL"})
 

@@ -79,7 +79,21 @@ class StyleIds(Sequence[str]):
         return map(self.names.__getitem__, self.ids)
 
     def __hash__(self) -> int:
-        return hash((tuple(self.names), self.ids.tobytes()))
+        """Of the styles read as strings (equal ones hash equal whatever their ids): the ids
+        renumbered in order of first use, and the names in that order."""
+        firsts = {}
+        for i in range(len(self.names)):
+            try:
+                firsts[i] = self.ids.index(i)
+            except ValueError:
+                continue
+        ranked = sorted(firsts, key=firsts.__getitem__)
+        rank = dict(zip(ranked, range(len(ranked)), strict=True))
+        if self.ids.typecode == "B":
+            key = self.ids.tobytes().translate(bytes(rank.get(i, 0) for i in range(256)))
+        else:
+            key = array("H", map(rank.__getitem__, self.ids)).tobytes()
+        return hash((tuple(self.names[i] for i in ranked), key))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, StyleIds):
