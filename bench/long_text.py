@@ -1,7 +1,7 @@
 """What a long answer costs `render`: one poster frame of a two-arm session whose answer is one
 paragraph of N characters, right-to-left (Arabic prose) or left-to-right (English prose). The
 session file is written first; each render then runs in a fresh process that only renders it,
-printing its wall time and peak memory (ru_maxrss), the peak of loading the session alone (in a
+printing its wall and CPU time and peak memory (ru_maxrss), the peak of loading the session alone (in a
 process of its own), and the render's memory per character above a 1,000-character render of the
 same script.
 
@@ -52,21 +52,22 @@ def _session(script: str, chars: int) -> Session:
 
 
 def one(path: str, load_only: bool) -> None:
-    """Load (or render the poster of) the session at path in this process; print 'seconds peak_kib'."""
-    start = time.perf_counter()
+    """Load (or render the poster of) the session at path in this process; print 'seconds cpu_seconds peak_kib'."""
+    start, cpu = time.perf_counter(), time.process_time()
     if load_only:
         archive.load(path)
     else:
         with tempfile.TemporaryDirectory() as tmp:
             render(path, Path(tmp) / "poster.png", RenderOptions(size="1280x720", at="4"), workers=1)
-    print(f"{time.perf_counter() - start} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}")
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(f"{time.perf_counter() - start} {time.process_time() - cpu} {usage.ru_maxrss}")
 
 
-def _measure(path: Path, load_only: bool = False) -> tuple[float, float]:
+def _measure(path: Path, load_only: bool = False) -> tuple[float, float, float]:
     command = [sys.executable, __file__, "--one", str(path), *(["--load-only"] if load_only else [])]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
-    seconds, kib = done.stdout.split()
-    return float(seconds), int(kib) / 1024
+    seconds, cpu, kib = done.stdout.split()
+    return float(seconds), float(cpu), int(kib) / 1024
 
 
 def main() -> None:
@@ -79,19 +80,19 @@ def main() -> None:
     if args.one:
         one(args.one, args.load_only)
         return
-    print(f"{'script':6} {'characters':>11} {'seconds':>8} {'peak MiB':>9} {'load MiB':>9} {'KiB/char':>9}")
+    print(f"{'script':6} {'characters':>11} {'seconds':>8} {'CPU s':>6} {'peak MiB':>9} {'load MiB':>9} {'KiB/char':>9}")
     with tempfile.TemporaryDirectory() as tmp:
         for script in args.scripts:
             floor = 0.0
             for chars in [1_000, *args.chars]:
                 path = Path(tmp) / f"{script}-{chars}.json"
                 archive.save(_session(script, chars), path)
-                seconds, peak = _measure(path)
+                seconds, cpu, peak = _measure(path)
                 if chars == 1_000 and not floor:
                     floor = peak
                     continue
-                _, loaded = _measure(path, load_only=True)
-                print(f"{script:6} {chars:>11,} {seconds:>8.1f} {peak:>9.0f} {loaded:>9.0f} {(peak - floor) * 1024 / chars:>9.2f}")
+                loaded = _measure(path, load_only=True)[2]
+                print(f"{script:6} {chars:>11,} {seconds:>8.1f} {cpu:>6.1f} {peak:>9.0f} {loaded:>9.0f} {(peak - floor) * 1024 / chars:>9.2f}")
 
 
 if __name__ == "__main__":
