@@ -92,7 +92,8 @@ def main() -> None:
                     floor = peak
                     continue
                 loaded = _measure(path, load_only=True)[2]
-                print(f"{script:6} {chars:>11,} {seconds:>8.1f} {cpu:>6.1f} {peak:>9.0f} {loaded:>9.0f} {(peak - floor) * 1024 / chars:>9.2f}")
+                per_char = (peak - floor) * 1024 / chars
+                print(f"{script:6} {chars:>11,} {seconds:>8.1f} {cpu:>6.1f} {peak:>9.0f} {loaded:>9.0f} {per_char:>9.2f}")
 
 
 if __name__ == "__main__":
