@@ -1,6 +1,7 @@
 """What a long answer costs `render`: one poster frame of a two-arm session whose answer is one
 paragraph of N characters, right-to-left (Arabic prose) or left-to-right (English prose). The
-session file is written first; each render then runs in a fresh process that only renders it,
+session file is written first (by a process of its own: a child's ru_maxrss starts from its
+parent's size); each render then runs in a fresh process that only renders it,
 printing its wall and CPU time and peak memory (ru_maxrss), the peak of loading the session alone (in a
 process of its own), and the render's memory per character above a 1,000-character render of the
 same script.
@@ -63,6 +64,10 @@ def one(path: str, load_only: bool) -> None:
     print(f"{time.perf_counter() - start} {time.process_time() - cpu} {usage.ru_maxrss}")
 
 
+def _write(script: str, chars: int, path: Path) -> None:
+    subprocess.run([sys.executable, __file__, "--write", script, str(chars), str(path)], check=True)
+
+
 def _measure(path: Path, load_only: bool = False) -> tuple[float, float, float]:
     command = [sys.executable, __file__, "--one", str(path), *(["--load-only"] if load_only else [])]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
@@ -76,7 +81,11 @@ def main() -> None:
     parser.add_argument("--scripts", nargs="+", choices=sorted(PROSE), default=["rtl", "ltr"])
     parser.add_argument("--one", metavar="SESSION", help=argparse.SUPPRESS)
     parser.add_argument("--load-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--write", nargs=3, metavar=("SCRIPT", "CHARS", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.write:
+        archive.save(_session(args.write[0], int(args.write[1])), args.write[2])
+        return
     if args.one:
         one(args.one, args.load_only)
         return
@@ -86,7 +95,7 @@ def main() -> None:
             floor = 0.0
             for chars in [1_000, *args.chars]:
                 path = Path(tmp) / f"{script}-{chars}.json"
-                archive.save(_session(script, chars), path)
+                _write(script, chars, path)
                 seconds, cpu, peak = _measure(path)
                 if chars == 1_000 and not floor:
                     floor = peak
