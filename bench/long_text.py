@@ -1,7 +1,10 @@
 """What a long answer costs `render`: one poster frame of a two-arm session whose answer is one
-paragraph of N characters, right-to-left (Arabic prose) or left-to-right (English prose), each
-render in a fresh process, printing its wall time and peak memory (ru_maxrss) and the memory per
-character above a 1,000-character render of the same script.
+paragraph of N characters, right-to-left (Arabic prose) or left-to-right (English prose). The
+session file is written first (by a process of its own: a child's ru_maxrss starts from its
+parent's size); each render then runs in a fresh process that only renders it,
+printing its wall and CPU time and peak memory (ru_maxrss), the peak of loading the session alone (in a
+process of its own), and the render's memory per character above a 1,000-character render of the
+same script.
 
     python bench/long_text.py                          # 200,000 characters, both scripts
     python bench/long_text.py --chars 200000 1800000 --scripts rtl
@@ -49,37 +52,57 @@ def _session(script: str, chars: int) -> Session:
     return session
 
 
-def one(script: str, chars: int) -> None:
-    """Render the poster in this process; print 'seconds peak_kib'."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "s.json"
-        archive.save(_session(script, chars), path)
-        start = time.perf_counter()
-        render(path, Path(tmp) / "poster.png", RenderOptions(size="1280x720", at="4"), workers=1)
-        print(f"{time.perf_counter() - start} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}")
+def one(path: str, load_only: bool) -> None:
+    """Load (or render the poster of) the session at path in this process; print 'seconds cpu_seconds peak_kib'."""
+    start, cpu = time.perf_counter(), time.process_time()
+    if load_only:
+        archive.load(path)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            render(path, Path(tmp) / "poster.png", RenderOptions(size="1280x720", at="4"), workers=1)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(f"{time.perf_counter() - start} {time.process_time() - cpu} {usage.ru_maxrss}")
 
 
-def _measure(script: str, chars: int) -> tuple[float, float]:
-    done = subprocess.run([sys.executable, __file__, "--one", script, str(chars)], capture_output=True, text=True, check=True)
-    seconds, kib = done.stdout.split()
-    return float(seconds), int(kib) / 1024
+def _write(script: str, chars: int, path: Path) -> None:
+    subprocess.run([sys.executable, __file__, "--write", script, str(chars), str(path)], check=True)
+
+
+def _measure(path: Path, load_only: bool = False) -> tuple[float, float, float]:
+    command = [sys.executable, __file__, "--one", str(path), *(["--load-only"] if load_only else [])]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    seconds, cpu, kib = done.stdout.split()
+    return float(seconds), float(cpu), int(kib) / 1024
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--chars", type=int, nargs="+", default=[200_000])
     parser.add_argument("--scripts", nargs="+", choices=sorted(PROSE), default=["rtl", "ltr"])
-    parser.add_argument("--one", nargs=2, metavar=("SCRIPT", "CHARS"), help=argparse.SUPPRESS)
+    parser.add_argument("--one", metavar="SESSION", help=argparse.SUPPRESS)
+    parser.add_argument("--load-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--write", nargs=3, metavar=("SCRIPT", "CHARS", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.one:
-        one(args.one[0], int(args.one[1]))
+    if args.write:
+        archive.save(_session(args.write[0], int(args.write[1])), args.write[2])
         return
-    print(f"{'script':6} {'characters':>11} {'seconds':>8} {'peak MiB':>9} {'KiB/char':>9}")
-    for script in args.scripts:
-        _, floor = _measure(script, 1_000)
-        for chars in args.chars:
-            seconds, peak = _measure(script, chars)
-            print(f"{script:6} {chars:>11,} {seconds:>8.1f} {peak:>9.0f} {(peak - floor) * 1024 / chars:>9.2f}")
+    if args.one:
+        one(args.one, args.load_only)
+        return
+    print(f"{'script':6} {'characters':>11} {'seconds':>8} {'CPU s':>6} {'peak MiB':>9} {'load MiB':>9} {'KiB/char':>9}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for script in args.scripts:
+            floor = 0.0
+            for chars in [1_000, *args.chars]:
+                path = Path(tmp) / f"{script}-{chars}.json"
+                _write(script, chars, path)
+                seconds, cpu, peak = _measure(path)
+                if chars == 1_000 and not floor:
+                    floor = peak
+                    continue
+                loaded = _measure(path, load_only=True)[2]
+                per_char = (peak - floor) * 1024 / chars
+                print(f"{script:6} {chars:>11,} {seconds:>8.1f} {cpu:>6.1f} {peak:>9.0f} {loaded:>9.0f} {per_char:>9.2f}")
 
 
 if __name__ == "__main__":

@@ -118,7 +118,7 @@ def test_chunk_carets_show_exactly_the_prefix_of_the_stream() -> None:
 
 def test_reasoning_is_styled_apart_and_starts_its_own_line() -> None:
     text, styles, ends = styled_stream(["", "", "Answer"], ["Think", "ing.", ""], ["", "", ""], code=False)
-    assert text == "Thinking.Answer" and ends == [5, 9, 15]
+    assert text == "Thinking.Answer" and list(ends) == [5, 9, 15]
     assert styles[:9] == ["reasoning"] * 9 and styles[9:] == ["text"] * 6
     assert BREAK in [item.kind for item in clusters(text, styles)]
     layout = layout_stream(text, styles, ends, cols=40)
@@ -205,13 +205,14 @@ def test_the_compact_stream_layout_matches_wrapping_the_clusters(text: str, cols
 
 def test_a_long_stream_is_laid_out_in_a_few_bytes_per_character() -> None:
     """No object per character: distinct cells are shared, placed cells are 2-byte indices, a
-    caret is its column (2 bytes) and its line is found from where each line's carets start."""
+    caret is its column (1 byte while columns fit one) and its line is found from where each
+    line's carets start."""
     text = ("The model streams tokens, 漢字 and 🚀 too.\n" * 6000)[:200_000]
     ends = list(range(4, len(text), 4))
     layout = layout_stream(text, ["text"] * len(text), ends, cols=64)
     assert len(layout.lines.palette) < 64
     assert layout.lines.ids.itemsize == 2 and len(layout.lines.ids) < len(text)
-    assert layout.caret.cols.itemsize == 2 and len(layout.caret.firsts) <= len(layout.lines) and len(layout.caret) == len(ends) + 1
+    assert layout.caret.cols.itemsize == 1 and len(layout.caret.firsts) <= len(layout.lines) and len(layout.caret) == len(ends) + 1
     assert "".join(c.text for c in layout.lines[0]) == "The model streams tokens, 漢字 and 🚀 too."
 
 

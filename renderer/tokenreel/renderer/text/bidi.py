@@ -22,10 +22,23 @@ _STRONG_RTL = frozenset({"R", "AL"})
 _RESET = frozenset({"WS", "FSI", "LRI", "RLI", "PDI", "BN", "LRE", "RLE", "LRO", "RLO", "PDF"})  # L1, with S and B
 
 
+_ISOLATE_OPENERS = frozenset({"LRI", "RLI", "FSI"})
+
+
 def is_rtl_paragraph(text: str) -> bool:
-    """P2-P3: the first strong character (outside isolates) is right to left."""
-    level: int = get_base_level(text)
-    return level == 1
+    """P2-P3: the first strong character (outside isolates) is right to left. Read here up to
+    that character; python-bidi reads only from an isolate on (handing it a long paragraph
+    would keep a UTF-8 copy of it on the string for as long as the string lives)."""
+    for k, char in enumerate(text):
+        kind = unicodedata.bidirectional(char)
+        if kind in _STRONG:
+            return kind != "L"
+        if kind == "B":
+            return False
+        if kind in _ISOLATE_OPENERS:
+            level: int = get_base_level(text[k:])
+            return level == 1
+    return False
 
 
 def has_rtl(text: str) -> bool:
@@ -33,7 +46,7 @@ def has_rtl(text: str) -> bool:
     return any(unicodedata.bidirectional(c) in _STRONG_RTL for c in text)
 
 
-LEVEL_CHUNK = 4096  # characters resolved at once in a long paragraph
+LEVEL_CHUNK = 1024  # characters resolved at once in a long paragraph (python-bidi holds about 250 bytes a character of one)
 _WHOLE = frozenset({"LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI", "B", "S"})
 _STRONG = frozenset({"L", "R", "AL"})
 

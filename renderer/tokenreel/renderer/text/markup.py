@@ -23,12 +23,16 @@ from __future__ import annotations
 import re
 import unicodedata
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import overload
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
+
+from tokenreel.renderer.text.style_ids import StyleIds
 
 TEXT = "text"
 STRONG, EMPHASIS, STRONG_EMPHASIS = "strong", "emphasis", "strong_emphasis"
@@ -44,42 +48,103 @@ _ATX_CLOSE = re.compile(r"(?:[ \t]+#+)?[ \t]*$")
 _FENCE_CLOSE = re.compile(r"[ \t]*(`{3,}|~{3,})[ \t]*\n?")
 
 
+class Anchors(Sequence[int]):
+    """Display characters' anchors as runs: a kept stretch of source is one run of consecutive
+    offsets, an inserted marker one run of a repeated offset; 9 bytes a run, not 4 a character.
+    Anchors never decrease, so runs are found by bisection on their first anchors."""
+
+    def __init__(self) -> None:
+        self.shown = array("I")  # where each run starts in the display
+        self.firsts = array("I")  # its first anchor
+        self.steps = bytearray()  # 1: consecutive offsets, 0: one offset repeated
+        self._len = 0
+
+    def add(self, first: int, count: int, step: int) -> None:
+        """Append count anchors first, first + step, ..."""
+        if count <= 0:
+            return
+        if self.steps:
+            last_count = self._len - self.shown[-1]
+            same = self.steps[-1] == step and self.firsts[-1] + step * last_count == first
+            if same or (last_count == 1 and self.firsts[-1] + step == first):
+                self.steps[-1] = step
+                self._len += count
+                return
+        self.shown.append(self._len)
+        self.firsts.append(first)
+        self.steps.append(step)
+        self._len += count
+
+    def extend(self, other: Anchors) -> None:
+        for k in range(len(other.steps)):
+            end = other.shown[k + 1] if k + 1 < len(other.steps) else len(other)
+            self.add(other.firsts[k], end - other.shown[k], other.steps[k])
+
+    def below(self, source_end: int) -> int:
+        """How many anchors are before source_end."""
+        r = bisect_left(self.firsts, source_end) - 1
+        if r < 0:
+            return 0
+        end = self.shown[r + 1] if r + 1 < len(self.steps) else self._len
+        count = end - self.shown[r]
+        return self.shown[r] + (min(count, source_end - self.firsts[r]) if self.steps[r] else count)
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, k: int) -> int: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[int]: ...
+
+    def __getitem__(self, k: int | slice) -> int | list[int]:
+        if isinstance(k, slice):
+            return [self[j] for j in range(*k.indices(self._len))]
+        if k < 0:
+            k += self._len
+        if not 0 <= k < self._len:
+            raise IndexError("anchor index out of range")
+        r = bisect_right(self.shown, k) - 1
+        return self.firsts[r] + self.steps[r] * (k - self.shown[r])
+
+
 @dataclass
 class Markdown:
     """The display text, one style per character, and per character the source offset that shows it."""
 
     text: str
-    styles: list[str]
-    anchors: array[int]  # 4 bytes a character: a long answer's anchors are not int objects
+    styles: StyleIds
+    anchors: Anchors
     code: list[tuple[int, int, str]] = field(default_factory=list)  # (start, end, language) of fenced code
 
     def offset(self, source_end: int) -> int:
         """How much of the display shows once the source up to source_end has arrived."""
-        return bisect_left(self.anchors, source_end)
+        return self.anchors.below(source_end)
 
 
 class _Out:
     def __init__(self, limit: int) -> None:
         self.limit = limit  # the source's length: every anchor is before it, so the whole text shows at the end
         self.chars: list[str] = []  # pieces of the display text, not one object per character
-        self.styles: list[str] = []
-        self.anchors = array("I")
+        self.styles = StyleIds()
+        self.anchors = Anchors()
 
     def keep(self, src: str, start: int, end: int, style: str) -> None:
         self.chars.append(src[start:end])
-        self.styles.extend([style] * (end - start))
-        self.anchors.extend(range(start, end))
+        self.styles.run(style, end - start)
+        self.anchors.add(start, end - start, 1)
 
     def put(self, text: str, style: str, anchor: int) -> None:
         anchor = max(min(anchor, self.limit - 1), self.anchors[-1] if self.anchors else 0)  # never before what is shown
         self.chars.append(text)
-        self.styles.extend([style] * len(text))
-        self.anchors.extend([anchor] * len(text))
+        self.styles.run(style, len(text))
+        self.anchors.add(anchor, len(text), 0)
 
     def extend(self, other: _Out) -> None:
         self.chars += other.chars
-        self.styles += other.styles
-        self.anchors += other.anchors
+        self.styles.extend_from(other.styles, 0, len(other.styles))
+        self.anchors.extend(other.anchors)
 
     def width(self) -> int:
         return sum(_char_width(c) for piece in self.chars for c in piece)
@@ -313,7 +378,8 @@ def render(src: str) -> Markdown:
         else:  # indented code, a thematic break, html: as written
             out.keep(src, at, lines.span(last)[2], TEXT)
         line = last + 1
-    return Markdown("".join(out.chars), out.styles, out.anchors, code)
+    text = "".join(out.chars)
+    return Markdown(src if text == src else text, out.styles, out.anchors, code)  # plain prose: one string, not two
 
 
 def _markers(src: str, start: int, bare: int, count: int, out: _Out) -> int:

@@ -23,6 +23,7 @@ from typing import NamedTuple
 from tokenreel.renderer.text import bidi, fonts, raster, shaping
 from tokenreel.renderer.text.cells import SPACE, TAB, Cell, Cluster, cell_metrics, glyph_size64
 from tokenreel.renderer.text.highlight import CODE_STYLES
+from tokenreel.renderer.text.offsets import Offsets
 
 SHAPED_FONT = "shaped"  # the font of a ShapedLine: drawn from its pieces, not from one font
 TILE_FONTS = frozenset({fonts.EMOJI, None})  # clusters drawn as their grid tile, not shaped
@@ -43,20 +44,33 @@ class ShapedLine:
     """A line of a shaped paragraph, as wide as the grid; text, font, width and style read as
     a Cell's do. cursor[k] is where the cursor's left edge goes once k clusters show.
 
-    It is a range of its paragraph's packed units; its pieces and cursor are shaped when a frame
-    first draws the line and kept for the last LINES_KEPT lines drawn: a long answer costs a few
-    bytes a character and an object a line, not its glyphs."""
+    It is a line number of its paragraph's packed lines, made when read: two reads of one line
+    are equal and share its pieces and cursor, shaped when a frame first draws the line and kept
+    for the last LINES_KEPT lines drawn. A long answer costs a few bytes a character and nothing
+    a line but its two offsets, not its glyphs nor an object."""
 
-    __slots__ = ("width", "style", "rtl", "_units", "_span", "_geometry")
+    __slots__ = ("laid", "number")
     font = SHAPED_FONT
 
-    def __init__(self, units: _Packed, span: tuple[int, int], geometry: _Geometry, width: int, style: str) -> None:
-        self.width, self.style, self.rtl = width, style, geometry.base == 1
-        self._units, self._span, self._geometry = units, span, geometry
+    def __init__(self, laid: _Laid, number: int) -> None:
+        self.laid, self.number = laid, number
+
+    @property
+    def width(self) -> int:
+        return self.laid.geometry.cols
+
+    @property
+    def rtl(self) -> bool:
+        return self.laid.geometry.base == 1
+
+    @property
+    def style(self) -> str:
+        units, first, end = self.laid.units, self.laid.firsts[self.number], self.laid.firsts[self.number + 1]
+        return units.palette[units.kinds[first]][1] if end > first else "text"
 
     @property
     def text(self) -> str:
-        return self._units.text[self._units.offset(self._span[0]) : self._units.offset(self._span[1])]
+        return self.laid.units.text[self.laid.ats[self.number] : self.laid.ats[self.number + 1]]
 
     @property
     def pieces(self) -> tuple[Piece, ...]:
@@ -66,28 +80,39 @@ class ShapedLine:
     def cursor(self) -> tuple[int, ...]:
         return _drawn(self)[1]
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ShapedLine) and other.laid is self.laid and other.number == self.number
+
+    def __hash__(self) -> int:
+        return hash((id(self.laid), self.number))
+
 
 class ShapedParagraph(NamedTuple):
-    lines: tuple[ShapedLine, ...]
-    counts: array[int]  # clusters on each line
-    starts: array[int]  # per cluster: where it starts in the source text
+    laid: _Laid
+    starts: Offsets  # per cluster: where it starts in the source text
+
+    @property
+    def lines(self) -> list[ShapedLine]:
+        return [ShapedLine(self.laid, k) for k in range(len(self.laid.firsts) - 1)]
 
     def carets(self) -> Iterator[tuple[int, int]]:
         """Per cluster: (line of the paragraph, clusters of it shown)."""
-        for number, count in enumerate(self.counts):
-            for k in range(count):
+        firsts = self.laid.firsts
+        for number in range(len(firsts) - 1):
+            for k in range(firsts[number + 1] - firsts[number]):
                 yield number, k + 1
 
 
 class Held:
     """A paragraph's clusters while its end tells whether it is shaped, packed: per cluster
-    where it starts and an index into a palette of distinct (kind, cell), 8 bytes, not an object."""
+    where it starts (a step from the last, a byte) and an index into a palette of distinct
+    (kind, cell) (2 bytes while there are few), not an object."""
 
     def __init__(self) -> None:
         self.palette: list[tuple[int, Cell]] = []
         self._index: dict[tuple[int, Cell], int] = {}
-        self.ids = array("I")
-        self.starts = array("I")
+        self.ids = array("H")
+        self.starts = Offsets()
         self.code = self.rtl = False
 
     def append(self, item: Cluster) -> None:
@@ -96,6 +121,8 @@ class Held:
         if i is None:
             i = self._index[key] = len(self.palette)
             self.palette.append(key)
+            if i > 0xFFFF and self.ids.typecode == "H":
+                self.ids = array("I", self.ids)
             self.code = self.code or item.cell.style in CODE_STYLES
             self.rtl = self.rtl or item.cell.font in fonts.RTL
         self.ids.append(i)
@@ -124,28 +151,22 @@ class _Unit(NamedTuple):
 
 
 class _Packed(NamedTuple):
-    """A paragraph's units in a few bytes each: their text, where each ends in it, their
+    """A paragraph's units in about 3 bytes each: their text, where each ends in it (steps), their
     levels, and an index into the paragraph's palette of (font, style, space, wide)."""
 
     text: str
-    ends: array[int]
+    ends: Offsets
     levels: bytearray
     kinds: array[int]
     palette: list[tuple[str | None, str, bool, bool]]
 
-    def offset(self, k: int) -> int:
-        """Where unit k starts in text."""
-        return self.ends[k - 1] if k else 0
-
-    def font(self, k: int) -> str | None:
-        return self.palette[self.kinds[k]][0]
-
-    def units(self, start: int, end: int) -> list[_Unit]:
-        out, at = [], self.offset(start)
+    def units(self, start: int, end: int, at: int) -> list[_Unit]:
+        """Units [start, end), the first starting at `at` in text."""
+        out, steps = [], self.ends.steps
         for k in range(start, end):
             font, style, space, wide = self.palette[self.kinds[k]]
-            out.append(_Unit(self.text[at : self.ends[k]], font, style, self.levels[k], space, wide))
-            at = self.ends[k]
+            out.append(_Unit(self.text[at : at + steps[k]], font, style, self.levels[k], space, wide))
+            at += steps[k]
         return out
 
 
@@ -158,8 +179,21 @@ class _Geometry(NamedTuple):
     grid4: int
 
 
-def _units(held: Held) -> tuple[_Packed, int]:
-    """The paragraph's clusters with their levels and shaping fonts, packed; and its base level.
+class _Laid(NamedTuple):
+    """A laid-out paragraph: its units, and per line (one more at the end) its first unit and
+    where that starts in the units' text."""
+
+    units: _Packed
+    firsts: array[int]
+    ats: array[int]
+    geometry: _Geometry
+
+
+def _units(held: Held, source: str) -> tuple[_Packed, str, array[int], int, int]:
+    """The paragraph's clusters with their levels and shaping fonts, packed; its text, where each
+    unit ends in it (whole, while it is laid out) and where it starts in the packed text (the
+    source the clusters were read from when it is that text unchanged: one string, not two);
+    and its base level.
 
     A character that is not strongly directional (a space, punctuation, a digit) is shaped in
     the font of the right-to-left script beside it when that font has it, so a run of words
@@ -174,7 +208,7 @@ def _units(held: Held) -> tuple[_Packed, int]:
     palette: dict[tuple[str | None, str, bool, bool], int] = {}
     kind_of: dict[tuple[int, str | None], int] = {}  # (cluster's palette index, near) -> unit palette index
     lengths = [len(text) for text in texts]
-    ends, unit_levels, kinds = array("I"), bytearray(), array("H")
+    ends, unit_levels, kinds = array("I"), bytearray(), array("B")
     at = 0
     for i in held.ids:
         if strong[i]:
@@ -183,11 +217,17 @@ def _units(held: Held) -> tuple[_Packed, int]:
         kind = kind_of.get((i, near))
         if kind is None:
             kind = kind_of[i, near] = palette.setdefault(_unit_kind(held.palette[i], texts[i], near), len(palette))
+            if kind > 0xFF and kinds.typecode == "B":
+                kinds = array("H", kinds)
         kinds.append(kind)
         unit_levels.append(levels[at])
         at += lengths[i]
         ends.append(at)
-    return _Packed(joined, ends, unit_levels, kinds, list(palette)), base
+    steps = Offsets()
+    steps.extend(ends)
+    shared = bool(held.starts) and source.startswith(joined, held.starts.first)
+    shift = held.starts.first if shared else 0
+    return _Packed(source if shared else joined, steps, unit_levels, kinds, list(palette)), joined, ends, shift, base
 
 
 def _unit_kind(cluster: tuple[int, Cell], text: str, near: str | None) -> tuple[str | None, str, bool, bool]:
@@ -250,9 +290,10 @@ class _Shaper:
             out.append(_Glyph(p, owner[g.cluster], pen4, raster.scale4(pen, font, size64) - pen4))
         return out, width
 
-    def widths(self, units: _Packed) -> array[int]:
-        """Each unit's share of its run's shaped width, quarter px (for breaking lines)."""
-        out = array("i", bytes(4 * len(units.ends)))
+    def widths(self, units: _Packed, text: str, ends: array[int]) -> array[int]:
+        """Each unit's share of its run's shaped width, quarter px (for breaking lines); ends:
+        where each unit ends in the paragraph's text."""
+        out = array("i", bytes(4 * len(ends)))
         fonts_ = (units.palette[kind][0] for kind in units.kinds)
         for start, end in _runs(zip(fonts_, units.levels, strict=True)):
             font, _, _, wide = units.palette[units.kinds[start]]
@@ -260,14 +301,14 @@ class _Shaper:
                 out[start] = self.tile_w4(font, wide)
                 continue
             assert font is not None
-            first = units.offset(start)
+            first = ends[start - 1] if start else 0
             size64 = glyph_size64(font, self.size)
             pen4 = pen = 0
-            text = units.text[first : units.ends[end - 1]]
-            for cluster, x_advance in shaping.advances(text, font, units.levels[start] % 2 == 1):
+            run = text[first : ends[end - 1]]
+            for cluster, x_advance in shaping.advances(run, font, units.levels[start] % 2 == 1):
                 pen += x_advance
                 after = raster.scale4(pen, font, size64)
-                out[bisect_right(units.ends, first + cluster, start, end)] += after - pen4
+                out[bisect_right(ends, first + cluster, start, end)] += after - pen4
                 pen4 = after
         return out
 
@@ -298,17 +339,19 @@ def _break(units: _Packed, widths: array[int], limit: int) -> list[tuple[int, in
     return lines
 
 
-def layout(held: Held, cols: int, size: int) -> ShapedParagraph:
-    """Lay out one paragraph (no line breaks in it) into lines cols cells wide at a font size."""
+def layout(held: Held, cols: int, size: int, source: str = "") -> ShapedParagraph:
+    """Lay out one paragraph (no line breaks in it) into lines cols cells wide at a font size;
+    source: the text its clusters were read from, if at hand."""
     shaper = _Shaper(size)
-    units, base = _units(held)
+    units, text, ends, shift, base = _units(held, source)
     geometry = _Geometry(size, base, cols, cols * shaper.cell_w * Q)
-    lines, counts = [], array("I")
-    for start, end in _break(units, shaper.widths(units), geometry.grid4):
-        style = units.palette[units.kinds[start]][1] if end > start else "text"
-        lines.append(ShapedLine(units, (start, end), geometry, cols, style))
-        counts.append(end - start)
-    return ShapedParagraph(tuple(lines), counts, held.starts)
+    firsts, ats = array("I"), array("I")
+    for start, _ in _break(units, shaper.widths(units, text, ends), geometry.grid4):
+        firsts.append(start)
+        ats.append(shift + (ends[start - 1] if start else 0))
+    firsts.append(len(units.kinds))
+    ats.append(shift + len(text))
+    return ShapedParagraph(_Laid(units, firsts, ats, geometry), held.starts)
 
 
 LINES_KEPT = 256  # shaped lines kept drawn (a frame shows a few dozen per column)
@@ -316,8 +359,10 @@ LINES_KEPT = 256  # shaped lines kept drawn (a frame shows a few dozen per colum
 
 @lru_cache(maxsize=LINES_KEPT)
 def _drawn(line: ShapedLine) -> tuple[tuple[Piece, ...], tuple[int, ...]]:
-    geometry: _Geometry = line._geometry
-    return _line(_Shaper(geometry.size), line._units.units(*line._span), geometry.base, geometry.grid4)
+    laid, k = line.laid, line.number
+    geometry = laid.geometry
+    units = laid.units.units(laid.firsts[k], laid.firsts[k + 1], laid.ats[k])
+    return _line(_Shaper(geometry.size), units, geometry.base, geometry.grid4)
 
 
 def _line(shaper: _Shaper, units: Sequence[_Unit], base: int, grid4: int) -> tuple[tuple[Piece, ...], tuple[int, ...]]:

@@ -24,7 +24,9 @@ from tokenreel.renderer.text.cells import BREAK, GLYPH, NEWLINE, SHAPED, SPACE, 
 from tokenreel.renderer.text.clusters import NEWLINES, clusters, iter_clusters, lone_cell
 from tokenreel.renderer.text.highlight import CODE_STYLES
 from tokenreel.renderer.text.markup import BULLET, PAD, RULE
+from tokenreel.renderer.text.offsets import Offsets
 from tokenreel.renderer.text.rtl_runs import RtlRuns, merge_rtl_runs
+from tokenreel.renderer.text.style_ids import StyleIds, style_ids
 
 TAB_STOP = 4
 # Wrapped rows of a code line start this many cells right of the line's indentation: off the
@@ -36,16 +38,28 @@ HANGING_INDENT = 2
 
 class CellLines(Sequence[tuple[Cell, ...]]):
     """Wrapped lines stored compactly: per placed cell an index into a palette of distinct cells
-    (2 or 4 bytes), per line where its cells start. Indexing gives the line's cells as a tuple."""
+    (2 or 4 bytes), per line where its cells start; a shaped paragraph's line as its paragraph
+    and number (made again when read). Indexing gives the line's cells as a tuple."""
 
     def __init__(self) -> None:
         self.palette: list[Cell] = []
         self._index: dict[Cell, int] = {}
         self.ids = array("H")
         self.starts = array("I", [0])  # starts[k]..starts[k+1] are line k's cells; the last line is open
+        self.laids: list[paragraph._Laid] = []  # the shaped paragraphs placed
+        self._shaped_at = array("I")  # lines holding a shaped paragraph's line, in order
+        self._shaped_laid = array("I")  # which paragraph (an index into laids)
+        self._shaped_number = array("I")  # and which of its lines
 
     def place(self, cell: Cell) -> None:
         """Append a cell to the last line."""
+        if isinstance(cell, paragraph.ShapedLine):
+            if not self.laids or self.laids[-1] is not cell.laid:
+                self.laids.append(cell.laid)
+            self._shaped_at.append(len(self.starts) - 1)
+            self._shaped_laid.append(len(self.laids) - 1)
+            self._shaped_number.append(cell.number)
+            return
         i = self._index.get(cell)
         if i is None:
             i = self._index[cell] = len(self.palette)
@@ -75,24 +89,29 @@ class CellLines(Sequence[tuple[Cell, ...]]):
         if not 0 <= k < n:
             raise IndexError("line index out of range")
         end = self.starts[k + 1] if k + 1 < n else len(self.ids)
-        return tuple(map(self.palette.__getitem__, self.ids[self.starts[k] : end]))
+        cells = tuple(map(self.palette.__getitem__, self.ids[self.starts[k] : end]))
+        s = bisect_left(self._shaped_at, k)
+        if s < len(self._shaped_at) and self._shaped_at[s] == k:
+            line = paragraph.ShapedLine(self.laids[self._shaped_laid[s]], self._shaped_number[s])
+            return (cast(Cell, line), *cells)  # read as a Cell is (paragraph.ShapedLine)
+        return cells
 
     def __iter__(self) -> Iterator[tuple[Cell, ...]]:
         return (self[k] for k in range(len(self)))
 
 
 class Carets(Sequence[tuple[int, int]]):
-    """(line, col) pairs appended with lines never decreasing, in 2 bytes each: the cols, and
-    per line the index of its first caret (a line's carets are contiguous)."""
+    """(line, col) pairs appended with lines never decreasing, in a byte each while cols fit
+    one: the cols, and per line the index of its first caret (a line's carets are contiguous)."""
 
     def __init__(self) -> None:
         self.firsts = array("I")  # firsts[line]: the first caret on that line or after it
-        self.cols = array("H")
+        self.cols = array("B")
 
     def append(self, line: int, col: int) -> None:
         while len(self.firsts) <= line:
             self.firsts.append(len(self.cols))
-        if col > 0xFFFF and self.cols.typecode == "H":
+        if col > 0xFF and self.cols.typecode == "B":
             self.cols = array("I", self.cols)
         self.cols.append(col)
 
@@ -334,24 +353,25 @@ def _fit_row(items: list[Cluster], wide: bool, room: int) -> list[Cluster]:
     return out
 
 
-def shape_paragraphs(items: Iterable[Cluster], cols: int, size: int) -> Iterator[Cluster]:
+def shape_paragraphs(items: Iterable[Cluster], cols: int, size: int, source: str = "") -> Iterator[Cluster]:
     """The clusters as they are, but each prose paragraph that holds right-to-left text as one
     SHAPED cluster laid out on shaped widths at the font size (paragraph.py). A paragraph ends
-    at a line break or where the stream changes kind; it is held packed until then."""
+    at a line break or where the stream changes kind; it is held packed until then. source: the
+    text the clusters were read from, which a paragraph shares when it is that text unchanged."""
     held = paragraph.Held()
     for item in items:
         if item.kind not in (NEWLINE, BREAK):
             held.append(item)
             continue
-        yield from _paragraph(held, cols, size)
+        yield from _paragraph(held, cols, size, source)
         held = paragraph.Held()
         yield item
-    yield from _paragraph(held, cols, size)
+    yield from _paragraph(held, cols, size, source)
 
 
-def _paragraph(held: paragraph.Held, cols: int, size: int) -> Iterable[Cluster]:
+def _paragraph(held: paragraph.Held, cols: int, size: int, source: str) -> Iterable[Cluster]:
     if held.wants_shaping():
-        return [Cluster(held.starts[0], SHAPED, paragraph.layout(held, cols, size))]
+        return [Cluster(held.starts.first, SHAPED, paragraph.layout(held, cols, size, source))]
     return held
 
 
@@ -364,7 +384,8 @@ def layout_stream(text: str, styles: Sequence[str], chunk_ends: Sequence[int], c
     are held, until its end tells whether it holds right-to-left text). Arms that stream the
     same answer share one wrap (_wrapped): only where their chunks end differs.
     """
-    lines, starts, after = _wrapped(text, StyleIds(styles), cols, size)
+    lines, offsets, after = _wrapped(text, style_ids(styles), cols, size)
+    starts = offsets.absolute()
     caret = Carets()
     caret.append(0, 0)
     for end in chunk_ends:
@@ -373,55 +394,24 @@ def layout_stream(text: str, styles: Sequence[str], chunk_ends: Sequence[int], c
     return TextLayout(lines, caret)
 
 
-class StyleIds(Sequence[str]):
-    """One style per character as 2 bytes (an index into the distinct styles), hashable: the
-    key of a cached wrap costs a long answer 2 bytes a character, not a tuple's 8."""
-
-    def __init__(self, styles: Iterable[str]) -> None:
-        index: dict[str, int] = {}
-        self.key = array("H", (index.setdefault(style, len(index)) for style in styles)).tobytes()
-        self.names = tuple(index)
-        self._ids = memoryview(self.key).cast("H")
-
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    @overload
-    def __getitem__(self, k: int) -> str: ...
-
-    @overload
-    def __getitem__(self, k: slice) -> list[str]: ...
-
-    def __getitem__(self, k: int | slice) -> str | list[str]:
-        if isinstance(k, slice):
-            return [self.names[i] for i in self._ids[k]]
-        return self.names[self._ids[k]]
-
-    def __hash__(self) -> int:
-        return hash((self.names, self.key))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, StyleIds) and (self.names, self.key) == (other.names, other.key)
-
-
 @lru_cache(maxsize=4)
-def _wrapped(text: str, styles: StyleIds, cols: int, size: int) -> tuple[CellLines, array[int], Carets]:
+def _wrapped(text: str, styles: StyleIds, cols: int, size: int) -> tuple[CellLines, Offsets, Carets]:
     """The wrapped lines of a text, where each cluster starts in it and the caret after each
     (read-only: shared by every column that streams this text)."""
-    starts = array("I")
+    starts = Offsets()
     after = Carets()  # the caret after each cluster
     lines = CellLines()
 
     def tap(items: Iterable[Cluster]) -> Iterator[Cluster]:
         for item in items:
             if item.kind == SHAPED:
-                starts.extend(item.cell.starts)
+                starts.follow(item.cell.starts)
             else:
                 starts.append(item.start)
             yield item
 
     runs = RtlRuns(lines.place, lines.new_line)
-    items = shape_paragraphs(fit_tables(iter_clusters(text, styles), cols), cols, size)
+    items = shape_paragraphs(fit_tables(iter_clusters(text, styles), cols), cols, size, text)
     _wrap(tap(items), cols, runs.place, runs.new_line, after.append)
     runs.flush()
     return lines, starts, after
