@@ -42,7 +42,7 @@ def limited() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (2 * GIB, 2 * GIB))
 
 
-def tokenreel(*args: object, cwd: Path = REPO, timeout: float = 30,
+def tokenreel(*args: object, cwd: Path = REPO, timeout: float = 120,
               preexec: Callable[[], None] = limited) -> tuple[subprocess.CompletedProcess[str], float]:
     """Run the CLI; returns the result and the seconds it took."""
     start = time.monotonic()

@@ -30,7 +30,7 @@ from tests.engines.build import BuildError
 from tests.engines.cli import record, tokenreel
 from tests.engines.servers import ServerError, free_port, wait_metric
 from tests.engines.vllm_servers import ARMS, SERVED_NAME, VllmServer, arm_args, launch_argv, run_bench_serve
-from tests.test_host_load import processes, spin
+from tests.test_host_load import HOG_S, processes, spin
 from tests.test_launch import gone, group_members, wait_for_engine
 from tests.test_recorder_support import finish
 from tokenreel.analysis.metrics import run_metrics
@@ -131,27 +131,34 @@ def test_decode_agrees_with_vllms_generation_time_run_by_run(ladder) -> None:
     shared with other tests; alone, medians stay under 0.1 %); the report's engine agreement says
     the same. A run the gate flagged host-contended is left out of the worst: the drafter arm's
     two runs parted by 8.7 % and 17 % once, recorded while other processes took 44 % of the CPUs,
-    as vLLM's API server, which stamps its times, waited for one."""
+    as vLLM's API server, which stamps its times, waited for one. A run whose whole answer reached
+    the recorder in one read (a recorder starved for the whole decode, seen once at load 11) has no
+    decode interval: it is left out of the comparison, here as in the report, and may not be most."""
     session, _ = ladder
-    summary, quiet_worst = {}, {}
+    summary, quiet_worst, counted = {}, {}, {}
     for arm in ARMS:
-        diffs, quiet = [], []
+        diffs, quiet, one_read = [], [], 0
         for run in measured(session, arm):
             assert run.engine is not None and run.engine.source == "vllm metrics", (run.arm, run.prompt, run.engine)
             assert run.engine.generation_ms and run.engine.ttft_ms is not None and run.engine.queue_ms is not None
             ours = run_metrics(run).decode_tok_s
             theirs = (MAX_TOKENS - 1) / (run.engine.generation_ms / 1000)
             assert run.engine.decode_tok_s == pytest.approx(theirs, rel=1e-9)
+            if ours is None:
+                one_read += 1
+                continue
             diffs.append(ours / theirs - 1)
             if run.host is None or not run.host.contended:
                 quiet.append(abs(ours / theirs - 1))
+        assert one_read <= len(diffs), (arm, one_read, len(diffs))
         summary[arm] = (statistics.median(abs(d) for d in diffs), max(abs(d) for d in diffs))
         quiet_worst[arm] = max(quiet, default=0.0)
+        counted[arm] = len(diffs)
     assert all(median <= DECODE_MEDIAN for median, _ in summary.values()), summary
     assert all(worst <= DECODE_WORST for worst in quiet_worst.values()), (quiet_worst, summary)
     agreement = {row["arm"]: row for row in build_report(session)["engine_agreement"]}
     for arm, (median, worst) in summary.items():
-        assert agreement[arm]["runs"] == len(PROMPTS) * REPEATS, agreement[arm]
+        assert agreement[arm]["runs"] == counted[arm], agreement[arm]
         assert agreement[arm]["median_pct"] == pytest.approx(100 * median, abs=1e-9), (agreement[arm], median)
         assert agreement[arm]["worst_pct"] == pytest.approx(100 * worst, abs=1e-9), (agreement[arm], worst)
 
@@ -327,7 +334,7 @@ def test_runs_beside_two_cpu_hogs_are_flagged_host_contended(server: VllmServer,
     mostly between runs: the gate's pre-run sample must still tell them (every run flagged). The
     quiet side is the ladder's: its runs are flagged only when the suite's other workers load the box."""
     config = write_config(tmp_path, "hogs", running_arm(server), warmup=0, repeats=2, max_tokens=32, prompts=PROMPTS[:1])
-    with processes(spin(), spin()) as hogs:
+    with processes(spin(HOG_S), spin(HOG_S)) as hogs:
         done, out = record(tmp_path, config)
         hogs_ran = all(hog.poll() is None for hog in hogs)
     assert done.returncode == 0 and hogs_ran, done.stderr.strip()[-600:]

@@ -26,6 +26,7 @@ from tokenreel.session.model import Run
 
 REPO = Path(__file__).resolve().parents[1]
 SPIN_S = 30  # every spinning process stops by itself after this, whatever happens to the test
+HOG_S = 600  # a hog, killed by its pid when its test ends, outlives a record on a loaded box
 WINDOW_S = 0.6
 THRESHOLD_PCT = 10.0
 
@@ -125,7 +126,7 @@ def test_a_cpu_bound_engine_is_flagged_beside_two_hogs_and_its_own_load_is_not_o
     config.write_text(text)
     alone = record(config, tmp_path / "alone.json")
     assert alone.returncode == 0, alone.stderr
-    with processes(spin(), spin()) as hogs:
+    with processes(spin(HOG_S), spin(HOG_S)) as hogs:
         beside = record(config, tmp_path / "beside.json")
         hogs_ran = all(hog.poll() is None for hog in hogs)
     assert beside.returncode == 0, beside.stderr

@@ -17,9 +17,8 @@ import pytest
 
 from tests.browser import Chromium
 from tests.test_html_report import open_page
-from tokenreel.base.theme import load_theme
+from tokenreel.base.theme import hex_color, load_theme
 from tokenreel.report import render_report
-from tokenreel.report.charts.style import hex_color
 from tokenreel.report.html_shell import THEME
 from tokenreel.report.sweep_html import sweep_html
 from tokenreel.session.archive import load

@@ -66,6 +66,11 @@ class Theme:
         return self.accents[index % len(self.accents)]
 
 
+def hex_color(rgb: RGB) -> str:
+    """"#rrggbb", as CSS and matplotlib take a colour."""
+    return "#{:02x}{:02x}{:02x}".format(*rgb)
+
+
 def available() -> list[str]:
     return assets.names("themes", ".json")
 

@@ -28,7 +28,6 @@ from tokenreel.report.accuracy_text import (
     nondeterministic_lines,
     rate_cell,
 )
-from tokenreel.report.charts import chart_svgs
 from tokenreel.report.data import Report, report_selection
 from tokenreel.report.html_replay import replay_data, replay_section, script_json
 from tokenreel.report.html_shell import THEME, arm_colors, arm_name, html_table, inline_svg, page
@@ -199,6 +198,8 @@ def _charts(session: Session, report: Report) -> str:
     """The charts of `tokenreel plot`, inline; the race is the first prompt's (the video's default)."""
     if not session.prompts:
         return ""
+    from tokenreel.report.charts import chart_svgs  # noqa: PLC0415  (matplotlib: 1.4 s of imports, HTML only)
+
     svgs = chart_svgs(session, report, session.prompts[0].id, THEME)
     figures = "".join(
         f'<figure class="chart" id="chart-{esc(name)}">{inline_svg(svg)}</figure>' for name, svg in svgs.items()

@@ -19,8 +19,7 @@ from collections.abc import Iterable, Sequence
 
 from tokenreel import assets
 from tokenreel.base.safe_text import esc
-from tokenreel.base.theme import Theme
-from tokenreel.report.charts.style import hex_color
+from tokenreel.base.theme import Theme, hex_color
 from tokenreel.session.model import Session
 
 THEME = "dark"

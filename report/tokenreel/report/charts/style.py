@@ -34,7 +34,7 @@ from matplotlib.typing import RcKeyType
 
 from tokenreel import assets
 from tokenreel.base.safe_text import strip_controls
-from tokenreel.base.theme import RGB, Theme
+from tokenreel.base.theme import Theme, hex_color
 
 WIDTH_IN, HEIGHT_IN, DPI = 8.0, 4.5, 160  # PNG 1280 x 720; SVG 576 x 324 pt
 REGULAR, BOLD = "JetBrainsMono-Regular.ttf", "JetBrainsMono-Bold.ttf"  # the video's faces
@@ -50,10 +50,6 @@ SVG_METADATA = {"Date": None, "Creator": None}
 # Read by matplotlib at draw and save time, so applied around both (`drawing`); text.parse_math off:
 # a label with two '$' is a label, not TeX.
 RC: dict[RcKeyType, Any] = {"svg.fonttype": "path", "text.parse_math": False, "axes.unicode_minus": True, "path.simplify": True}
-
-
-def hex_color(rgb: RGB) -> str:
-    return "#{:02x}{:02x}{:02x}".format(*rgb)
 
 
 @dataclass(frozen=True)
