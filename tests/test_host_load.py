@@ -108,7 +108,12 @@ def test_a_gate_sample_too_coarse_to_tell_the_line_is_widened_until_it_can(tmp_p
 
 
 def ladder_arm(burners: int) -> dict:
-    engine = [sys.executable, str(REPO / "tests" / "cpu_engine.py"), str(burners), str(SPIN_S), "--", *SIM[4:]]
+    """An engine whose burners spin while it lives (launch's stop ends them, HOG_S bounds them) and
+    whose runs last about 0.4 s: long enough that a burner sharing 2 loaded CPUs with hogs and the
+    suite's other workers still gets ticks within each run (at the launch tests' time scale a run
+    lasts 36 ms, and a busy engine's share of it can read 0)."""
+    simulate = [*SIM[4:SIM.index("--time-scale") + 1], "0.2"]
+    engine = [sys.executable, str(REPO / "tests" / "cpu_engine.py"), str(burners), str(HOG_S), "--", *simulate]
     return {"id": "cpu", "base_url": "http://127.0.0.1:{port}/v1", "model": SIM_MODEL, "launch": engine,
             "ready_timeout_s": 60}
 
