@@ -41,6 +41,19 @@ def test_a_local_endpoint_is_watched_with_its_engines_load_discounted(tmp_path: 
     assert "the CPU load of processes other than its engine and the recorder" in render_report(archive.load(out), "md")
 
 
+def test_a_reading_before_each_run_unless_host_wait_s_is_0(tmp_path: Path, make_sim) -> None:
+    """With a wait the gate reads others' load before each run (archived beside the run's own);
+    `host_wait_s = 0` reads none (no time between runs spent on it), the run's own still read."""
+    for wait, before_read in (("0.5", True), ("0", False)):
+        folder = tmp_path / wait
+        folder.mkdir()
+        result, out = record(folder, make_sim, f"host_wait_s = {wait}", arms=1)
+        assert result.exit_code == 0, result.output
+        measured = [r for r in archive.load(out).runs if not r.warmup]
+        assert measured and all(r.host is not None and r.host.others_pct is not None for r in measured)
+        assert all((r.host.others_before_pct is not None) == before_read for r in measured), (wait, [r.host for r in measured])
+
+
 def test_an_engine_whose_processes_cannot_be_found_is_said_once_and_not_flagged(tmp_path: Path, make_sim, monkeypatch) -> None:
     """No listener visible (as for another user's engine) and no GPU: the gate cannot tell the
     engine's load from others', says so once per arm, and flags no run."""

@@ -125,9 +125,9 @@ def measured(path: Path) -> list[Run]:
 def test_a_cpu_bound_engine_is_flagged_beside_two_hogs_and_its_own_load_is_not_others(tmp_path: Path) -> None:
     """The same CPU-bound engine (a busy child) recorded alone, then beside two hogs the test
     starts: its own load is the engine's in both; beside the hogs every run is flagged."""
-    config = write_config(tmp_path, [ladder_arm(1)], max_tokens=16, repeats=3)
     # A short host gate: beside the hogs it waits once, briefly.
-    text = config.read_text().replace("[session]\n", f"[session]\nhost_wait_s = 0.5\nhost_pressure_pct = {THRESHOLD_PCT}\n")
+    config = write_config(tmp_path, [ladder_arm(1)], max_tokens=16, repeats=3, host_wait_s=0.5)
+    text = config.read_text().replace("[session]\n", f"[session]\nhost_pressure_pct = {THRESHOLD_PCT}\n")
     config.write_text(text)
     alone = record(config, tmp_path / "alone.json")
     assert alone.returncode == 0, alone.stderr

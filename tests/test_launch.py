@@ -46,12 +46,14 @@ def toml_list(items: list[str]) -> str:
 
 
 def write_config(tmp: Path, arms: list[dict], *, max_tokens: int = 16, warmup: int = 0, repeats: int = 1,
-                 prompts: list[dict] | None = None, idle_wait_s: float = 5) -> Path:
-    """A config whose arms are dicts of arm keys (lists become TOML arrays)."""
+                 prompts: list[dict] | None = None, idle_wait_s: float = 5, host_wait_s: float = 0) -> Path:
+    """A config whose arms are dicts of arm keys (lists become TOML arrays); by default no host
+    reading before each run (these tests are not about the host, and their runs are shorter)."""
     suite = tmp / "suite.jsonl"
     suite.write_text("".join(json.dumps(p) + "\n" for p in (prompts or PROMPTS)))
     lines = ["[session]", 'name = "launch"', f'prompts = "{suite.name}"', f"max_tokens = {max_tokens}",
-             f"warmup = {warmup}", f"repeats = {repeats}", f"idle_wait_s = {idle_wait_s}", ""]
+             f"warmup = {warmup}", f"repeats = {repeats}", f"idle_wait_s = {idle_wait_s}",
+             f"host_wait_s = {host_wait_s}", ""]
     for arm in arms:
         lines.append("[[arms]]")
         for key, value in arm.items():

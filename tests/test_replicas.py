@@ -43,7 +43,7 @@ def _config(path: Path, clusters: list[SimCluster], prompts: str | None = None, 
     # replicas' streams, now and then sends a first token late and catches up, which inflates one
     # run's decode rate; a median cell leaves one such run out (on GPUs each replica is its own host)
     lines = ["[session]", 'name = "replicas"', f'prompts = "{prompts}"', "max_tokens = 64", "warmup = 0",
-             f"repeats = {repeats}", "idle_wait_s = 0.5", "host_wait_s = 0.5", "[session.timeouts]",
+             f"repeats = {repeats}", "idle_wait_s = 0.5", "host_wait_s = 0", "[session.timeouts]",
              *(f"{k} = {v}" for k, v in FAST_TIMEOUTS.items())]
     for profile in PROFILES:
         bases = (urls or {}).get(profile.id) or [c.base_url(profile.id) for c in clusters]

@@ -108,7 +108,8 @@ SESSION = (
     _setting("host_pressure_pct", "float", "20.0",
              "Local endpoints: other processes' share of the engine host's CPU time above which a run is flagged host_contended."),
     _setting("host_wait_s", "float", "10.0",
-        "Local endpoints: seconds to wait before a run for the host's CPU load to fall below host_pressure_pct."),
+             "Local endpoints: seconds to wait before a run for the host's CPU load to fall below host_pressure_pct;"
+             " 0 reads no load before a run (a run is then flagged by the load during it alone)."),
     _setting("gpu_util_pct", "float", "5.0",
              "Local endpoints: GPU utilisation above which (or another process on the GPU) an arm is flagged before it records."),
     _setting("gpu_wait_s", "float", "60.0", "Local endpoints: seconds to wait before an arm for its GPU to be free."),

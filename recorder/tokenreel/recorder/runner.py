@@ -257,7 +257,7 @@ class _Recorder:
                     self.emit(RunRetried(arm.id, prompt.id, index, attempt, _client_busy_line(run)))
                     run = await self._run(http, arm, prompt, index)
                 if run.status == "failed" and engine is not None:
-                    engine.raise_if_exited()  # then this run and the rest fail with its exit code and last lines
+                    await engine.raise_if_exited()  # then this run and the rest fail with its exit code and last lines
                 self._store(run)
                 self._count(run)
                 self._say_log_problem(arm, engine)
@@ -393,15 +393,17 @@ class _Recorder:
         if run.gate.status == "busy":
             run.status, run.error, run.started_at = "skipped", run.gate.detail, _now()
             return run
-        host_before, waited_s = Load(0.0, 0.0, 0.0), 0.0
+        host_before: Load | None = None  # the gate's reading before the run; none when host_wait_s is 0
+        waited_s, waited_out = 0.0, False
         if self.host is not None:
             try:
-                host_before, waited_s, waited_out = await self.host.settle()
+                if settings.host_wait_s > 0:
+                    host_before, waited_s, waited_out = await self.host.settle()
                 self.host.begin_run()
             except (Unwatched, OSError, ValueError) as exc:
                 self._host_lost(arm, exc)
             else:
-                if waited_out:
+                if waited_out and host_before is not None:
                     self.emit(HostWaitedOut(arm.id, prompt.id, index, host_before.others_pct, waited_s))
         self.emit(RunStarted(arm.id, prompt.id, index, run.warmup, run.gate.status))
         await stream_run(http, arm, prompt, settings, run, self._progress(run))

@@ -46,6 +46,10 @@ MAX_LINE_BYTES = 64 * 1024  # an output line is read (and kept) in pieces of at 
 TAIL_LINES = 5  # the log's last lines quoted when an engine fails
 STOP_GRACE_S = 15.0  # SIGTERM, then SIGKILL: a GPU engine frees its memory on a clean exit
 POLL_S = 0.25
+# After a failed run, how long an engine whose server went away is given to finish exiting (its
+# wrapper or API process outlives the socket by a moment) before the failure is taken as the run's.
+EXIT_GRACE_S = 2.0
+EXIT_POLL_S = 0.02
 PR_SET_PDEATHSIG = 1
 
 
@@ -219,12 +223,18 @@ class Engine:
         if code is not None:  # what answered is another server on the port it failed to bind
             raise EngineFailed(self._failure(f"exited with code {code} while {self.ready_url} answered"))
 
-    def raise_if_exited(self) -> None:
-        """EngineFailed naming the exit code and the log's last lines when the engine has exited
-        (a run failing on a dead engine says why, not "cannot connect")."""
-        code = self.process.poll() if self.process is not None else None
-        if code is not None:
-            raise EngineFailed(self._failure(f"exited with code {code} during the runs"))
+    async def raise_if_exited(self) -> None:
+        """After a failed run: EngineFailed naming the exit code and the log's last lines when the
+        engine has exited or does within EXIT_GRACE_S (a run failing on a dead engine says why,
+        not "cannot connect")."""
+        deadline = time.monotonic() + EXIT_GRACE_S
+        while self.process is not None:
+            code = self.process.poll()
+            if code is not None:
+                raise EngineFailed(self._failure(f"exited with code {code} during the runs"))
+            if time.monotonic() >= deadline:
+                return
+            await asyncio.sleep(EXIT_POLL_S)
 
     def _failure(self, what: str) -> str:
         if self._reader is not None and self.process is not None and self.process.poll() is not None:

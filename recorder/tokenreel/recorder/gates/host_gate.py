@@ -258,11 +258,13 @@ class HostWatch:
     def begin_run(self) -> None:
         self._mark = self.sample()
 
-    def end_run(self, before: Load, waited_s: float) -> HostPressure:
-        """The run's load since `begin_run`; contended when it or the gate's last sample was over the line."""
+    def end_run(self, before: Load | None, waited_s: float) -> HostPressure:
+        """The run's load since `begin_run`; contended when it or the gate's last sample before it
+        (None: not read, host_wait_s 0) was over the line."""
         load, self._mark = self.load_since(self._mark)
+        was_over = before is not None and before.over(self.threshold_pct)
         return HostPressure(
-            source=str(STAT), waited_s=waited_s, contended=load.over(self.threshold_pct) or before.over(self.threshold_pct),
-            others_pct=load.others_pct, others_before_pct=before.others_pct, engine_pct=load.engine_pct,
+            source=str(STAT), waited_s=waited_s, contended=load.over(self.threshold_pct) or was_over,
+            others_pct=load.others_pct, others_before_pct=None if before is None else before.others_pct, engine_pct=load.engine_pct,
             resolution_pct=load.resolution_pct, cpus=self.counted_cpus,
         )
