@@ -20,7 +20,7 @@ import orjson
 import pytest
 
 from tests.test_cli import invoke, run_cli
-from tests.test_replicas import PROFILES, SCALE, _config, assert_pooled_is_the_truth
+from tests.test_replicas import PROFILES, QUICK_SCALE, SCALE, _config, assert_pooled_is_the_truth
 from tokenreel.recorder.replicas import shards
 from tokenreel.session import archive
 
@@ -61,7 +61,7 @@ def test_two_replicas_on_ray_give_the_one_replica_ladder(ray_head: str, tmp_path
 
 def test_arms_of_one_endpoint_on_ray_keep_their_gpu_check(ray_head: str, tmp_path: Path, make_sim) -> None:
     """One replica: one worker, every prompt, the GPU gate read on its node and archived."""
-    cluster = make_sim(PROFILES, time_scale=SCALE)
+    cluster = make_sim(PROFILES, time_scale=QUICK_SCALE)
     out = tmp_path / "s.json"
     result = _ray_record("--config", _config(tmp_path / "c.toml", [cluster], repeats=1), "--out", out, "--ray", ray_head)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -108,7 +108,7 @@ def test_a_kill_loses_no_finished_run_and_resume_records_the_rest(ray_head: str,
                                                                   victim: str) -> None:
     """SIGKILL of one replica's worker (the other goes on) or of the driver (its workers go with
     it), or Ctrl-C of the driver (exit 130, its workers stopped)."""
-    clusters = [make_sim(PROFILES, time_scale=SCALE) for _ in range(2)]
+    clusters = [make_sim(PROFILES, time_scale=QUICK_SCALE) for _ in range(2)]
     config = _config(tmp_path / "c.toml", clusters, repeats=4)
     out = tmp_path / "s.json"
     assert _wait_for_no_workers() == []  # the last test's worker gone, so the two counted are this one's
@@ -171,7 +171,7 @@ def test_what_ray_cannot_record_is_one_line(tmp_path: Path) -> None:
 
 def test_without_ray_or_a_cluster_or_with_another_tokenreel_nothing_is_written(ray_head: str, tmp_path: Path,
                                                                                make_sim) -> None:
-    clusters = [make_sim(PROFILES, time_scale=SCALE) for _ in range(2)]
+    clusters = [make_sim(PROFILES, time_scale=QUICK_SCALE) for _ in range(2)]
     config, out = _config(tmp_path / "c.toml", clusters), tmp_path / "s.json"
     as_tokenreel = "from tokenreel.cli import app; app(prog_name='tokenreel')"
     for setup, address, said in [
