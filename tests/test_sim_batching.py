@@ -4,6 +4,7 @@ profile says, over real HTTP; the pure truth a sweep is held against, and its cr
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -117,13 +118,18 @@ def test_one_request_alone_decodes_as_before(make_sim) -> None:
 
 
 def test_concurrent_requests_slow_each_other_as_the_model_says(make_sim) -> None:
+    """Four at once decode at half the rate of one. The client stamps reads in this process, which
+    the simulator shares: a starved process reads a reply's first events late and the rest in a
+    burst (beside two CPU hogs one of 120 tokens read 3.3x too fast), so the replies are long
+    (4.8 s) and their median is held tight, each one loosely."""
     cluster = make_sim([PLAIN], time_scale=SCALE)
-    replies = asyncio.run(concurrent(cluster, "plain", 4, 120))
+    replies = asyncio.run(concurrent(cluster, "plain", 4, 480))
     expected = PLAIN.expected_tok_s("conversation", 4)
     assert expected == pytest.approx(50)
-    for reply in replies:
-        assert reply.counts[-1] == 120
-        assert reply.decode_tok_s * SCALE == pytest.approx(expected, rel=0.05)
+    assert all(reply.counts[-1] == 480 for reply in replies)
+    rates = [reply.decode_tok_s * SCALE for reply in replies]
+    assert statistics.median(rates) == pytest.approx(expected, rel=0.05), rates
+    assert all(rate == pytest.approx(expected, rel=0.25) for rate in rates), rates
 
 
 @pytest.mark.parametrize("off_above", [2, 3])
