@@ -3,6 +3,8 @@ ladder and report make of client_busy runs."""
 
 from __future__ import annotations
 
+import csv
+import io
 import statistics
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import orjson
 import pytest
 
 from tests import session_factory as factory
+from tokenreel.analysis.figures import figure
 from tokenreel.analysis.ladder import build_cells, missing_cells
 from tokenreel.analysis.metrics import run_metrics
 from tokenreel.report import build_report, render_report
@@ -97,6 +100,37 @@ def test_client_busy_kernel_runs_stay_and_a_shared_first_read_leaves_only_its_tt
     report = build_report(session)
     assert [(r["in_figures"], r["ttft_in_figures"]) for r in report["clocks"]] == [(True, True), (True, True), (True, False)]
     assert report["latency"]["cells"][0]["ttft_ms"]["n"] == 2 and report["latency"]["cells"][0]["itl_ms"]["n"] > 0
+
+
+def test_a_run_read_whole_in_one_read_is_left_out_of_decode_and_said() -> None:
+    """A recorder starved for a whole decode gets the answer in one read (the kernel merges the
+    queued packets and keeps the last one's time): no decode interval. Its cell still counts it,
+    so every view marks the decode and TPOT it is left out of, and says why."""
+    session = clocked_session()
+    whole = session.runs[2].chunks
+    last = max(i for i, n in enumerate(whole.tokens) if n)
+    for i in range(len(whole.t_ns)):
+        if whole.tokens[i]:
+            whole.t_ns[i] = whole.t_ns[last]
+    [cell] = build_cells(session)
+    assert run_metrics(session.runs[2]).decode_tok_s is None
+    assert (cell.runs, cell.decode_left_out, cell.ttft_left_out) == (3, 1, 1)
+    assert cell.decode_tok_s == statistics.median(run_metrics(r).decode_tok_s for r in session.runs[:2])
+    report = build_report(session)
+    assert [r["decode_in_figures"] for r in report["clocks"]] == [True, True, False]
+    markdown = render_report(session, "md")
+    row = next(line for line in markdown.splitlines() if line.startswith("| a | p1 |"))
+    decode, tpot = figure(cell.decode_tok_s), figure(cell.tpot_ms, 2)
+    assert f"| {tpot}‡ | {decode}‡ |" in row
+    note = "‡ decode and TPOT leave out runs whose whole answer arrived in one read (no decode interval)"
+    assert note in markdown and "† the TTFT leaves out runs whose first token was read together" in markdown
+    assert "Decode left out of decode and TPOT figures for a / p1 / run 2: the whole answer arrived in one read" in markdown
+    html = render_report(session, "html")
+    assert f"{decode}‡" in html and note in html
+    [csv_row] = csv.DictReader(io.StringIO(render_report(session, "csv")))
+    assert csv_row["decode_left_out"] == "1" and csv_row["ttft_left_out"] == "1"
+    clocked = render_report(clocked_session(), "md")  # no such run: no mark, no note
+    assert "‡" not in clocked and "Decode left out" not in clocked
 
 
 def user_clock_busy(session: Session) -> Session:

@@ -51,6 +51,8 @@ class Cell:
     client_busy: int = 0  # runs flagged client_busy (the recorder woke late)
     client_busy_left_out: int = 0  # of those, runs left out (user clock only: kernel times stay exact)
     ttft_left_out: int = 0  # usable runs whose first token shared a read with later ones: no TTFT
+    # usable runs with no decode interval (the whole answer arrived in one read): no decode or TPOT
+    decode_left_out: int = 0
     host_contended: int = 0  # runs whose host (this machine) was under CPU pressure
     host_pressure_pct: float | None = None  # the highest host load over the cell's runs (HostPressure.load_pct), in %
     host_note: str = ""  # why the host's load is unknown (a remote endpoint, the engine's processes not found)
@@ -182,6 +184,7 @@ def _cell(session: Session, arm_id: str, prompt_id: str, category: str, selectio
         client_busy=sum(1 for r in measured_ok if r.client_busy),
         client_busy_left_out=sum(1 for r in measured_ok if client_busy_inexact(r)),
         ttft_left_out=sum(1 for r in runs if first_token_late(r)),
+        decode_left_out=sum(1 for f in figures if f.decode_tok_s is None),
         host_contended=sum(1 for r in measured_ok if host_contended(r)),
         host_pressure_pct=max((r.host.load_pct() for r in measured_ok if r.host is not None), default=None),
         host_note=next((r.host_note for r in measured_ok if r.host is None and r.host_note), ""),

@@ -17,7 +17,7 @@ CELL_KEYS = (
     "e2e_tok_s", "spread_tok_s", "acceptance_length", "like_for_like", "contended", "note",
     "acceptance_rate", "acceptance_approximate", "acceptance_note", "contention_note",
     "token_counts", "tokens_estimated", "clock", "client_delay_p99_ms", "client_busy", "client_busy_left_out",
-    "ttft_left_out", "host_contended", "host_pressure_pct", "host_note", "e2e_s",
+    "ttft_left_out", "decode_left_out", "host_contended", "host_pressure_pct", "host_note", "e2e_s",
 )
 
 

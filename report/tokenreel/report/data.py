@@ -16,6 +16,7 @@ from tokenreel.analysis.decomposition import category_sentence, decompositions
 from tokenreel.analysis.engine_figures import arm_fingerprint, engine_agreement, prompt_cache
 from tokenreel.analysis.ladder import Cell, build_cells, build_ladder, category_ladders, category_table, common_prompts, missing_cells
 from tokenreel.analysis.latency import PERCENTILE_METHOD, Latency, LatencyRow, build_latency
+from tokenreel.analysis.metrics import run_metrics
 from tokenreel.analysis.positions import acceptance_positions
 from tokenreel.analysis.replica_ladders import replica_ladders, served_model_lines
 from tokenreel.analysis.roofline import rooflines
@@ -196,6 +197,7 @@ def run_clocks(session: Session, selection: RunSelection) -> list[dict[str, Any]
             "client_busy": run.client_busy,
             "in_figures": selection.counts(run),
             "ttft_in_figures": selection.counts_ttft(run),
+            "decode_in_figures": selection.counts(run) and run_metrics(run).decode_tok_s is not None,
             "host_pressure_pct": run.host.load_pct() if run.host else None,
             "host_contended": host_contended(run),
         })

@@ -33,9 +33,11 @@ from tokenreel.report.html_replay import replay_data, replay_section, script_jso
 from tokenreel.report.html_shell import THEME, arm_colors, arm_name, html_table, inline_svg, page
 from tokenreel.report.roofline_text import ROOFLINE_TITLE, roofline_lines
 from tokenreel.report.wording import (
+    DECODE_MARK,
     ESTIMATED_NOTE,
     LATENCY_FIGURES,
     NO_HEADLINE,
+    TTFT_MARK,
     acceptance_notes,
     acceptance_text,
     answers_legend,
@@ -52,6 +54,7 @@ from tokenreel.report.wording import (
     ladder_note,
     latency_gaps,
     latency_legend,
+    left_out_notes,
     position_table,
     rate_text,
     ratio_text,
@@ -321,11 +324,12 @@ def _cells(report: Report) -> str:
     rows = []
     for c in report["cells"]:
         star = "*" if c["tokens_estimated"] else ""
+        decode_mark = DECODE_MARK if c["decode_left_out"] else ""
         rows.append([
             esc(c["arm"]), esc(c["prompt"]), esc(c["category"]), str(c["runs"]), esc(c["output_tokens"]),
-            figure(c["ttft_s"], 3) + ("†" if c["ttft_left_out"] else ""),
-            figure(c["tpot_ms"], 2) + (star if c["tpot_ms"] is not None else ""),
-            figure(c["decode_tok_s"]) + (star if c["decode_tok_s"] is not None else ""), figure(c["e2e_tok_s"]),
+            figure(c["ttft_s"], 3) + (TTFT_MARK if c["ttft_left_out"] else ""),
+            figure(c["tpot_ms"], 2) + (star if c["tpot_ms"] is not None else "") + decode_mark,
+            figure(c["decode_tok_s"]) + (star if c["decode_tok_s"] is not None else "") + decode_mark, figure(c["e2e_tok_s"]),
             figure(c["spread_tok_s"]), esc(acceptance_text(c["acceptance_length"], c["acceptance_approximate"])),
             esc(rate_text(c["acceptance_rate"])), "yes" if c["like_for_like"] else f"no ({esc(c['note'])})", esc(contended_text(c)),
             _yes(bool(c["host_contended"]), host_text(c)) if c["host_contended"] else esc(host_text(c)),
@@ -335,10 +339,8 @@ def _cells(report: Report) -> str:
          "Accept. len", "Accept. rate", "Like-for-like", "Contended", "Host CPU load"],
         rows, numeric=tuple(range(3, 12)),
     )
-    lines = [report["selection"]["rule"], *host_notes(report), *gpu_notes(report)]
+    lines = [report["selection"]["rule"], *host_notes(report), *gpu_notes(report), *left_out_notes(report)]
     notes = "".join(f"<p class=note>{esc(line)}</p>" for line in lines if line)
-    if any(c["ttft_left_out"] for c in report["cells"]):
-        notes += "<p class=note>† the TTFT leaves out runs whose first token was read together with later ones.</p>"
     missing = ""
     if report["missing_cells"]:
         missing = "<h3>Missing cells</h3><p class=note>No usable run, so not in any figure above.</p>" + html_table(

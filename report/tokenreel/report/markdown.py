@@ -12,10 +12,12 @@ from tokenreel.report.accuracy_text import accuracy_markdown
 from tokenreel.report.data import Report
 from tokenreel.report.roofline_text import ROOFLINE_TITLE, roofline_lines
 from tokenreel.report.wording import (
+    DECODE_MARK,
     ESTIMATED_NOTE,
     LATENCY_FIGURES,
     NO_HEADLINE,
     STEP_MARKS,
+    TTFT_MARK,
     acceptance_notes,
     acceptance_text,
     answers_legend,
@@ -32,6 +34,7 @@ from tokenreel.report.wording import (
     ladder_note,
     latency_gaps,
     latency_legend,
+    left_out_notes,
     position_table,
     rate_text,
     ratio_text,
@@ -125,6 +128,11 @@ def _clock_notes(report: Report, session: Session) -> list[str]:
     if late:
         lines += ["", f"TTFT left out of TTFT figures for {run_names(late)}: the first token was read together"
                   " with later ones, so its time is a later packet's (decode figures keep these runs)."]
+    whole = [r for r in runs if r["in_figures"] and not r["decode_in_figures"]]
+    if whole:
+        lines += ["", f"Decode left out of decode and TPOT figures for {run_names(whole)}: the whole answer arrived in"
+                  " one read, so there is no interval between its first and last token (TTFT and end-to-end figures"
+                  " keep these runs)."]
     return [*lines, "", *host_notes(report), *gpu_notes(report)]
 
 
@@ -246,14 +254,16 @@ def to_markdown(report: Report, session: Session) -> str:
     ]
     for c in report["cells"]:
         like = "yes" if c["like_for_like"] else f"no ({c['note']})"
+        ttft_mark, decode_mark = TTFT_MARK if c["ttft_left_out"] else "", DECODE_MARK if c["decode_left_out"] else ""
         lines.append(
             f"| {c['arm']} | {c['prompt']} | {c['category']} | {c['runs']} | {c['output_tokens']} "
-            f"| {figure(c['ttft_s'], 3)}{'†' if c['ttft_left_out'] else ''} | {_est(figure(c['tpot_ms'], 2), c['tokens_estimated'])} "
-            f"| {_est(figure(c['decode_tok_s']), c['tokens_estimated'])} | {figure(c['e2e_tok_s'])} "
+            f"| {figure(c['ttft_s'], 3)}{ttft_mark} | {_est(figure(c['tpot_ms'], 2), c['tokens_estimated'])}{decode_mark} "
+            f"| {_est(figure(c['decode_tok_s']), c['tokens_estimated'])}{decode_mark} | {figure(c['e2e_tok_s'])} "
             f"| {figure(c['spread_tok_s'])} | {acceptance_text(c['acceptance_length'], c['acceptance_approximate'])} "
             f"| {rate_text(c['acceptance_rate'])} | {like} | {contended_text(c)} | {host_text(c)} |"
         )
-    lines += ["", *_latency_tables(report)]
+    marks = left_out_notes(report)
+    lines += ["", *([*marks, ""] if marks else []), *_latency_tables(report)]
     lines += _answers_section(report, labels)
     lines += accuracy_markdown(report.get("accuracy"))
     lines += _replicas_section(report, labels)

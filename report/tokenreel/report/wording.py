@@ -162,6 +162,22 @@ def engine_notes(report: dict[str, Any]) -> list[str]:
     return [head + ":", "", *lines, ""]
 
 
+# The marks on a cell's figure that leave some of its runs out, and what each says.
+TTFT_MARK, DECODE_MARK = "†", "‡"
+
+
+def left_out_notes(report: dict[str, Any]) -> list[str]:
+    """What the cells table's marks mean, for the marks it shows: a run left out of one figure of
+    its cell stays in the cell's run count and its other figures."""
+    lines = []
+    if any(c["ttft_left_out"] for c in report["cells"]):
+        lines.append(f"{TTFT_MARK} the TTFT leaves out runs whose first token was read together with later ones.")
+    if any(c["decode_left_out"] for c in report["cells"]):
+        lines.append(f"{DECODE_MARK} decode and TPOT leave out runs whose whole answer arrived in one read (no decode"
+                     " interval); their TTFT and end-to-end figures keep them.")
+    return lines
+
+
 # What the host figure is, by `host_summary`'s measure: others' CPU load, or PSI in older files.
 HOST_MEASURES = {
     "others_cpu": "the CPU load of processes other than its engine and the recorder (the share of its CPUs' time"
