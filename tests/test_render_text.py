@@ -204,14 +204,14 @@ def test_the_compact_stream_layout_matches_wrapping_the_clusters(text: str, cols
 
 
 def test_a_long_stream_is_laid_out_in_a_few_bytes_per_character() -> None:
-    """No object per character: distinct cells are shared, placed cells are 2-byte indices, a
-    caret is its column (1 byte while columns fit one) and its line is found from where each
-    line's carets start."""
+    """No object per character: distinct cells are shared, placed cells are 1-byte indices while
+    there are few distinct ones, a caret is its column (1 byte while columns fit one) and its line
+    is found from where each line's carets start."""
     text = ("The model streams tokens, 漢字 and 🚀 too.\n" * 6000)[:200_000]
     ends = list(range(4, len(text), 4))
     layout = layout_stream(text, ["text"] * len(text), ends, cols=64)
-    assert len(layout.lines.palette) < 64
-    assert layout.lines.ids.itemsize == 2 and len(layout.lines.ids) < len(text)
+    assert len(layout.lines.cells.keys) < 64
+    assert layout.lines.cells.ids.itemsize == 1 and len(layout.lines.cells.ids) < len(text)
     assert layout.caret.cols.itemsize == 1 and len(layout.caret.firsts) <= len(layout.lines) and len(layout.caret) == len(ends) + 1
     assert "".join(c.text for c in layout.lines[0]) == "The model streams tokens, 漢字 and 🚀 too."
 

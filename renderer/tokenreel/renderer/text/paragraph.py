@@ -24,6 +24,7 @@ from tokenreel.renderer.text import bidi, fonts, raster, shaping
 from tokenreel.renderer.text.cells import SPACE, TAB, Cell, Cluster, cell_metrics, glyph_size64
 from tokenreel.renderer.text.highlight import CODE_STYLES
 from tokenreel.renderer.text.offsets import Offsets
+from tokenreel.renderer.text.palette import Palette
 
 SHAPED_FONT = "shaped"  # the font of a ShapedLine: drawn from its pieces, not from one font
 TILE_FONTS = frozenset({fonts.EMOJI, None})  # clusters drawn as their grid tile, not shaped
@@ -109,31 +110,25 @@ class Held:
     (kind, cell) (2 bytes while there are few), not an object."""
 
     def __init__(self) -> None:
-        self.palette: list[tuple[int, Cell]] = []
-        self._index: dict[tuple[int, Cell], int] = {}
-        self.ids = array("H")
+        self.clusters: Palette[tuple[int, Cell]] = Palette()
         self.starts = Offsets()
         self.code = self.rtl = False
 
     def append(self, item: Cluster) -> None:
-        key = (item.kind, item.cell)
-        i = self._index.get(key)
-        if i is None:
-            i = self._index[key] = len(self.palette)
-            self.palette.append(key)
-            if i > 0xFFFF and self.ids.typecode == "H":
-                self.ids = array("I", self.ids)
+        known = len(self.clusters.keys)
+        self.clusters.append((item.kind, item.cell))
+        if len(self.clusters.keys) > known:
             self.code = self.code or item.cell.style in CODE_STYLES
             self.rtl = self.rtl or item.cell.font in fonts.RTL
-        self.ids.append(i)
         self.starts.append(item.start)
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self.clusters.ids)
 
     def __iter__(self) -> Iterator[Cluster]:
-        for i, start in zip(self.ids, self.starts, strict=True):
-            kind, cell = self.palette[i]
+        keys = self.clusters.keys
+        for i, start in zip(self.clusters.ids, self.starts, strict=True):
+            kind, cell = keys[i]
             yield Cluster(start, kind, cell)
 
     def wants_shaping(self) -> bool:
@@ -198,28 +193,27 @@ def _units(held: Held, source: str) -> tuple[_Packed, str, array[int], int, int]
     A character that is not strongly directional (a space, punctuation, a digit) is shaped in
     the font of the right-to-left script beside it when that font has it, so a run of words
     stays one run and its punctuation matches its letters instead of the grid's coding font."""
-    texts = [" " if kind in (SPACE, TAB) else cell.text for kind, cell in held.palette]
+    clusters, ids = held.clusters.keys, held.clusters.ids
+    texts = [" " if kind in (SPACE, TAB) else cell.text for kind, cell in clusters]
     strong = [_strong(text) for text in texts]
-    joined = "".join(map(texts.__getitem__, held.ids))
+    joined = "".join(map(texts.__getitem__, ids))
     base = 1 if bidi.is_rtl_paragraph(joined) else 0
     levels = bidi.levels(joined)
-    first = next((held.palette[i][1].font for i in held.ids if strong[i]), None)
+    first = next((clusters[i][1].font for i in ids if strong[i]), None)
     near = first if first in fonts.RTL else None  # the RTL font of the nearest strong unit before (else after)
-    palette: dict[tuple[str | None, str, bool, bool], int] = {}
-    kind_of: dict[tuple[int, str | None], int] = {}  # (cluster's palette index, near) -> unit palette index
+    units: Palette[tuple[str | None, str, bool, bool]] = Palette()
+    kind_of: dict[tuple[int, str | None], int] = {}  # (cluster's index, near) -> unit kind's index
     lengths = [len(text) for text in texts]
-    ends, unit_levels, kinds = array("I"), bytearray(), array("B")
+    ends, unit_levels = array("I"), bytearray()
     at = 0
-    for i in held.ids:
+    for i in ids:
         if strong[i]:
-            font = held.palette[i][1].font
+            font = clusters[i][1].font
             near = font if font in fonts.RTL else None
         kind = kind_of.get((i, near))
         if kind is None:
-            kind = kind_of[i, near] = palette.setdefault(_unit_kind(held.palette[i], texts[i], near), len(palette))
-            if kind > 0xFF and kinds.typecode == "B":
-                kinds = array("H", kinds)
-        kinds.append(kind)
+            kind = kind_of[i, near] = units.id(_unit_kind(clusters[i], texts[i], near))
+        units.ids.append(kind)
         unit_levels.append(levels[at])
         at += lengths[i]
         ends.append(at)
@@ -227,7 +221,7 @@ def _units(held: Held, source: str) -> tuple[_Packed, str, array[int], int, int]
     steps.extend(ends)
     shared = bool(held.starts) and source.startswith(joined, held.starts.first)
     shift = held.starts.first if shared else 0
-    return _Packed(source if shared else joined, steps, unit_levels, kinds, list(palette)), joined, ends, shift, base
+    return _Packed(source if shared else joined, steps, unit_levels, units.ids, units.keys), joined, ends, shift, base
 
 
 def _unit_kind(cluster: tuple[int, Cell], text: str, near: str | None) -> tuple[str | None, str, bool, bool]:

@@ -12,48 +12,39 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from typing import overload
 
+from tokenreel.renderer.text.palette import Palette
 
-class StyleIds(Sequence[str]):
-    """Per character an index into `names`; grown by runs, painted by ranges, read as strings.
-    Read-only once handed on: hashing reads its bytes."""
+
+class StyleIds(Palette[str], Sequence[str]):
+    """Per character an index into `keys`, the distinct style names; grown by runs, painted by
+    ranges, read as strings. Read-only once handed on: hashing reads its bytes."""
 
     def __init__(self, styles: Iterable[str] = ()) -> None:
-        self.names: list[str] = []
-        self._index: dict[str, int] = {}
-        self.ids = array("B")
-        ids = array("H", map(self._id, styles))  # _id widens self.ids past 256 styles
-        self.ids = ids if self.ids.typecode == "H" else array("B", ids)
-
-    def _id(self, style: str) -> int:
-        i = self._index.get(style)
-        if i is None:
-            i = self._index[style] = len(self.names)
-            self.names.append(style)
-            if i > 0xFF and self.ids.typecode == "B":
-                self.ids = array("H", self.ids)
-        return i
+        super().__init__()
+        ids = array("I", map(self.id, styles))  # id widens self.ids as the names grow
+        self.ids = array(self.ids.typecode, ids)
 
     def run(self, style: str, count: int) -> None:
         """Append count characters of one style."""
         if count > 0:
-            i = self._id(style)
+            i = self.id(style)
             self.ids.extend(array(self.ids.typecode, [i]) * count)
 
     def paint(self, start: int, end: int, style: str) -> None:
         """Give the characters [start, end) one style."""
         if end > start:
-            i = self._id(style)
+            i = self.id(style)
             self.ids[start:end] = array(self.ids.typecode, [i]) * (end - start)
 
     def extend_from(self, other: StyleIds, start: int, end: int) -> None:
         """Append other's styles of characters [start, end)."""
-        if other.names == self.names[: len(other.names)]:
-            for name in other.names[len(self.names) :]:
-                self._id(name)
+        if other.keys == self.keys[: len(other.keys)]:
+            for name in other.keys[len(self.keys) :]:
+                self.id(name)
             part = other.ids[start:end]
             self.ids.extend(part if part.typecode == self.ids.typecode else array(self.ids.typecode, part))
             return
-        remap = array("H", map(self._id, other.names))
+        remap = array("H", map(self.id, other.keys))
         self.ids.extend(array(self.ids.typecode, (remap[i] for i in other.ids[start:end])))
 
     def copy(self) -> StyleIds:
@@ -72,17 +63,17 @@ class StyleIds(Sequence[str]):
 
     def __getitem__(self, k: int | slice) -> str | list[str]:
         if isinstance(k, slice):
-            return [self.names[i] for i in self.ids[k]]
-        return self.names[self.ids[k]]
+            return [self.keys[i] for i in self.ids[k]]
+        return self.keys[self.ids[k]]
 
     def __iter__(self) -> Iterator[str]:
-        return map(self.names.__getitem__, self.ids)
+        return map(self.keys.__getitem__, self.ids)
 
     def __hash__(self) -> int:
         """Of the styles read as strings (equal ones hash equal whatever their ids): the ids
         renumbered in order of first use, and the names in that order."""
         firsts = {}
-        for i in range(len(self.names)):
+        for i in range(len(self.keys)):
             try:
                 firsts[i] = self.ids.index(i)
             except ValueError:
@@ -92,12 +83,12 @@ class StyleIds(Sequence[str]):
         if self.ids.typecode == "B":
             key = self.ids.tobytes().translate(bytes(rank.get(i, 0) for i in range(256)))
         else:
-            key = array("H", map(rank.__getitem__, self.ids)).tobytes()
-        return hash((tuple(self.names[i] for i in ranked), key))
+            key = array(self.ids.typecode, map(rank.__getitem__, self.ids)).tobytes()
+        return hash((tuple(self.keys[i] for i in ranked), key))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, StyleIds):
-            if self.names == other.names:
+            if self.keys == other.keys:
                 return self.ids == other.ids
             return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
         if isinstance(other, Sequence) and not isinstance(other, str):

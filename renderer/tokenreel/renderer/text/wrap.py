@@ -25,6 +25,7 @@ from tokenreel.renderer.text.clusters import NEWLINES, clusters, iter_clusters, 
 from tokenreel.renderer.text.highlight import CODE_STYLES
 from tokenreel.renderer.text.markup import BULLET, PAD, RULE
 from tokenreel.renderer.text.offsets import Offsets
+from tokenreel.renderer.text.palette import Palette
 from tokenreel.renderer.text.rtl_runs import RtlRuns, merge_rtl_runs
 from tokenreel.renderer.text.style_ids import StyleIds, style_ids
 
@@ -42,9 +43,7 @@ class CellLines(Sequence[tuple[Cell, ...]]):
     and number (made again when read). Indexing gives the line's cells as a tuple."""
 
     def __init__(self) -> None:
-        self.palette: list[Cell] = []
-        self._index: dict[Cell, int] = {}
-        self.ids = array("H")
+        self.cells: Palette[Cell] = Palette()
         self.starts = array("I", [0])  # starts[k]..starts[k+1] are line k's cells; the last line is open
         self.laids: list[paragraph._Laid] = []  # the shaped paragraphs placed
         self._shaped_at = array("I")  # lines holding a shaped paragraph's line, in order
@@ -60,16 +59,10 @@ class CellLines(Sequence[tuple[Cell, ...]]):
             self._shaped_laid.append(len(self.laids) - 1)
             self._shaped_number.append(cell.number)
             return
-        i = self._index.get(cell)
-        if i is None:
-            i = self._index[cell] = len(self.palette)
-            self.palette.append(cell)
-            if i > 0xFFFF and self.ids.typecode == "H":
-                self.ids = array("I", self.ids)
-        self.ids.append(i)
+        self.cells.append(cell)
 
     def new_line(self) -> None:
-        self.starts.append(len(self.ids))
+        self.starts.append(len(self.cells.ids))
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -88,8 +81,8 @@ class CellLines(Sequence[tuple[Cell, ...]]):
             k += n
         if not 0 <= k < n:
             raise IndexError("line index out of range")
-        end = self.starts[k + 1] if k + 1 < n else len(self.ids)
-        cells = tuple(map(self.palette.__getitem__, self.ids[self.starts[k] : end]))
+        end = self.starts[k + 1] if k + 1 < n else len(self.cells.ids)
+        cells = tuple(map(self.cells.keys.__getitem__, self.cells.ids[self.starts[k] : end]))
         s = bisect_left(self._shaped_at, k)
         if s < len(self._shaped_at) and self._shaped_at[s] == k:
             line = paragraph.ShapedLine(self.laids[self._shaped_laid[s]], self._shaped_number[s])
