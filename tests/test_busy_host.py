@@ -105,12 +105,13 @@ def test_a_run_is_never_paired_with_another_arms_stream(busy: Recording) -> None
 
 def test_a_late_first_token_or_a_late_last_one_is_caught(busy: Recording) -> None:
     """The checks above can fail: the same run with its first token 1 ms past the server's
-    write of it, or its last token 5 ms past the end of the stream, is out of bounds."""
-    arm = SEED_LADDER[0].id
-    run, stream = next(
-        (run, stream) for run, stream in pair(arm, busy.session.runs, busy.sent[arm])
-        if run.status == "ok" and run.clock is not None and not run.clock.first_shared
-    )
+    write of it, or its last token 5 ms past the end of the stream, is out of bounds. A run whose
+    first token was read alone is taken, the kind the TTFT check holds; on a box so loaded that
+    every first token shared its read (seen beside three more hogs), the first ok run: the
+    shifted times are measured against the server's writes alike."""
+    ok = [(run, stream) for arm in (p.id for p in SEED_LADDER) for run, stream in pair(arm, busy.session.runs, busy.sent[arm])
+          if run.status == "ok" and run.clock is not None]
+    run, stream = min(ok, key=lambda pair: pair[0].clock is not None and pair[0].clock.first_shared)
     assert run.send_monotonic_ns is not None
     truth = run_truth(run, stream)
     shift = round((1.0 - truth.ttft_vs_after_ms) * 1e6)  # 1 ms after the first token write's after stamp
