@@ -15,6 +15,8 @@ from tests import session_factory as factory
 from tokenreel.analysis.figures import figure
 from tokenreel.analysis.ladder import build_cells, missing_cells
 from tokenreel.analysis.metrics import run_metrics
+from tokenreel.renderer.options import RenderOptions
+from tokenreel.renderer.render_plan import build_plan
 from tokenreel.report import build_report, render_report
 from tokenreel.session import archive
 from tokenreel.session.json_form import session_to_dict
@@ -131,6 +133,20 @@ def test_a_run_read_whole_in_one_read_is_left_out_of_decode_and_said() -> None:
     assert csv_row["decode_left_out"] == "1" and csv_row["ttft_left_out"] == "1"
     clocked = render_report(clocked_session(), "md")  # no such run: no mark, no note
     assert "‡" not in clocked and "Decode left out" not in clocked
+
+
+def test_a_cell_whose_every_run_came_in_one_read_is_not_raced_and_the_render_says_why() -> None:
+    session = factory.session([(arm, arm.upper(), [factory.stream(factory.words(6), 100 * MS, 10 * MS) for _ in range(3)])
+                               for arm in ("a", "b")])
+    for run in session.runs_of("a", "p1"):
+        whole = run.chunks
+        last = max(i for i, n in enumerate(whole.tokens) if n)
+        whole.t_ns[:] = [whole.t_ns[last] if n else t for t, n in zip(whole.t_ns, whole.tokens, strict=True)]
+    cell, other = build_cells(session)
+    assert (cell.arm, cell.runs, cell.decode_left_out, cell.decode_tok_s) == ("a", 3, 3, None) and other.decode_left_out == 0
+    with pytest.raises(ValueError, match=r"arm 'a' has no usable measured run of prompt 'p1' \(each of its counted"
+                                         r" runs got its whole answer in one read, so none has a decode interval"):
+        build_plan(session, RenderOptions(size="640x360"))
 
 
 def user_clock_busy(session: Session) -> Session:

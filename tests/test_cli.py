@@ -68,7 +68,9 @@ def invoke(*args: str, env: dict[str, str] | None = None):
 
 
 def test_record_report_render_never_write_the_key(tmp_path: Path, make_sim) -> None:
-    cluster = make_sim([*SEED_LADDER, seed("bf16", id="locked", fault="401")])
+    # A tenth of real speed: the video races each arm's one run, and at the suite's fiftieth the
+    # drafter's whole 64-token answer (3 ms) can reach a loaded recorder in one read: no decode to race by.
+    cluster = make_sim([*SEED_LADDER, seed("bf16", id="locked", fault="401")], time_scale=0.1)
     config = write_config(tmp_path / "c.toml", cluster, prompts="builtin:ladder4", key_env="TR_KEY")
     session = tmp_path / "s.json"
     env = {"TR_KEY": SENTINEL}

@@ -15,7 +15,7 @@ from PIL import Image
 
 from tokenreel.analysis.claims import Speedup, claim_text, prompt_rank, prompt_speedup, suite_speedup, typical_prompt
 from tokenreel.analysis.figures import multiplier
-from tokenreel.analysis.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, median_run, missing_cells
+from tokenreel.analysis.ladder import Cell, LadderRow, build_cells, build_ladder, common_prompts, median_run, missing_cells, usable_runs
 from tokenreel.analysis.selection import RunSelection
 from tokenreel.analysis.serving_config import SYNTHETIC_LABEL, synthetic_acceptance
 from tokenreel.base.safe_text import shown_path
@@ -146,6 +146,9 @@ def _pick_run(session: Session, arm_id: str, prompt_id: str, which: str, selecti
         run = median_run(session, arm_id, prompt_id, selection)
         if run is None:
             why = next((m.reason for m in missing_cells(session, selection) if (m.arm, m.prompt) == (arm_id, prompt_id)), "")
+            if not why and usable_runs(session, arm_id, prompt_id, selection):
+                why = ("each of its counted runs got its whole answer in one read, so none has a decode interval to race by;"
+                       " record the cell again on a less loaded machine")
             raise ValueError(f"run: arm {arm_id!r} has no usable measured run of prompt {prompt_id!r}" + (f" ({why})" if why else ""))
         return run
     runs = [r for r in session.runs_of(arm_id, prompt_id) if r.index == int(which)]
