@@ -107,7 +107,7 @@ class ShapedParagraph(NamedTuple):
 class Held:
     """A paragraph's clusters while its end tells whether it is shaped, packed: per cluster
     where it starts (a step from the last, a byte) and an index into a palette of distinct
-    (kind, cell) (2 bytes while there are few), not an object."""
+    (kind, cell) (1 byte while there are few), not an object."""
 
     def __init__(self) -> None:
         self.clusters: Palette[tuple[int, Cell]] = Palette()

@@ -39,7 +39,7 @@ HANGING_INDENT = 2
 
 class CellLines(Sequence[tuple[Cell, ...]]):
     """Wrapped lines stored compactly: per placed cell an index into a palette of distinct cells
-    (2 or 4 bytes), per line where its cells start; a shaped paragraph's line as its paragraph
+    (1, 2 or 4 bytes: `Palette`), per line where its cells start; a shaped paragraph's line as its paragraph
     and number (made again when read). Indexing gives the line's cells as a tuple."""
 
     def __init__(self) -> None:
