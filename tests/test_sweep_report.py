@@ -78,14 +78,18 @@ def test_crossover_and_intervals_hold_the_models_truth(tmp_path: Path, make_sim)
 
 
 def test_drafting_off_level_and_the_markdown_view(tmp_path: Path, make_sim) -> None:
-    # plain above 2 running, on a 10 % slower target (its drafter's memory): slower than the base there
-    off = replace(DRAFTER, drafting_off_above=2, decode_tok_s=90)
-    sweep = _sweep(tmp_path, make_sim, [BASE, off], requests=8, levels=(1, 2, 4))
+    # plain above 2 running, on a 25 % slower target (its drafter's memory): slower than the base there.
+    # The aggregate's interval is the per-request one scaled (sweep_compare), about +-0.5 % at 4 here,
+    # blind to a stall between requests, which on a loaded box can lengthen one arm's window by a tenth
+    # (a 10 % slower target read as paying in aggregate). 25 % at 4, and 1.5x at 2 (drafting), leave
+    # about a third either way: a stall of 0.3 s in an arm's 1 s window of 12 requests.
+    off = replace(DRAFTER, drafting_off_above=2, decode_tok_s=75)
+    sweep = _sweep(tmp_path, make_sim, [BASE, off], requests=12, levels=(1, 2, 4))
     [pair] = sweep["json"]["crossovers"]
     assert pair["drafting_off_level"] == 4, sweep["json"]["levels"]
     assert pair["per_request_level"] == pair["aggregate_level"] == 4
     at_4 = pair["levels"][-1]["per_request"]
-    assert at_4["ci95"][1] < 1 and at_4["ratio"] == pytest.approx(0.9, rel=0.05), at_4
+    assert at_4["ci95"][1] < 1 and at_4["ratio"] == pytest.approx(0.75, rel=0.05), at_4
     assert set(pair) >= {"arm", "vs", "per_request_level", "aggregate_level", "drafting_off_level", "levels"}
     rows = {(row["arm"], row["level"]): row for row in sweep["json"]["levels"]}
     assert rows[("draft", 4)]["drafts_per_step"] < OFF_BELOW < 0.9 < rows[("draft", 2)]["drafts_per_step"]
@@ -94,7 +98,7 @@ def test_drafting_off_level_and_the_markdown_view(tmp_path: Path, make_sim) -> N
     lines = md.output.splitlines()
     assert lines[2] == ("**Drafter pays over Base up to 2 concurrent requests; from 4 on it is slower"
                         " (per request; aggregate: from 4 on); the engine stopped drafting at 4.**")
-    assert "| 4 | ok | 8 |" in md.output and "## Drafter vs Base" in md.output
+    assert "| 4 | ok | 12 |" in md.output and "## Drafter vs Base" in md.output
     # the base's dashes say why (no drafter: no spec-decode counters); the drafter's table has none to explain
     base_part, drafter_part = md.output.split("## Base", 1)[1].split("## Drafter", 1)
     assert "drafts per step –: the engine's /metrics has no spec-decode counters" in " ".join(base_part.split())
