@@ -10,7 +10,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from tests.test_cli import write_config
+from tests.test_cli import run_cli, write_config
 from tokenreel.cli import app
 from tokenreel.report.data import build_report
 from tokenreel.session import archive
@@ -30,22 +30,24 @@ def true_ratio(arm: str, base: str) -> float:
 def test_record_stops_by_itself_once_the_ratio_is_known(tmp_path: Path, make_sim) -> None:
     cluster = make_sim([SEED_LADDER[0], SEED_LADDER[2]], time_scale=0.25)
     # Three runs a cell: its median stands even when a starved simulator (this test's own process)
-    # delivers one run's tokens in a burst.
+    # delivers one run's tokens in a burst; the recorder in a process of its own, as a user's, so
+    # that the two do not take turns with one interpreter lock.
     config = write_config(tmp_path / "c.toml", cluster, max_tokens=64, repeats=3, prompts="builtin:mixed")
     out = tmp_path / "s.json"
-    result = CliRunner().invoke(app, ["record", "--config", str(config), "--out", str(out), "--target-ci", "20%"])
-    assert result.exit_code == 0, result.output
+    done = run_cli("record", "--config", config, "--out", out, "--target-ci", "20%")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
     session = archive.load(out)
     rule = session.stopping
-    assert rule is not None and rule.stopped == "target met", result.output
+    assert rule is not None and rule.stopped == "target met", output
     assert rule.looks[0] == 8 and rule.looked[-1] < len(rule.order) == 32  # stopped before the suite ran out
     assert all(w is not None and w <= 0.20 for w in rule.widths.values())
     # Every arm ran exactly the prompts drawn, the first ones of the seeded stratified order.
     drawn = set(rule.order[: rule.looked[-1]])
     for arm in ("bf16", "nvfp4-dflash2"):
         assert {run.prompt for run in session.runs if run.arm == arm} == drawn
-    assert f"look {len(rule.looked)} of {len(rule.looks)}, {rule.looked[-1]} prompts" in result.output
-    assert "stopped: target met" in result.output and "target ±20 % met" in result.output
+    assert f"look {len(rule.looked)} of {len(rule.looks)}, {rule.looked[-1]} prompts" in output
+    assert "stopped: target met" in output and "target ±20 % met" in output
 
     report = build_report(session)
     row = report["ladder"][-1]
