@@ -68,8 +68,10 @@ def invoke(*args: str, env: dict[str, str] | None = None):
 
 
 def test_record_report_render_never_write_the_key(tmp_path: Path, make_sim) -> None:
-    # A tenth of real speed: the video races each arm's one run, and at the suite's fiftieth the
-    # drafter's whole 64-token answer (3 ms) can reach a loaded recorder in one read: no decode to race by.
+    # A tenth of real speed, recorded by a process of its own: the video races each arm's one run,
+    # and at the suite's fiftieth the drafter's whole 64-token answer (3 ms) can reach a loaded
+    # recorder in one read (no decode to race by), more so one sharing this process's lock with
+    # the simulator.
     cluster = make_sim([*SEED_LADDER, seed("bf16", id="locked", fault="401")], time_scale=0.1)
     config = write_config(tmp_path / "c.toml", cluster, prompts="builtin:ladder4", key_env="TR_KEY")
     session = tmp_path / "s.json"
@@ -77,10 +79,10 @@ def test_record_report_render_never_write_the_key(tmp_path: Path, make_sim) -> N
     checked = invoke("record", "--config", config, "--out", session, env=env)
     assert checked.exit_code == 2 and not session.exists()  # the preflight finds the locked arm
     assert "locked: http" in checked.output and "refused the request (HTTP 401); check TR_KEY" in checked.output
-    recorded = invoke("record", "--config", config, "--out", session, "--no-preflight", env=env)
-    assert recorded.exit_code == 1  # the locked arm fails
-    assert "locked" in recorded.output and "401" in recorded.output
-    outputs = [checked.output, recorded.output]
+    recorded = run_cli("record", "--config", config, "--out", session, "--no-preflight", env={**os.environ, **env})
+    assert recorded.returncode == 1, recorded.stderr  # the locked arm fails
+    assert "locked" in recorded.stderr and "401" in recorded.stderr
+    outputs = [checked.output, recorded.stdout, recorded.stderr]
     for fmt in ("md", "json", "csv"):
         result = invoke("report", session, "--format", fmt, "--out", tmp_path / f"r.{fmt}")
         assert result.exit_code == 0, result.output
