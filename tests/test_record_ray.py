@@ -56,7 +56,7 @@ def test_two_replicas_on_ray_give_the_one_replica_ladder(ray_head: str, tmp_path
     report = orjson.loads(invoke("report", out, "--format", "json").output)
     assert [e["runs"] for e in report["replicas"]] == [{"ok": 2 * 3 * len(p)} for p in parts]
     assert all(e["nodes"] == [session.runs[0].node] for e in report["replicas"])  # one machine: one node
-    assert_pooled_is_the_truth(report)
+    assert_pooled_is_the_truth(report, session, clusters)
 
 
 def test_arms_of_one_endpoint_on_ray_keep_their_gpu_check(ray_head: str, tmp_path: Path, make_sim) -> None:

@@ -10,6 +10,8 @@ fails going on alone, --resume, and the config's errors.
 
 from __future__ import annotations
 
+import math
+import statistics
 from pathlib import Path
 
 import httpx
@@ -17,11 +19,13 @@ import orjson
 import pytest
 
 from tests.test_cli import FAST_TIMEOUTS, invoke, run_cli
+from tests.test_sim_sent import _held_to_what_was_sent
 from tokenreel.recorder.replicas import rotated, shards
 from tokenreel.session import archive
-from tokenreel.session.model import Prompt
+from tokenreel.session.model import Prompt, Session
 from tokenreel.simulator.profiles import SEED_LADDER
 from tokenreel.simulator.server import SimCluster
+from tokenreel.simulator.truth import fetch_sent, pair, run_truth
 
 PROFILES = SEED_LADDER[:2]
 # Real speed for the tests that hold the pooled ratio to the truth: a bf16 step lasts 10 ms, long
@@ -113,20 +117,48 @@ def test_two_replicas_record_the_ladder_at_once(tmp_path: Path, make_sim) -> Non
     assert report["replica_warnings"] == []
     md = invoke("report", out).output
     assert "## Replicas" in md and md.count("\n| 0 | ") == 1 and md.count("\n| 1 | ") == 1, md[-1200:]
-    assert_pooled_is_the_truth(report)
+    assert_pooled_is_the_truth(report, session, clusters)
 
 
-def assert_pooled_is_the_truth(report: dict) -> None:
+def assert_pooled_is_the_truth(report: dict, session: Session, clusters: list[SimCluster]) -> None:
     """The pooled ladder (report json) agrees with the simulator's truth, the profiles' own decode
     rates (a plain arm decodes at its profile's rate, whatever the prompt: the archived demo's
-    NVFP4 / bf16 is 1.40797 against 1.40783), and its interval holds that figure. A second
-    recording of one replica, in this process, was the reference once: sharing the GIL with the
-    simulators on a loaded CI box it came out 4.7 % off while the pooled figure was within 0.05 %."""
+    NVFP4 / bf16 is 1.40797 against 1.40783), over the prompts whose every run the simulator sent
+    at that rate; when it sent them all so, the ladder's own figure and interval hold it. A
+    simulator starved by a loaded box (it serves from this process) falls behind and sends the rest
+    of a reply in a burst (a CI run's suite start: 3 of 12 prompts, a cell's median 65 times the
+    rate): the recorder then measures what was sent, checked run by run against the simulator's log."""
+    behind = _sent_behind_schedule(session, clusters)
+    cells = {(cell["arm"], cell["prompt"]): cell["decode_tok_s"] for cell in report["cells"]}
+    kept = [p.id for p in session.prompts if p.id not in behind]
+    assert len(kept) >= len(session.prompts) / 2, sorted(behind)
     truth = PROFILES[1].decode_tok_s / PROFILES[0].decode_tok_s
-    pooled = report["ladder"][1]["vs_first"]
-    assert pooled == pytest.approx(truth, rel=0.03), (pooled, truth)
-    low, high = report["ladder"][1]["vs_first_ci95"]
-    assert low <= truth * 1.03 and truth / 1.03 <= high
+    first, second = (statistics.fmean(cells[(profile.id, prompt)] for prompt in kept) for profile in PROFILES)
+    assert second / first == pytest.approx(truth, rel=0.03), (second / first, truth, sorted(behind))
+    if not behind:
+        pooled = report["ladder"][1]["vs_first"]
+        assert pooled == pytest.approx(truth, rel=0.03), (pooled, truth)
+        low, high = report["ladder"][1]["vs_first_ci95"]
+        assert low <= truth * 1.03 and truth / 1.03 <= high
+
+
+def _sent_behind_schedule(session: Session, clusters: list[SimCluster]) -> set[str]:
+    """The prompts with a run that replica's simulator did not send at its profile's rate (within
+    1 %, from its own log of every write); on the way, every run's recorded times are held to
+    that log (tests/test_sim_sent.py)."""
+    behind, truths = set(), []
+    for replica, cluster in enumerate(clusters):
+        runs = [run for run in session.runs if run.replica == replica]
+        for profile in PROFILES:
+            for run, stream in pair(profile.id, runs, fetch_sent(cluster.root_url(profile.id), cluster.control_headers)):
+                truths.append(run_truth(run, stream))
+                writes = [j for j, tokens in enumerate(stream.tokens) if tokens > 0]
+                seconds = (stream.after_ns[writes[-1]] - stream.after_ns[writes[0]]) / 1e9 / cluster.time_scale
+                rate = sum(stream.tokens[writes[0] + 1:]) / seconds if seconds > 0 else math.inf
+                if abs(rate / profile.decode_tok_s - 1) > 0.01:
+                    behind.add(run.prompt)
+    _held_to_what_was_sent(truths)
+    return behind
 
 
 def test_a_failing_replica_goes_on_alone_and_resume_finishes_it(tmp_path: Path, make_sim) -> None:
