@@ -104,8 +104,10 @@ def test_report_gives_time_per_task_and_finishes_no_sooner_beside_a_faster_decod
     assert low <= wordy["sooner"] <= high
     decode = next(row for row in report["ladder"] if row["arm"] == "wordy")["vs_prior"]
     assert wordy["decode_vs_prior"] == decode and decode > 1.1  # each token faster ...
-    # ... and the task no sooner: the step's words are the interval's, whichever way it fell.
-    verdict = "finishes no sooner" if low <= 0 <= high else f"finishes {round(abs(sooner) * 100)} % {'sooner' if sooner > 0 else 'later'}"
+    # ... and the task no sooner: the step's words are the interval's (or a point that rounds to
+    # 0 %), whichever way it fell.
+    shown = round(abs(sooner) * 100)
+    verdict = "finishes no sooner" if low <= 0 <= high or shown == 0 else f"finishes {shown} % {'sooner' if sooner > 0 else 'later'}"
     assert wordy["text"] == f"writes {round(change * 100)} % more tokens, {verdict}"
     assert set(report["task_time"]["categories"]) == {"code", "chat"}
 
@@ -193,6 +195,7 @@ def test_length_sets_ignore_eos(tmp_path: Path) -> None:
     (-0.05, 0.16, [0.12, 0.2], "writes 5 % fewer tokens, finishes 16 % sooner"),
     (0.0, -0.08, [-0.12, -0.04], "writes as many tokens, finishes 8 % later"),
     (0.3, 0.1, None, "writes 30 % more tokens, finishes 10 % sooner"),
+    (0.21, -0.004, [-0.007, -0.001], "writes 21 % more tokens, finishes no sooner"),  # rounds to 0 %
 ])
 def test_step_words(change: float, sooner: float, ci95: list[float] | None, text: str) -> None:
     assert step_text(change, sooner, ci95) == text
