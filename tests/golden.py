@@ -13,9 +13,9 @@ import numpy as np
 from PIL import Image
 
 from tokenreel.base.theme import load_theme
+from tokenreel.renderer.text.blocks import layout_stream
 from tokenreel.renderer.text.highlight import content_styles
 from tokenreel.renderer.text.painter import GlyphPainter
-from tokenreel.renderer.text.wrap import layout_stream
 
 HERE = Path(__file__).parent / "golden"
 SIZE = 24  # px: the body size of a 1440p column, big enough to see every mark

@@ -15,8 +15,8 @@ from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.model_ids import middle_cut
 from tokenreel.renderer.options import RenderOptions
 from tokenreel.renderer.render_plan import build_plan
+from tokenreel.renderer.text.blocks import AllLines, layout_stream
 from tokenreel.renderer.text.highlight import styled_stream
-from tokenreel.renderer.text.wrap import layout_stream
 from tokenreel.session import archive
 
 SESSIONS = Path(__file__).resolve().parent.parent / "sessions"
@@ -71,7 +71,7 @@ def test_code_wraps_between_tokens_never_inside_an_identifier(cols: int):
 def test_the_demo_code_keeps_its_identifiers_whole(size: str):
     plan = build_plan(archive.load(DEMO), RenderOptions(prompt="code-1", size=size, hold_s="0"))
     for column in FrameRenderer(plan).columns:
-        lines = ["".join(cell.text for cell in line) for line in column.layout.lines]
+        lines = ["".join(cell.text for cell in line) for line in AllLines(column.layout)]
         text = styled_stream(column.track.content, column.track.reasoning, column.track.tool, plan.code)[0]
         assert identifier_split(text, lines, column.geo.cols) == [], lines
         assert not any(line.rstrip().endswith("day.re") for line in lines)

@@ -20,10 +20,10 @@ from tests.session_factory import MS, session, stream
 from tokenreel.renderer.options import RenderOptions
 from tokenreel.renderer.render import render
 from tokenreel.renderer.text import bidi, clusters, fonts, highlight, paragraph, shaping, wrap
+from tokenreel.renderer.text.blocks import ArmLayout, StreamLayout, layout_stream
 from tokenreel.renderer.text.highlight import styled_stream
 from tokenreel.renderer.text.offsets import Offsets
 from tokenreel.renderer.text.style_ids import StyleIds
-from tokenreel.renderer.text.wrap import layout_stream
 from tokenreel.session import archive
 
 PROSE = {
@@ -140,6 +140,34 @@ def _styled_and_laid(count: int) -> tuple[int, tuple[int, int]]:
         return text, layout_stream(text, styles, ends, 60, 18)
 
     return len("".join(pieces)), _traced(both)
+
+
+def _styled_and_shown(count: int) -> tuple[int, tuple[int, int]]:
+    """(characters, (peak, kept) bytes) of rendering the markdown of an Arabic paragraph of count
+    words and showing its end in a 30-row column, as a poster late in the answer does."""
+    words = PROSE[fonts.ARABIC]
+    pieces = [words[(k * 3) % len(words)] for k in range(count)]
+
+    def shown() -> object:
+        text, styles, ends = styled_stream(pieces, [""] * len(pieces), [""] * len(pieces), code=False)
+        layout = ArmLayout(StreamLayout(text, styles, 60, 18), ends)
+        top, line, _ = layout.window(len(ends), 30)
+        assert line - top == 29 and all(isinstance(layout.line(n)[0], paragraph.ShapedLine) for n in range(top, line + 1))
+        return text, layout
+
+    return len("".join(pieces)), _traced(shown)
+
+
+def test_a_frame_late_in_a_long_answer_keeps_its_text_and_styles_and_a_few_blocks() -> None:
+    """Showing the end of a long Arabic answer keeps, per further character, its text (2 bytes)
+    and styles (1) and little else, under 4 bytes, and peaks under 12: the blocks laid out are
+    the few the rows show. Laying the whole answer out first kept about 9 and peaked at 22."""
+    _styled_and_shown(2500)  # fonts and caches
+    small, (small_peak, small_kept) = _styled_and_shown(7500)
+    large, (large_peak, large_kept) = _styled_and_shown(22500)
+    peak, kept = (large_peak - small_peak) / (large - small), (large_kept - small_kept) / (large - small)
+    assert small > 120_000 and large > 3 * small - 100
+    assert kept < 4 and peak < 12, (kept, peak)
 
 
 def test_a_long_rtl_answer_is_laid_out_in_a_few_bytes_a_character() -> None:

@@ -15,6 +15,7 @@ from tokenreel.renderer.layout import Rect
 from tokenreel.renderer.options import RenderOptions
 from tokenreel.renderer.render_plan import RenderPlan, build_plan
 from tokenreel.renderer.text import fonts
+from tokenreel.renderer.text.blocks import AllLines
 from tokenreel.renderer.timeline import first_frame_showing
 
 SMALL = "640x360"
@@ -169,7 +170,7 @@ def test_unicode_text_renders_inside_its_column_without_boxes() -> None:
     )
     plan = build_plan(s, RenderOptions(size="1280x720", title_s="0", hold_s="0"))
     renderer = FrameRenderer(plan)
-    for line in renderer.columns[0].layout.lines:
+    for line in AllLines(renderer.columns[0].layout):
         for cell in line:
             assert cell.font is not None and all(ord(c) in fonts.coverage(cell.font) for c in cell.text), cell
     empty, full = renderer.render(0), renderer.render(plan.frame_count - 1)

@@ -13,11 +13,12 @@ from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.options import RenderOptions
 from tokenreel.renderer.render_plan import RenderPlan, build_plan
 from tokenreel.renderer.text import fonts
+from tokenreel.renderer.text.blocks import layout_stream
 from tokenreel.renderer.text.cells import GLYPH, SHAPED
 from tokenreel.renderer.text.clusters import clusters
 from tokenreel.renderer.text.highlight import styled_stream
 from tokenreel.renderer.text.markup import BULLET, HEADING, INLINE_CODE, PAD, RULE, STRONG, render
-from tokenreel.renderer.text.wrap import layout_stream, shape_paragraphs
+from tokenreel.renderer.text.wrap import shape_paragraphs
 
 SAMPLE = """## Speculative **decoding**
 
@@ -44,8 +45,8 @@ def chunked(text: str, size: int) -> list[str]:
     return [text[k : k + size] for k in range(0, len(text), size)]
 
 
-def line_texts(layout) -> list[str]:
-    return ["".join(" " * c.width if c.text == " " else c.text for c in line) for line in layout.lines]
+def line_texts(lines) -> list[str]:
+    return ["".join(" " * c.width if c.text == " " else c.text for c in line) for line in lines]
 
 
 def test_markers_go_and_their_text_is_styled() -> None:
@@ -101,7 +102,7 @@ def test_any_chunking_shows_the_same_answer_and_only_ever_a_prefix_of_it(size: i
 def test_bold_is_the_bold_face_and_list_items_hang_under_their_text() -> None:
     text, styles, ends = styled_stream([SAMPLE], [""], [""], code=False)
     layout = layout_stream(text, styles, ends, cols=30)
-    lines = line_texts(layout)
+    lines = line_texts(layout.lines)
     bold = {c.font for line in layout.lines for c in line if c.style in (STRONG, HEADING) and c.text.strip()}
     plain = {c.font for line in layout.lines for c in line if c.style == "text" and c.text.strip()}
     assert bold == {fonts.BOLD} and plain == {fonts.REGULAR}
@@ -116,11 +117,11 @@ def test_bold_is_the_bold_face_and_list_items_hang_under_their_text() -> None:
 def test_a_table_too_wide_for_the_column_keeps_its_rows_without_pipes() -> None:
     source = "| name | value |\n|---|---|\n| a much longer first cell | 1 |\n"
     text, styles, ends = styled_stream([source], [""], [""], code=False)
-    wide = line_texts(layout_stream(text, styles, ends, cols=60))
+    wide = line_texts(layout_stream(text, styles, ends, cols=60).lines)
     assert wide[:3] == ["name                      value", "─" * 31, "a much longer first cell  1    "]
     narrow = layout_stream(text, styles, ends, cols=20)
     assert not any(c.style == PAD for line in narrow.lines for c in line)
-    texts = line_texts(narrow)
+    texts = line_texts(narrow.lines)
     assert texts[0] == "name  value" and texts[1] == "─" * 20 and "|" not in "".join(texts)
 
 
@@ -151,7 +152,7 @@ def test_a_rendered_frame_shows_rendered_markdown(markdown_plan: RenderPlan) -> 
     frame = renderer.render(last)
     column, geo = renderer.columns[0], markdown_plan.layout.columns[0]
     top, line, _, _ = column.text_key(len(column.track.t_ns), last, markdown_plan.fps)
-    shown = line_texts(column.layout)[top : line + 1]
+    shown = line_texts(map(column.layout.line, range(top, line + 1)))
     assert shown and not any("**" in row or "```" in row or "`" in row for row in shown)
     cw, lh = column.painter.cell_w, column.painter.line_h
     item = next(k for k, row in enumerate(shown) if row.startswith("• The draft"))

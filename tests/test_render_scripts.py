@@ -19,11 +19,12 @@ from tokenreel.renderer import verify as verifying
 from tokenreel.renderer.options import RenderOptions
 from tokenreel.renderer.render import render
 from tokenreel.renderer.text import fonts, paragraph, raster, shaping
+from tokenreel.renderer.text.blocks import layout_stream
 from tokenreel.renderer.text.cells import GLYPH, Cell
 from tokenreel.renderer.text.clusters import _ignorable, clusters, covered
 from tokenreel.renderer.text.painter import GlyphPainter
 from tokenreel.renderer.text.rtl_runs import merge_rtl_runs
-from tokenreel.renderer.text.wrap import _wrap, fit, layout_stream, wrap
+from tokenreel.renderer.text.wrap import _wrap, fit, wrap
 from tokenreel.session import archive
 
 EMOJI_SEQUENCES = {

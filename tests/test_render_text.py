@@ -9,12 +9,13 @@ from hypothesis import strategies as st
 from pygments.token import STANDARD_TYPES
 
 from tokenreel.renderer.text import fonts
+from tokenreel.renderer.text.blocks import AllLines, layout_stream
 from tokenreel.renderer.text.cells import BREAK, GLYPH, NEWLINE, Cell
 from tokenreel.renderer.text.clusters import clusters
 from tokenreel.renderer.text.highlight import CODE_STYLES, _style, content_styles, styled_stream
 from tokenreel.renderer.text.painter import GlyphPainter
 from tokenreel.renderer.text.rtl_runs import merge_rtl_runs
-from tokenreel.renderer.text.wrap import HANGING_INDENT, continuation_indent, fit, layout_stream, wrap
+from tokenreel.renderer.text.wrap import HANGING_INDENT, continuation_indent, fit, wrap
 
 SAMPLES = ["漢字かな", "🚀✅", "café naïve", "a\tb", "x\ry", "bell\x07", "x" * 300, "e\u0301", "👨\u200d👩\u200d👧 👍🏽"]
 
@@ -210,8 +211,11 @@ def test_a_long_stream_is_laid_out_in_a_few_bytes_per_character() -> None:
     text = ("The model streams tokens, 漢字 and 🚀 too.\n" * 6000)[:200_000]
     ends = list(range(4, len(text), 4))
     layout = layout_stream(text, ["text"] * len(text), ends, cols=64)
-    assert len(layout.lines.cells.keys) < 64
-    assert layout.lines.cells.ids.itemsize == 1 and len(layout.lines.cells.ids) < len(text)
+    assert isinstance(layout.lines, AllLines)
+    blocks = [layout.lines.layout.block(k) for k in range(layout.lines.layout.stream.count)]
+    assert len(blocks) > 40  # laid out a block at a time
+    assert all(len(block.lines.cells.keys) < 64 and block.lines.cells.ids.itemsize == 1 for block in blocks)
+    assert sum(len(block.lines.cells.ids) for block in blocks) < len(text)
     assert layout.caret.cols.itemsize == 1 and len(layout.caret.firsts) <= len(layout.lines) and len(layout.caret) == len(ends) + 1
     assert "".join(c.text for c in layout.lines[0]) == "The model streams tokens, 漢字 and 🚀 too."
 

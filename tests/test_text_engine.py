@@ -26,10 +26,10 @@ from tokenreel.renderer import manifest as manifests
 from tokenreel.renderer.options import RenderOptions
 from tokenreel.renderer.render import render
 from tokenreel.renderer.text import bidi, fonts, paragraph, raster, shaping
+from tokenreel.renderer.text.blocks import layout_stream
 from tokenreel.renderer.text.cells import cell_metrics
 from tokenreel.renderer.text.clusters import iter_clusters, needs_shaping
 from tokenreel.renderer.text.painter import GlyphPainter
-from tokenreel.renderer.text.wrap import layout_stream
 
 ROOT = Path(__file__).resolve().parent.parent
 WHITE, BLACK = (255, 255, 255), (0, 0, 0)

@@ -18,10 +18,10 @@ from tokenreel.base.theme import RGB
 from tokenreel.renderer.canvas import Canvas, Span, first_fit, style_color, text_w
 from tokenreel.renderer.layout import ColumnLayout, Rect, Shift
 from tokenreel.renderer.render_plan import RenderPlan
+from tokenreel.renderer.text.blocks import ArmLayout, stream_layout
 from tokenreel.renderer.text.highlight import styled_stream
 from tokenreel.renderer.text.painter import GlyphPainter
 from tokenreel.renderer.text.paragraph import ShapedLine
-from tokenreel.renderer.text.wrap import TextLayout, layout_stream
 from tokenreel.renderer.timeline import ArmTimeline
 from tokenreel.renderer.tracks import ArmTrack
 
@@ -51,20 +51,20 @@ class ArmColumn:
         self._figures: tuple[tuple[int, bool] | None, tuple[tuple[Span, ...], ...]] = (None, ())
 
     @cached_property
-    def layout(self) -> TextLayout:
-        """The stream wrapped, laid out when a frame first shows it: a poster of the end card
-        never lays out the answer."""
+    def layout(self) -> ArmLayout:
+        """The stream wrapped, laid out as frames show it (blocks.py): a poster of the end card
+        never lays out the answer, and a frame late in a long one only the blocks it shows."""
         text, styles, ends = styled_stream(self.track.content, self.track.reasoning, self.track.tool, self.plan.code)
-        return layout_stream(text, styles, ends, self.geo.cols, self.painter.size)
+        return ArmLayout(stream_layout(text, styles, self.geo.cols, self.painter.size), ends)
 
     def _line_tile(self, line: int) -> np.ndarray:
-        return self.painter.paint(self.layout.lines[line], self._style_color, self.theme.panel)
+        return self.painter.paint(self.layout.line(line), self._style_color, self.theme.panel)
 
     def _style_color(self, style: str) -> RGB:
         return style_color(self.theme, style)
 
     def _shaped(self, line: int) -> ShapedLine | None:
-        cells = self.layout.lines[line]
+        cells = self.layout.line(line)
         return cells[0] if cells and isinstance(cells[0], ShapedLine) else None
 
     def cursor_x(self, line: int, col: int) -> int | None:
@@ -81,8 +81,7 @@ class ArmColumn:
 
     def text_key(self, visible: int, replay_frame: int, fps: int) -> tuple[int, int, int, bool]:
         """(top line, caret line, caret col, cursor shown): all the text region depends on."""
-        line, col = self.layout.caret[visible]
-        top = max(0, line - self.geo.rows + 1)
+        top, line, col = self.layout.window(visible, self.geo.rows)
         waiting = visible <= self.track.first_index
         blink_on = (replay_frame * CURSOR_PHASES_PER_S // fps) % 2 == 0
         cursor = not self.finished(visible) and self.cursor_x(line, col) is not None and (blink_on or not waiting)

@@ -37,9 +37,10 @@ from tokenreel.renderer.title_card import TitleCard, composite_logo
 # metric, one multiplier per pair, hardware and engine on the title card and race header, model ids
 # shortened from the middle, code wrapped between tokens, at most one badge a column; 5: a
 # llama-server arm's drafter and draft length read from its launch command in the small print and
-# header, a graded session's pass@1 line, "task done N× sooner" at natural length). Manifests
-# before 2 record none.
-DESIGN = "5"
+# header, a graded session's pass@1 line, "task done N× sooner" at natural length; 6: a paragraph
+# longer than 8,192 characters starts a new line at the first space past each 8,192, so a frame
+# lays out only the part of a long answer it shows). Manifests before 2 record none.
+DESIGN = "6"
 
 class FrameRenderer:
     """Renders frame i of a plan; the same pixels whatever was rendered before and in what order."""

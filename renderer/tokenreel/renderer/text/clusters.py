@@ -111,14 +111,14 @@ class _Pending:
     emoji: bool = False  # an emoji presentation selector followed it: drawn from the emoji font
 
 
-def _raw_clusters(text: str, styles: Sequence[str]) -> Iterator[_Pending]:
-    """Each cluster, in order; a cluster is yielded only once the next one has begun, since
-    combining marks and selectors amend the last one."""
+def _raw_clusters(text: str, styles: Sequence[str], start: int = 0, end: int | None = None) -> Iterator[_Pending]:
+    """Each cluster of text[start:end] (starts counted in text), in order; a cluster is yielded
+    only once the next one has begun, since combining marks and selectors amend the last one."""
     last: _Pending | None = None
     previous_kind = None
     joining = False  # the last character was a ZWJ inside an emoji sequence
-    i = 0
-    n = len(text)
+    i = start
+    n = len(text) if end is None else end
     while i < n:
         char = text[i]
         style = styles[i]
@@ -177,11 +177,14 @@ def _raw_clusters(text: str, styles: Sequence[str]) -> Iterator[_Pending]:
         yield last
 
 
-def iter_clusters(text: str, styles: Sequence[str], primary: str = fonts.REGULAR) -> Iterator[Cluster]:
-    """clusters() one at a time, so a long stream is never held as one object per character.
-    Markdown's strong styles (markdown.BOLD_STYLES) take the bold face instead of primary."""
+def iter_clusters(
+    text: str, styles: Sequence[str], primary: str = fonts.REGULAR, start: int = 0, end: int | None = None
+) -> Iterator[Cluster]:
+    """clusters() of text[start:end] one at a time, so a long stream is never held as one object
+    per character. Markdown's strong styles (markdown.BOLD_STYLES) take the bold face instead of
+    primary."""
     cells: dict[tuple[int, str, str, bool], Cell] = {}  # equal clusters share one Cell
-    for pending in _raw_clusters(text, styles):
+    for pending in _raw_clusters(text, styles, start, end):
         start, kind, chars, style, prefer_emoji = pending.start, pending.kind, pending.chars, pending.style, pending.emoji
         key = (kind, chars, style, prefer_emoji)
         cell = cells.get(key)

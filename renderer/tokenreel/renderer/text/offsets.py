@@ -36,15 +36,19 @@ class Offsets:
             self.steps.extend(array("I", steps))
         self.last = values[-1]
 
-    def follow(self, other: Offsets) -> None:
-        """Append other's offsets (read from 0, as every Offsets is)."""
+    def follow(self, other: Offsets, shift: int = 0) -> None:
+        """Append other's offsets (read from 0, as every Offsets is), less shift."""
         if not other.steps:
             return
-        self.append(other.steps[0])
-        if other.steps.typecode == "I" and self.steps.typecode == "B":
-            self.steps = array("I", self.steps)
-        self.steps.extend(array(self.steps.typecode, other.steps[1:]))
-        self.last = other.last
+        self.append(other.steps[0] - shift)
+        rest = other.steps[1:]
+        if self.steps.typecode == "B":
+            try:  # other's steps may be 4 bytes for its first alone (where it starts)
+                rest = array("B", rest)
+            except OverflowError:
+                self.steps = array("I", self.steps)
+        self.steps.extend(array(self.steps.typecode, rest))
+        self.last = other.last - shift
 
     @property
     def first(self) -> int:

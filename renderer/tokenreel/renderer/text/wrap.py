@@ -1,4 +1,5 @@
-"""Clusters into lines: greedy word wrap of a whole stream, laid out once from its final text.
+"""Clusters into lines: greedy word wrap of a stream, laid out from its final text a block at a
+time (blocks.py).
 
 A prose paragraph holding right-to-left text (Arabic, Hebrew) leaves the grid: paragraph.py lays
 it out on shaped widths in bidi order, right-aligned when it reads right to left, and wrapping
@@ -15,9 +16,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from functools import lru_cache
-from typing import cast, overload
+from typing import NamedTuple, cast, overload
 
 from tokenreel.renderer.text import fonts, paragraph
 from tokenreel.renderer.text.cells import BREAK, GLYPH, NEWLINE, SHAPED, SPACE, TAB, Cell, Cluster
@@ -27,7 +26,7 @@ from tokenreel.renderer.text.markup import BULLET, PAD, RULE
 from tokenreel.renderer.text.offsets import Offsets
 from tokenreel.renderer.text.palette import Palette
 from tokenreel.renderer.text.rtl_runs import RtlRuns, merge_rtl_runs
-from tokenreel.renderer.text.style_ids import StyleIds, style_ids
+from tokenreel.renderer.text.style_ids import StyleIds
 
 TAB_STOP = 4
 # Wrapped rows of a code line start this many cells right of the line's indentation: off the
@@ -63,6 +62,11 @@ class CellLines(Sequence[tuple[Cell, ...]]):
 
     def new_line(self) -> None:
         self.starts.append(len(self.cells.ids))
+
+    def last_empty(self) -> bool:
+        """Whether the last line holds nothing (after a line break it does not, yet)."""
+        shaped = bool(self._shaped_at) and self._shaped_at[-1] == len(self.starts) - 1
+        return self.starts[-1] == len(self.cells.ids) and not shaped
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -125,18 +129,6 @@ class Carets(Sequence[tuple[int, int]]):
         if not 0 <= v < len(self.cols):
             raise IndexError("caret index out of range")
         return bisect_right(self.firsts, v) - 1, self.cols[v]
-
-
-@dataclass
-class TextLayout:
-    """Wrapped lines of a whole stream, and where the caret is after each prefix of it.
-
-    caret[v] is (line, col) after the first v chunks; every cell of lines before the caret's
-    line, and of the caret's line left of col, is visible at that point.
-    """
-
-    lines: Sequence[tuple[Cell, ...]]
-    caret: Sequence[tuple[int, int]]
 
 
 def continuation_indent(lead: int, cols: int) -> int:
@@ -368,46 +360,52 @@ def _paragraph(held: paragraph.Held, cols: int, size: int, source: str) -> Itera
     return held
 
 
-def layout_stream(text: str, styles: Sequence[str], chunk_ends: Sequence[int], cols: int, size: int = 18) -> TextLayout:
-    """Lay out the final text once; chunk_ends[v] is where the first v+1 chunks end in text.
-    size: the font size in px, which shaped paragraphs are laid out at.
+class Block(NamedTuple):
+    """A block of a stream (sections.py) laid out on its own: its lines, where each of its
+    clusters starts (counted from the block's start), and the caret after each (lines counted
+    from the block's first)."""
+
+    lines: CellLines
+    starts: Offsets
+    after: Carets
+
+
+_CUT = Cell("", fonts.REGULAR, 1, "text")
+
+
+def lay_block(text: str, styles: StyleIds, start: int, end: int, cuts: Sequence[int], cols: int, size: int) -> Block:
+    """Lay out text[start:end], which starts at a restart point (sections.py), at cols cells and
+    a font size; cuts: where a long paragraph's lines are cut (those inside the block count).
 
     Clusters stream through the wrap and the lines are kept compactly, so memory grows by a few
     bytes per character, not by an object per character (only the current paragraph's clusters
-    are held, until its end tells whether it holds right-to-left text). Arms that stream the
-    same answer share one wrap (_wrapped): only where their chunks end differs.
-    """
-    lines, offsets, after = _wrapped(text, style_ids(styles), cols, size)
-    starts = offsets.absolute()
-    caret = Carets()
-    caret.append(0, 0)
-    for end in chunk_ends:
-        shown = bisect_left(starts, end)
-        caret.append(*(after[shown - 1] if shown else (0, 0)))
-    return TextLayout(lines, caret)
-
-
-@lru_cache(maxsize=4)
-def _wrapped(text: str, styles: StyleIds, cols: int, size: int) -> tuple[CellLines, Offsets, Carets]:
-    """The wrapped lines of a text, where each cluster starts in it and the caret after each
-    (read-only: shared by every column that streams this text)."""
+    are held, until its end tells whether it holds right-to-left text)."""
     starts = Offsets()
-    after = Carets()  # the caret after each cluster
+    after = Carets()
     lines = CellLines()
 
     def tap(items: Iterable[Cluster]) -> Iterator[Cluster]:
         for item in items:
             if item.kind == SHAPED:
-                starts.follow(item.cell.starts)
+                starts.follow(item.cell.starts, start)
             else:
-                starts.append(item.start)
+                starts.append(item.start - start)
+            yield item
+
+    def cut(items: Iterable[Cluster]) -> Iterator[Cluster]:
+        inside = cuts[bisect_right(cuts, start) : bisect_left(cuts, end)]
+        k = 0
+        for item in items:
+            while k < len(inside) and item.start >= inside[k]:
+                yield Cluster(inside[k], BREAK, _CUT)
+                k += 1
             yield item
 
     runs = RtlRuns(lines.place, lines.new_line)
-    items = shape_paragraphs(fit_tables(iter_clusters(text, styles), cols), cols, size, text)
+    items = shape_paragraphs(fit_tables(cut(iter_clusters(text, styles, start=start, end=end)), cols), cols, size, text)
     _wrap(tap(items), cols, runs.place, runs.new_line, after.append)
     runs.flush()
-    return lines, starts, after
+    return Block(lines, starts, after)
 
 
 def fit(text: str, cols: int, style: str, primary: str = fonts.REGULAR) -> list[Cell]:
