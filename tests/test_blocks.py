@@ -99,6 +99,11 @@ def test_a_paragraph_past_a_section_starts_a_new_line_at_the_next_space() -> Non
     # A paragraph shorter than a section, and line breaks, cut nothing.
     short = "word " * 1000 + "\n" + "word " * 1000
     assert list(sections(short).cuts) == []
+    # With no space in twice a section: between two characters that are clusters of their own;
+    # where there are none (Thai letters and their marks), no cut.
+    for alone in ("x" * 40_000, "漢字かな" * 10_000, "a" * 20_000 + "é" * 20_000):
+        assert list(sections(alone).cuts) == [2 * SECTION, 4 * SECTION][: len(alone) // (2 * SECTION) - (alone[-1] == "é")]
+    assert list(sections("สวัสดีน้ำ" * 4000).cuts) == []
 
 
 def test_a_frame_late_in_a_long_answer_lays_out_only_the_blocks_it_shows(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ from tokenreel.renderer.title_card import TitleCard, composite_logo
 # shortened from the middle, code wrapped between tokens, at most one badge a column; 5: a
 # llama-server arm's drafter and draft length read from its launch command in the small print and
 # header, a graded session's pass@1 line, "task done N× sooner" at natural length; 6: a paragraph
-# longer than 8,192 characters starts a new line at the first space past each 8,192, so a frame
+# longer than 8,192 characters starts a new line at the first space past each 8,192 (sections.py), so a frame
 # lays out only the part of a long answer it shows). Manifests before 2 record none.
 DESIGN = "6"
 

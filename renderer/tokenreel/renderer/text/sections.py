@@ -1,5 +1,6 @@
 """Where a stream's layout starts afresh: after each line break, and in a long paragraph, a new
-line at the first space past every SECTION characters; and the blocks a layout is made in.
+line at the first space past every SECTION characters (with none in twice that, between the
+next two characters that are clusters of their own); and the blocks a layout is made in.
 
 The wrap keeps nothing across a line break (wrap.py): the text after one is laid out as if it
 began there, from the next line. A paragraph longer than SECTION characters gets such a break
@@ -21,6 +22,10 @@ from tokenreel.renderer.text.clusters import NEWLINES
 SECTION = 8192  # characters of a paragraph after which the next space ends a line
 BLOCK = 4096  # characters a block holds at least: it ends at the first restart point past them
 _NEWLINE = re.compile(f"[{NEWLINES}]")
+# Characters no neighbour joins into one cluster (printable ASCII, kana and CJK ideographs): a
+# paragraph with no space in 2 x SECTION characters is cut between two of them.
+_ALONE = "!-~\u3041-\u3096\u30a1-\u30fa\u3400-\u4dbf\u4e00-\u9fff"
+_PAIR = re.compile(f"(?<=[{_ALONE}])[{_ALONE}]")
 
 
 class Sections(NamedTuple):
@@ -44,12 +49,16 @@ def sections(text: str, section: int = SECTION, block: int = BLOCK) -> Sections:
         if end and text[end - 1] == "\r" and found is not None and found.group() == "\n":
             end -= 1  # CR LF is one line break
         while end - start > section:
-            space = text.find(" ", start + section, end)
-            if space < 0:
-                break
-            cut = space + 1
-            while cut < end and text[cut] == " ":
-                cut += 1
+            space = text.find(" ", start + section, min(end, start + 2 * section))
+            if space >= 0:
+                cut = space + 1
+                while cut < end and text[cut] == " ":
+                    cut += 1
+            else:  # no space: between two characters that are clusters of their own
+                found_pair = _PAIR.search(text, start + 2 * section, end)
+                if found_pair is None:
+                    break
+                cut = found_pair.start()
             if cut >= end:
                 break
             cuts.append(cut)
