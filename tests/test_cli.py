@@ -133,6 +133,8 @@ def test_every_fault_is_one_line_a_saved_run_and_exit_1(tmp_path: Path, make_sim
         assert len(lines) == 4, (fault, result.output)
         assert all(" run 0: " in line for line in lines)
     assert "Traceback" not in result.output
+    # how to go on is said once, by the recording (a sweep, which has no --resume, never says it)
+    assert result.output.count("`tokenreel record --resume` retries them") == 1
 
 
 def test_fail_fast_stops_at_the_first_failure(tmp_path: Path, make_sim) -> None:

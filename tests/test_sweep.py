@@ -177,6 +177,7 @@ def test_a_refusing_endpoint_fails_its_level_and_the_sweep_goes_on(tmp_path: Pat
     labels = {arm.id: arm.label for arm in session.arms}  # the terminal names arms as the report does
     assert labels["nvfp4"] != "nvfp4"
     assert f"{labels['nvfp4']} level 1 failed: the endpoint refused concurrency 1 (HTTP {status})" in result.output
+    assert "--resume" not in result.output  # sweep has none: no line of it advises one
     assert f"[1/4] {labels['bf16']} level 1: ok" in result.output and f"{labels['bf16']} level 2: ok" in result.output
     assert not [line for line in result.output.splitlines() if line.startswith(("nvfp4 ", "bf16 ", "[1/4] bf16"))]
     statuses = {(r.arm, r.level): r.status for r in session.levels}

@@ -192,8 +192,8 @@ class _Request:
             if attempt == MAX_429_RETRIES:
                 raise _Failed(
                     f"HTTP 429 from {self.url} after {MAX_429_RETRIES} retries: the endpoint is rate-limited;"
-                    " wait until it is free and run again (a recording: `record --resume` records only what is missing)"
-                )
+                    " wait until it is free and run again"
+                )  # a recording adds how to go on (`record --resume`); a sweep has no resume
             await asyncio.sleep(_retry_after_s(retry_after, attempt))
             attempt += 1
 
