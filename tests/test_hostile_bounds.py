@@ -192,7 +192,8 @@ def test_a_non_finite_number_in_an_event_is_named_not_called_invalid_text(number
 @pytest.mark.parametrize("text, named", [
     ("vllm:num_requests_running NaN\nvllm:num_requests_waiting 0\n", "vllm:num_requests_running (nan)"),
     ("vllm:num_requests_running 0\nvllm:num_requests_waiting +Inf\n", "vllm:num_requests_waiting (inf)"),
-], ids=["running NaN", "waiting +Inf"])
+    ("vllm:num_requests_running 0\nvllm:num_requests_waiting NaN\n", "vllm:num_requests_waiting (nan)"),
+], ids=["running NaN", "waiting +Inf", "waiting NaN"])
 def test_a_request_gauge_that_is_not_a_number_is_named_never_read_as_idle(text: str, named: str) -> None:
     async def main() -> str:
         app = web.Application()
