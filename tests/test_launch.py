@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -314,6 +315,26 @@ def test_an_unwritable_engine_log_is_said_once_and_the_output_still_drained(tmp_
     lost = [line for line in done.stderr.splitlines() if line.startswith("warning: loud: engine log ")]
     assert len(lost) == 1 and "cannot be written" in lost[0] and "drained, not kept" in lost[0], done.stderr
     assert target.read_text() == "keep me\n"
+    assert [r.status for r in archive.load(tmp_path / "s.json").runs] == ["ok", "ok"]
+
+
+def test_an_engine_log_that_hits_the_file_size_limit_is_said_once_and_the_output_still_drained(tmp_path: Path) -> None:
+    """`record` under a 1 MiB file-size limit (as a quota or a full disk stops a write midway):
+    the log's writes fail past it, that is said once, the rest of the engine's 4 MB is drained,
+    and the runs and the session are kept."""
+    config = write_config(tmp_path, [sim_arm("loud", launch=chatty("('engine says hello ' * 50 + '\\n') * 4000"))],
+                          repeats=2)
+    limit = 1 << 20
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    command = [sys.executable, "-m", "tokenreel", "record", "--config", str(config), "--out", str(tmp_path / "s.json")]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=RECORD_TIMEOUT_S, preexec_fn=limited)
+    assert done.returncode == 0, done.stderr
+    lost = [line for line in done.stderr.splitlines() if line.startswith("warning: loud: engine log ")]
+    assert len(lost) == 1 and "cannot be written (File too large)" in lost[0] and "drained, not kept" in lost[0], done.stderr
+    assert 0 < (tmp_path / "s.engines" / "loud.log").stat().st_size <= limit
     assert [r.status for r in archive.load(tmp_path / "s.json").runs] == ["ok", "ok"]
 
 
