@@ -1,6 +1,6 @@
 """`--ray` (issue 28, items 3 and 4): a catalogue rendered as Ray tasks on a local Ray of 2 CPUs
 (the `ray_head` of conftest, joined by its address as on a real cluster) is byte for byte the
-local one-worker catalogue and verifies; two videos really are in flight together; a cluster
+local one-worker catalogue (`verify` re-renders it here); two videos really are in flight together; a cluster
 that does not answer is one line, exit 2, nothing written."""
 
 from __future__ import annotations
@@ -12,28 +12,27 @@ import threading
 from pathlib import Path
 
 from tests.test_cli import run_cli
-from tests.test_render_all import ARGS, outputs
+from tests.test_render_all import ARGS, NAMES, outputs
 from tests.test_render_signals import SESSION
 
 
 def test_a_catalogue_on_ray_is_the_local_catalogue_byte_for_byte(ray_head: str, tmp_path: Path) -> None:
-    session = tmp_path / "seed.json"
+    session, folder = tmp_path / "seed.json", tmp_path / "ray"
     shutil.copyfile(SESSION, session)
-    local = run_cli("render-all", session, "--out", tmp_path / "local", *ARGS)
-    assert local.returncode == 0, local.stderr
     # 40 s on a quiet 2-core machine; beside two CPU hogs and the suite's other workers it passed 120 s.
-    remote = run_cli("render-all", session, "--out", tmp_path / "ray", *ARGS, "--ray", ray_head, timeout=900)
+    remote = run_cli("render-all", session, "--out", folder, *ARGS, "--ray", ray_head, timeout=900)
     assert remote.returncode == 0, remote.stderr
     assert remote.stdout.splitlines()[-1].endswith("(4 videos: 4 rendered, 0 kept, 0 failed)"), remote.stdout
-    mine, theirs = outputs(tmp_path / "local"), outputs(tmp_path / "ray")
-    assert [p.relative_to(tmp_path / "local") for p in mine] == [p.relative_to(tmp_path / "ray") for p in theirs]
-    videos = [p for p in mine if p.suffix in (".mp4", ".png")]
-    assert len(videos) == 8
-    for path in videos:
-        assert path.read_bytes() == (tmp_path / "ray" / path.relative_to(tmp_path / "local")).read_bytes(), path.name
-    checked = run_cli("verify", tmp_path / "ray")
+    expected = sorted(folder / "seed" / f"{name}{ext}" for name in NAMES
+                      for ext in (".mp4", ".mp4.render.json", ".png", ".png.render.json"))
+    assert outputs(folder) == sorted([*expected, folder / "index.html"])
+    # verify re-renders every video and poster here, in one local process, and compares the bytes
+    checked = run_cli("verify", folder)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    again = run_cli("render-all", session, "--out", tmp_path / "ray", *ARGS, "--ray", ray_head)
+    assert sorted(line.split(": ")[1] for line in checked.stdout.splitlines() if line.startswith("ok: ")) == [
+        str(path) for path in expected if path.suffix == ".json"], checked.stdout
+    assert all(": identical: " in line for line in checked.stdout.splitlines() if line.startswith("ok: "))
+    again = run_cli("render-all", session, "--out", folder, *ARGS, "--ray", ray_head)
     assert again.returncode == 0 and [line.split(": ")[0] for line in again.stdout.splitlines()] == ["kept"] * 4 + ["index"]
 
 
