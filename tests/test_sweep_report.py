@@ -12,8 +12,12 @@ import orjson
 import pytest
 
 from tests.test_cli import invoke, run_cli, write_config
+from tokenreel.analysis.verdicts import runs_interval
 from tokenreel.report.sweep_compare import OFF_BELOW
+from tokenreel.session import archive
 from tokenreel.simulator.profiles import Profile, crossover
+from tokenreel.simulator.server import SimCluster
+from tokenreel.simulator.truth import fetch_sent, pair
 
 SCALE = 0.5  # as tests/test_sim_batching.py: a 100 tok/s step lasts 5 ms, long beside the loop's jitter
 LEVELS = (1, 2, 4, 8)
@@ -43,26 +47,54 @@ def _sweep(tmp_path: Path, make_sim, profiles: list[Profile], requests: int, lev
     assert result.returncode == 0, result.stderr
     report = invoke("report", out, "--format", "json")
     assert report.exit_code == 0, report.output
-    return {"json": orjson.loads(report.output), "out": out}
+    return {"json": orjson.loads(report.output), "out": out, "cluster": cluster}
+
+
+def _sent_ratios(out: Path, cluster: SimCluster) -> dict[int, float]:
+    """Per level, the drafter's per-request ratio over the base (the report's statistic, a ratio of
+    means) of what the simulator itself sent: each request's decode from its own log of its token
+    writes (GET /sim/sent), first to last, whatever the recorder read."""
+    session = archive.load(out)
+    rates: dict[tuple[str, int | None], list[float]] = {}
+    for profile in (BASE, DRAFTER):
+        for run, stream in pair(profile.id, session.runs, fetch_sent(cluster.root_url(profile.id), cluster.control_headers)):
+            writes = [j for j, tokens in enumerate(stream.tokens) if tokens > 0]
+            first, last = writes[0], writes[-1]
+            if not run.warmup:
+                seconds = (stream.after_ns[last] - stream.after_ns[first]) / 1e9
+                rates.setdefault((profile.id, run.level), []).append(sum(stream.tokens[first + 1:last + 1]) / seconds)
+    return {n: runs_interval(rates[(BASE.id, n)], rates[(DRAFTER.id, n)]).ratio for n in LEVELS}
 
 
 def test_crossover_and_intervals_hold_the_models_truth(tmp_path: Path, make_sim) -> None:
     truth = crossover(BASE, DRAFTER, "code")
     assert truth == 5
-    report = _sweep(tmp_path, make_sim, [BASE, DRAFTER], requests=24)["json"]
-    [pair] = report["crossovers"]
-    assert (pair["arm"], pair["vs"]) == ("draft", "base")
-    # the lowest level at or above the truth (8), or the one below it (4) if the interval there holds 1
-    for key in ("per_request_level", "aggregate_level"):
-        assert pair[key] in (4, 8), pair
-    assert pair["drafting_off_level"] is None
-    for compared in pair["levels"]:
+    sweep = _sweep(tmp_path, make_sim, [BASE, DRAFTER], requests=24)
+    report, sent = sweep["json"], _sent_ratios(sweep["out"], sweep["cluster"])
+    [crossing] = report["crossovers"]
+    assert (crossing["arm"], crossing["vs"]) == ("draft", "base")
+    assert crossing["drafting_off_level"] is None
+    # A level is held to the model where the simulator kept it (its own ratio within SLACK): starved
+    # by a loaded box (it serves from this process), it falls behind and sends the rest of a reply
+    # in a burst (beside two CPU hogs, 4 base requests at 8 read 14,000-31,000 tok/s). Every level's
+    # interval must hold what the simulator sent, so a misreading recorder still fails.
+    aside = []
+    for compared in crossing["levels"]:
         n = compared["level"]
         true_ratio = DRAFTER.expected_tok_s("code", n) / BASE.expected_tok_s("code", n)
         low, high = compared["per_request"]["ci95"]
         # SLACK: the closed loop's own bias, which no interval over requests covers (module note)
-        assert low / SLACK <= true_ratio <= high * SLACK, (n, true_ratio, compared)
+        assert low / SLACK <= sent[n] <= high * SLACK, (n, sent[n], compared)
+        if true_ratio / SLACK <= sent[n] <= true_ratio * SLACK:
+            assert low / SLACK <= true_ratio <= high * SLACK, (n, true_ratio, compared)
+        else:
+            aside.append((n, sent[n], true_ratio))
         assert compared["per_request"]["requests"] == 24
+    assert len(aside) <= len(LEVELS) // 2, aside
+    if not aside:
+        # the lowest level at or above the truth (8), or the one below it (4) if the interval there holds 1
+        for key in ("per_request_level", "aggregate_level"):
+            assert crossing[key] in (4, 8), crossing
     rows = {(row["arm"], row["level"]): row for row in report["levels"]}
     for n in LEVELS:
         assert rows[("base", n)]["drafts_per_step"] in (0, None)  # no spec-decode counters: None
@@ -73,8 +105,10 @@ def test_crossover_and_intervals_hold_the_models_truth(tmp_path: Path, make_sim)
             assert row["ttft_ms"]["p50"] <= row["ttft_ms"]["p90"] <= row["ttft_ms"]["p99"]
             assert row["tpot_ms"]["p50"] > 0 and row["peak_waiting"] is not None
             assert "decode_tok_s" not in row  # the per-request sample stays out of the json
-    assert report["summary"] == [pair["sentence"]]
-    assert pair["sentence"].startswith(f"Drafter pays over Base up to {LEVELS[LEVELS.index(pair['per_request_level']) - 1]}")
+    assert report["summary"] == [crossing["sentence"]]
+    if not aside:
+        level = crossing["per_request_level"]
+        assert crossing["sentence"].startswith(f"Drafter pays over Base up to {LEVELS[LEVELS.index(level) - 1]}")
 
 
 def test_drafting_off_level_and_the_markdown_view(tmp_path: Path, make_sim) -> None:
