@@ -19,7 +19,7 @@ from tests.test_render_signals import SESSION
 def test_a_catalogue_on_ray_is_the_local_catalogue_byte_for_byte(ray_head: str, tmp_path: Path) -> None:
     session, folder = tmp_path / "seed.json", tmp_path / "ray"
     shutil.copyfile(SESSION, session)
-    # 40 s on a quiet 2-core machine; beside two CPU hogs and the suite's other workers it passed 120 s.
+    # 25 s in the suite on a quiet 2-core machine; beside two CPU hogs and its other workers 115 s.
     remote = run_cli("render-all", session, "--out", folder, *ARGS, "--ray", ray_head, timeout=900)
     assert remote.returncode == 0, remote.stderr
     assert remote.stdout.splitlines()[-1].endswith("(4 videos: 4 rendered, 0 kept, 0 failed)"), remote.stdout
