@@ -25,22 +25,23 @@ from tokenreel.simulator.server import SimCluster, running
 FAST = 0.02  # time scale: 50x faster than the profiles' real timing
 
 # Modules that must not run beside each other, in units, each run in the order given on one
-# worker, the units handed out first, to different workers. The llama.cpp tests (each starts
+# worker, the units handed out first, to different workers. The real-engine tests (each starts
 # llama-servers), then the tests whose assertions are measured speeds (a sweep's crossover, 4 slots
-# above 1, replicas at once). Apart from those, the real-vLLM tests (five `vllm serve` starts, each
-# minutes of imports, the engine then taking both cores while it decodes), then the Ray tests (one
-# Ray head for both modules; they count the recorder workers on the machine, and hold a simulated
-# ladder recorded by Ray workers to the profiles' rates). Ray comes after vLLM's last server, never
-# beside one: started beside the vLLM server's start-up and the llama.cpp ladders, a local Ray of two
-# workers starved the simulators it recorded and the vLLM server's own output. Beside the measured
-# speeds it is load like any other: those tests set aside what a starved simulator did not send at
-# its model's rate (tests/test_replicas.py, tests/test_sweep_report.py), as they must beside CPU hogs.
+# above 1, replicas at once), then the Ray tests (one Ray head each; they count the recorder
+# workers on the machine, and hold a simulated ladder recorded by Ray workers to the profiles'
+# rates). Apart from those, the real-vLLM tests (five `vllm serve` starts, each minutes of imports,
+# the engine then taking both cores while it decodes). The Ray tests come last in the first unit,
+# not in a unit of their own nor after vLLM: started beside the vLLM server's start-up and the
+# llama.cpp ladders, a local Ray of two workers starved the simulators it recorded and the vLLM
+# server's own output, and its replicas recorded beside the measured speeds' replicas (beside two
+# CPU hogs) starved both simulators, so that most prompts were not sent at the profiles' rates.
 SERIAL = {
-    "engines, then measured speeds": (
+    "engines, then measured speeds, then ray": (
         "test_engine_build.py", "test_engine_llamacpp.py", "test_launch.py", "test_busy_host.py",
         "test_sweep_charts.py", "test_sweep_report.py", "test_replicas.py", "test_engine_sweep.py",
+        "test_ray.py", "test_record_ray.py",
     ),
-    "vllm, then ray": ("test_engine_vllm.py", "test_ray.py", "test_record_ray.py"),
+    "vllm": ("test_engine_vllm.py",),
 }
 UNIT = {name: unit for unit, names in SERIAL.items() for name in names}
 RANK = {name: index for index, name in enumerate(UNIT)}
