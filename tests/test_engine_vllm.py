@@ -124,6 +124,14 @@ def test_ladder_runs_all_ok_at_the_forced_length(ladder) -> None:
     assert all(n == usage == MAX_TOKENS for n, usage in lengths.values()), lengths
 
 
+def read_whole_on_a_busy_host(session: Session, arm: str) -> bool:
+    """Every measured run of the arm reached the recorder in one read (no decode interval) and was
+    flagged host-contended: beside two CPU hogs, all six of bf16's once, vLLM's API server sending
+    each answer at once. Quiet, every arm keeps runs to compare."""
+    runs = measured(session, arm)
+    return all(run_metrics(run).decode_tok_s is None and run.host is not None and run.host.contended for run in runs)
+
+
 def test_decode_agrees_with_vllms_generation_time_run_by_run(ladder) -> None:
     """tokenreel's decode (tokens after the first over first to last token, by arrival) against
     vLLM's (completion_tokens - 1) / generation_time_ms of the same request: over the runs that the
@@ -135,7 +143,8 @@ def test_decode_agrees_with_vllms_generation_time_run_by_run(ladder) -> None:
     vLLM's API server, which stamps its times, waited for one; beside two CPU hogs every run is
     flagged, and an ngram arm's two runs with a decode read 0.04 % and 6.9 %. A run whose whole answer reached
     the recorder in one read has no decode interval: it is left out of the comparison, here as in
-    the report, and every arm must keep at least one run to compare. On a loaded box that is most of
+    the report, and every arm must keep at least one run to compare unless the gate flagged all of
+    its runs (read_whole_on_a_busy_host). On a loaded box that is most of
     an arm's runs at times (4 and 5 of bf16's 6 in two runs of the suite: vLLM's API server, waiting
     for a CPU while the engine core decodes, sends the steps made meanwhile at once)."""
     session, _ = ladder
@@ -154,16 +163,18 @@ def test_decode_agrees_with_vllms_generation_time_run_by_run(ladder) -> None:
             diffs.append(ours / theirs - 1)
             if run.host is None or not run.host.contended:
                 quiet.append(abs(ours / theirs - 1))
-        assert diffs, (arm, one_read)
+        counted[arm] = len(diffs)
+        if not diffs:
+            assert read_whole_on_a_busy_host(session, arm), (arm, one_read)
+            continue
         summary[arm] = (statistics.median(abs(d) for d in diffs), max(abs(d) for d in diffs))
         quiet_median[arm] = statistics.median(quiet) if quiet else 0.0
         quiet_worst[arm] = max(quiet, default=0.0)
-        counted[arm] = len(diffs)
     assert all(median <= DECODE_MEDIAN for median in quiet_median.values()), (quiet_median, summary)
     assert all(worst <= DECODE_WORST for worst in quiet_worst.values()), (quiet_worst, summary)
     agreement = {row["arm"]: row for row in build_report(session)["engine_agreement"]}
+    assert {arm: row["runs"] for arm, row in agreement.items()} == counted, agreement
     for arm, (median, worst) in summary.items():
-        assert agreement[arm]["runs"] == counted[arm], agreement[arm]
         assert agreement[arm]["median_pct"] == pytest.approx(100 * median, abs=1e-9), (agreement[arm], median)
         assert agreement[arm]["worst_pct"] == pytest.approx(100 * worst, abs=1e-9), (agreement[arm], worst)
 
@@ -217,7 +228,8 @@ def test_report_of_the_vllm_ladder(ladder, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert [row["arm"] for row in report["ladder"]] == list(ARMS)
-    assert {row["arm"] for row in report["engine_agreement"] if row["runs"]} == set(ARMS), report["engine_agreement"]
+    compared = {arm for arm in ARMS if not read_whole_on_a_busy_host(session, arm)}
+    assert {row["arm"] for row in report["engine_agreement"] if row["runs"]} == compared, report["engine_agreement"]
 
 
 # --- one server started here: traffic from elsewhere, the cache, vllm bench --------------------

@@ -12,12 +12,13 @@ import orjson
 import pytest
 
 from tests.test_cli import invoke, run_cli, write_config
+from tokenreel.analysis.metrics import run_metrics
 from tokenreel.analysis.verdicts import runs_interval
 from tokenreel.report.sweep_compare import OFF_BELOW
 from tokenreel.session import archive
 from tokenreel.simulator.profiles import Profile, crossover
 from tokenreel.simulator.server import SimCluster
-from tokenreel.simulator.truth import fetch_sent, pair
+from tokenreel.simulator.truth import fetch_sent, pair, run_truth
 
 SCALE = 0.5  # as tests/test_sim_batching.py: a 100 tok/s step lasts 5 ms, long beside the loop's jitter
 LEVELS = (1, 2, 4, 8)
@@ -52,17 +53,16 @@ def _sweep(tmp_path: Path, make_sim, profiles: list[Profile], requests: int, lev
 
 def _sent_ratios(out: Path, cluster: SimCluster) -> dict[int, float]:
     """Per level, the drafter's per-request ratio over the base (the report's statistic, a ratio of
-    means) of what the simulator itself sent: each request's decode from its own log of its token
-    writes (GET /sim/sent), first to last, whatever the recorder read."""
+    means over the runs with a decode figure) of what the simulator itself sent: each run's decode
+    over the same tokens from its own log of its writes (GET /sim/sent; truth.py's
+    `decode_vs_after_pct`), whatever the recorder read."""
     session = archive.load(out)
     rates: dict[tuple[str, int | None], list[float]] = {}
     for profile in (BASE, DRAFTER):
         for run, stream in pair(profile.id, session.runs, fetch_sent(cluster.root_url(profile.id), cluster.control_headers)):
-            writes = [j for j, tokens in enumerate(stream.tokens) if tokens > 0]
-            first, last = writes[0], writes[-1]
-            if not run.warmup:
-                seconds = (stream.after_ns[last] - stream.after_ns[first]) / 1e9
-                rates.setdefault((profile.id, run.level), []).append(sum(stream.tokens[first + 1:last + 1]) / seconds)
+            truth, recorded = run_truth(run, stream), run_metrics(run).decode_tok_s
+            if not run.warmup and recorded is not None and truth.decode_vs_after_pct is not None:
+                rates.setdefault((profile.id, run.level), []).append(recorded / (1 + truth.decode_vs_after_pct / 100))
     return {n: runs_interval(rates[(BASE.id, n)], rates[(DRAFTER.id, n)]).ratio for n in LEVELS}
 
 
