@@ -54,8 +54,8 @@ def _sweep(tmp_path: Path, make_sim, profiles: list[Profile], requests: int, lev
 def _sent_ratios(out: Path, cluster: SimCluster) -> dict[int, float]:
     """Per level, the drafter's per-request ratio over the base (the report's statistic, a ratio of
     means over the runs with a decode figure) of what the simulator itself sent: each run's decode
-    over the same tokens from its own log of its writes (GET /sim/sent; truth.py's
-    `decode_vs_after_pct`), whatever the recorder read."""
+    over the same tokens as the recorder's, from its own log of its writes (GET /sim/sent; truth.py's
+    `decode_vs_after_pct`)."""
     session = archive.load(out)
     rates: dict[tuple[str, int | None], list[float]] = {}
     for profile in (BASE, DRAFTER):
