@@ -146,7 +146,9 @@ def test_concurrent_requests_slow_each_other_as_the_model_says(make_sim) -> None
 def test_drafting_off_above_n_counts_no_draft(make_sim, off_above: int) -> None:
     profile = replace(DRAFTER, drafting_off_above=off_above)
     cluster = make_sim([profile], time_scale=SCALE)
-    pid, n = "drafter", 200
+    # each reply lasts about 1.5 s at its own rate (drafting or not), so a late start of one on a
+    # busy host still leaves all three running through both reads below
+    pid, n = "drafter", round(1.5 * profile.expected_tok_s("conversation", 3) / SCALE)
 
     async def run() -> tuple[list[dict[str, float]], list[Reply]]:
         async with aiohttp.ClientSession() as http:
