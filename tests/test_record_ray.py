@@ -87,6 +87,11 @@ def _workers() -> list[int]:
     return pids
 
 
+def _niceness(pid: int) -> int:
+    """A process's niceness, from /proc (the field after its priority)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+
 def _wait_for_no_workers(seconds: float = 60) -> list[int]:
     """Ray ends a killed actor's process a moment later: wait for it; the pids still there."""
     gone = time.monotonic() + seconds
@@ -126,6 +131,8 @@ def test_a_kill_loses_no_finished_run_and_resume_records_the_rest(ray_head: str,
             time.sleep(0.05)
         workers = _workers()
         assert len(workers) == 2, (workers, len(_ok_runs(out)), driver.poll())
+        # at the driver's niceness, not Ray's 15: a niced recorder stamps arrivals late on a busy node
+        assert {_niceness(pid) for pid in workers} == {max(0, os.nice(0))}
         saved = _ok_runs(out)
         if victim == "ctrl-c":
             os.kill(driver.pid, signal.SIGINT)

@@ -8,6 +8,7 @@ connecting can fail is one line and exit 2, before anything is written.
 from __future__ import annotations
 
 import logging
+import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +18,11 @@ from tokenreel.cli.app import fail
 # `--ray local`: a Ray started for this command. (typer has no option whose value may be left out,
 # so the local cluster has a name of its own rather than a bare `--ray`.)
 LOCAL = "local"
+# Ray starts its workers at niceness 15, below everything else on the node: on a node whose engine
+# keeps the CPUs busy, a recorder worker then stamps token arrivals late and a render worker
+# crawls. Workers run at this command's own niceness instead, as its local workers would (never
+# below 0: raising a priority takes a privilege the node's raylet may not have).
+NICENESS_ENV = "RAY_worker_niceness"
 RAY_HELP = ("Run on a Ray cluster (pip install 'tokenreel[ray]'): ADDRESS as `ray start --head` printed it (HOST:PORT,"
             " or auto); `local`: a local Ray started for this command and stopped after it.")
 
@@ -32,7 +38,8 @@ def ray_cluster(address: str) -> Iterator[None]:
     where = "a local Ray" if address == LOCAL else f"the Ray cluster at {address}"
     try:
         ray.init(address=None if address == LOCAL else address, include_dashboard=False, log_to_driver=False,
-                 logging_level=logging.WARNING, configure_logging=True)
+                 logging_level=logging.WARNING, configure_logging=True,
+                 runtime_env={"env_vars": {NICENESS_ENV: str(max(0, os.nice(0)))}})
     except ConnectionError as exc:
         fail(f"--ray {address}: no Ray cluster answers there ({' '.join(str(exc).split())[:200]}); start one with"
              " `ray start --head` and give the address it prints")
