@@ -18,6 +18,7 @@ import pytest
 import tokenreel.base.version
 from tests.test_recorder_support import arm_for, chat_prompt, fast_settings, seed, sent_bodies, set_state
 from tokenreel.analysis.metrics import run_metrics
+from tokenreel.recorder.client.sse_client import PROGRESS_EVERY_NS
 from tokenreel.recorder.events import (
     ArmFinished,
     ArmStarted,
@@ -103,15 +104,34 @@ def test_new_session_stamps_version_host_and_time(sim: SimCluster) -> None:
     assert session.runs == [] and session.simulated is False
 
 
+def _spaced(times_s: list[float], gap_s: float) -> int:
+    """The most of these times, the first at least gap_s after 0, that are each at least gap_s
+    apart (taking each as soon as it may: the greedy choice is the largest such set)."""
+    taken, last = 0, 0.0
+    for t in sorted(times_s):
+        if t - last >= gap_s:
+            taken, last = taken + 1, t
+    return taken
+
+
 def test_progress_events_are_throttled(make_sim: Any, tmp_path: Path) -> None:
+    """At most one progress event a PROGRESS_EVERY_NS, and one whenever a read comes that long
+    after the last: as many as the run's own arrival times allow (a starved simulator that sends
+    its reply in a burst leaves room for fewer), with the live rate since the first event's."""
     cluster = make_sim([seed("bf16")], time_scale=0.5)  # 97 tok/s x2: 128 tokens in ~0.7 s
     session = new_session("p", fast_settings(max_tokens=128), [PROMPTS[0]], [arm_for(cluster, "bf16")])
-    started = time.monotonic()
     _, events = run_record(session, tmp_path / "p.json")
-    elapsed = time.monotonic() - started
     progress = [e for e in events if isinstance(e, RunProgress)]
-    assert 3 <= len(progress) <= elapsed * 10 + 2
-    assert progress[-1].tokens > progress[0].tokens and progress[-1].tok_s and 100 < progress[-1].tok_s < 400
+    gap_s = PROGRESS_EVERY_NS / 1e9
+    times = [e.elapsed_s for e in progress]
+    assert all(later - earlier >= gap_s - 1e-9 for earlier, later in zip(times, times[1:], strict=False)), times
+    # each token event's arrival is a read's (the kernel's stamp, a moment before the loop sees it)
+    arrivals = _spaced([t / 1e9 for t in session.runs[0].chunks.t_ns], gap_s)
+    assert len(progress) >= max(1, arrivals - 1) and arrivals >= 1, (len(progress), arrivals)
+    first = next(e for e in progress if e.tokens)
+    for event in progress[progress.index(first) + 1 :]:
+        assert event.tok_s == pytest.approx((event.tokens - first.tokens) / (event.elapsed_s - first.elapsed_s))
+    assert progress[-1].tokens <= 128
 
 
 def test_api_key_never_reaches_the_session_file(
