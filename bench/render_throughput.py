@@ -21,6 +21,11 @@ with whatever else runs there: compare the ratios, not the absolute numbers.
     python bench/render_throughput.py [--seconds 60] [--rss-seconds 600] [--quick] [--webm-only]
                                       [--mp4-only [--against CHECKOUT]] [--text latin|multilingual]
 
+With --mp4-only it also measures (e) the frame pipe's floor: the same yuv420p frames, read from
+the raw file by a process that imports what `render` imports and streams them through the render's
+own chunked encode and join, nothing drawn, hashed or converted; its CPU less (a) and less reading
+the file (timed on its own) is what the render's design costs before it draws a pixel.
+
 --against CHECKOUT (with --mp4-only) times another checkout's renders (its own .venv, say main's
 in a second worktree) on the same session file, after this code's, against the one ffmpeg-alone
 figure: the before and after of a change in one run.
@@ -39,22 +44,26 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 from tokenreel.renderer.encode import (
     VP9_CPU_USED,
     VP9_DEADLINE,
     VP9_THREADS,
     X264_PRESET,
     X264_THREADS,
+    FramePipe,
     OutputFormat,
     fill,
     find_ffmpeg,
+    run,
     steps,
 )
 from tokenreel.renderer.frames import FrameRenderer
 from tokenreel.renderer.options import RenderOptions
 from tokenreel.renderer.render import CHUNK_FRAMES, render
 from tokenreel.renderer.render_plan import build_plan
-from tokenreel.renderer.yuv import Yuv420Converter
+from tokenreel.renderer.yuv import Yuv420Converter, frame_bytes
 from tokenreel.session import archive
 from tokenreel.session.model import Arm, Chunks, Prompt, Run, Session, Settings
 from tokenreel.simulator.answer_text import reply_for
@@ -196,8 +205,10 @@ def write_raw(session_file: Path, options: RenderOptions, raw: Path) -> None:
             handle.write(converter.convert(*renderer.frame(index)).data)
 
 
-def ffmpeg_alone(session_file: Path, options: RenderOptions, work: Path, repeats: int) -> tuple[float, int, int, float]:
-    """(a): encode the frames from a raw file with the mp4 recipe, as one stream."""
+def ffmpeg_alone(session_file: Path, options: RenderOptions, work: Path, repeats: int,
+                 floor: bool = False) -> tuple[float, int, int, float]:
+    """(a): encode the frames from a raw file with the mp4 recipe, as one stream; with floor,
+    also (e), the frame pipe's floor (`pipe_floor`), on the same file."""
     plan = build_plan(archive.load(session_file), options)
     raw = work / "frames.rgb"
     start = time.perf_counter()
@@ -207,9 +218,41 @@ def ffmpeg_alone(session_file: Path, options: RenderOptions, work: Path, repeats
     encode, _ = steps(OutputFormat.MP4, plan.width, plan.height, plan.fps)
     argv = find_ffmpeg().command(fill(encode, chunk=work / "alone.mp4"))
     try:  # the file itself is ffmpeg's stdin: no pipe, no Python
-        return timed("(a) ffmpeg alone, from the raw file", repeats, argv, stdin=raw)
+        alone = timed("(a) ffmpeg alone, from the raw file", repeats, argv, stdin=raw)
+        if floor:
+            read = "import sys, numpy; b = numpy.empty(1 << 22, numpy.uint8)\nwhile sys.stdin.buffer.readinto(b): pass"
+            reading = timed("reading the raw file alone", repeats, [sys.executable, "-c", read], stdin=raw)[3]
+            size = f"{plan.width}x{plan.height}"
+            piped = timed("(e) the frame pipe, nothing drawn", repeats,
+                          [sys.executable, __file__, "--pipe", str(raw), str(work / "piped.mp4"), size, str(plan.fps)])[3]
+            extra = piped - reading - alone[3]
+            print(f"  the pipe's own CPU, (e) less reading less (a): {extra:.2f} s,"
+                  f" {extra / plan.frame_count * 1e3:.2f} ms a frame, {1 + extra / alone[3]:.2f}x (a)'s CPU before a pixel is drawn")
+        return alone
     finally:
         raw.unlink()
+
+
+def pipe_floor(raw: Path, out: Path, size: str, fps: int) -> None:
+    """(e), in a process of its own: the raw yuv420p frames through `render`'s chunked encode
+    (CHUNK_FRAMES a chunk, each its own ffmpeg fed through FramePipe) and join, as a render of
+    those frames would, without drawing, hashing or converting them."""
+    width, height = map(int, size.split("x"))
+    encode, join = steps(OutputFormat.MP4, width, height, fps)
+    ffmpeg, frame = find_ffmpeg(), np.empty(frame_bytes(width, height), dtype=np.uint8)
+    frames = raw.stat().st_size // frame.size
+    with tempfile.TemporaryDirectory(prefix="tokenreel-bench-pipe-") as tmp:
+        names: list[str] = []
+        with open(raw, "rb") as source:
+            for start in range(0, frames, CHUNK_FRAMES):
+                names.append(f"chunk{len(names):05d}.mp4")
+                with FramePipe(ffmpeg, fill(encode, chunk=Path(tmp) / names[-1]), frame.shape) as pipe:
+                    for _ in range(start, min(start + CHUNK_FRAMES, frames)):
+                        source.readinto(frame.data)
+                        pipe.write(frame)
+        listing = Path(tmp) / "chunks.txt"
+        listing.write_text("".join(f"file '{name}'\n" for name in names))
+        run(ffmpeg, fill(join, list=listing, output=out))
 
 
 def main() -> None:
@@ -226,7 +269,12 @@ def main() -> None:
         help="with --mp4-only: also time the renders of another checkout (its .venv, e.g. main's) on the same frames",
     )
     parser.add_argument("--render", nargs=3, help=argparse.SUPPRESS)  # one measured render: SESSION OUT WORKERS
+    parser.add_argument("--pipe", nargs=4, help=argparse.SUPPRESS)  # (e): RAW OUT WIDTHxHEIGHT FPS
     args = parser.parse_args()
+    if args.pipe:
+        raw, out, size, fps = args.pipe
+        pipe_floor(Path(raw), Path(out), size, int(fps))
+        return
     options = RenderOptions(size="1920x1080", fps=30)
     if args.render:
         session_file, out, workers = args.render
@@ -252,7 +300,7 @@ def main() -> None:
         video_s, long_s = plan.frame_count / plan.fps, long_frames / plan.fps
         print(f"video: {plan.frame_count} frames = {video_s:.1f} s at {options.size}, {plan.fps} fps, 3 arms, {args.text} text\n")
         if args.mp4_only:
-            alone, _, _, alone_cpu = ffmpeg_alone(session_file, options, work, args.repeats)
+            alone, _, _, alone_cpu = ffmpeg_alone(session_file, options, work, args.repeats, floor=True)
             codes = {"this code": None, **({f"{args.against}": args.against} if args.against else {})}
             # With two codes their runs take turns, so a change in the machine's load falls on both.
             runs: dict[str, list[tuple[float, int, int, float]]] = {name: [] for name in codes}
