@@ -13,7 +13,7 @@ import pytest
 
 from tests.test_cli import run_cli, write_config
 from tokenreel import assets
-from tokenreel.analysis.metrics import last_token_index
+from tokenreel.analysis.metrics import last_token_index, run_metrics
 from tokenreel.session import archive
 from tokenreel.session.model import Session
 from tokenreel.simulator.profiles import SEED_LADDER
@@ -83,7 +83,13 @@ def test_every_run_has_the_times_the_simulator_sent(busy: Recording) -> None:
     on_time = [t for t in measured if not t.sent_late]
     assert len(on_time) >= len(measured) / 2, busy.errors()
     late = [t for t in on_time if not t.first_shared and abs(t.ttft_error_ms) > TTFT_MS]
-    off = [t for t in on_time if t.decode_error_pct is None or abs(t.decode_error_pct) > DECODE_PCT]
+    # A run whose first read held every token has no decode interval, and the recorder gives it no
+    # figure (a drafter's 64 tokens take about 30 ms here: a starved reader can find all of them
+    # waiting); any other run without a figure, or with one off, is the recorder's fault.
+    runs = {(r.arm, r.prompt, r.index): run_metrics(r) for r in busy.session.runs}
+    whole = [t for t in on_time if (m := runs[(t.arm, t.prompt, t.index)]).first_chunk_tokens == m.output_tokens]
+    assert all(t.decode_error_pct is None for t in whole) and len(whole) <= len(measured) // 4, busy.errors()
+    off = [t for t in on_time if t not in whole and (t.decode_error_pct is None or abs(t.decode_error_pct) > DECODE_PCT)]
     assert not late and not off, (
         f"{len(late)} runs with TTFT off by more than {TTFT_MS} ms, {len(off)} with decode off by more than"
         f" {DECODE_PCT}% (first_shared runs' TTFT is late by design):\n{busy.errors()}"

@@ -74,18 +74,20 @@ def test_crossover_and_intervals_hold_the_models_truth(tmp_path: Path, make_sim)
     [crossing] = report["crossovers"]
     assert (crossing["arm"], crossing["vs"]) == ("draft", "base")
     assert crossing["drafting_off_level"] is None
-    # A level is held to the model where the simulator kept it (its own ratio within SLACK): starved
-    # by a loaded box (it serves from this process), it falls behind and sends the rest of a reply
-    # in a burst (beside two CPU hogs, 4 base requests at 8 read 14,000-31,000 tok/s). Every level's
-    # interval must hold what the simulator sent, so a misreading recorder still fails.
+    # A level is held to the model and to what the simulator sent where the simulator kept the
+    # model (its own ratio within SLACK): starved by a loaded box (it serves from this process), it
+    # falls behind and sends the rest of a reply in a burst (beside two CPU hogs, 4 base requests at
+    # 8 read 14,000-31,000 tok/s), and a burst's microsecond spans make both its sent and its
+    # recorded rates noise (once 0.005 sent against a recorded 0.011-0.15 at 8). At most half the
+    # levels may be set aside, so a misreading recorder still fails.
     aside = []
     for compared in crossing["levels"]:
         n = compared["level"]
         true_ratio = DRAFTER.expected_tok_s("code", n) / BASE.expected_tok_s("code", n)
         low, high = compared["per_request"]["ci95"]
-        # SLACK: the closed loop's own bias, which no interval over requests covers (module note)
-        assert low / SLACK <= sent[n] <= high * SLACK, (n, sent[n], compared)
         if true_ratio / SLACK <= sent[n] <= true_ratio * SLACK:
+            # SLACK: the closed loop's own bias, which no interval over requests covers (module note)
+            assert low / SLACK <= sent[n] <= high * SLACK, (n, sent[n], compared)
             assert low / SLACK <= true_ratio <= high * SLACK, (n, true_ratio, compared)
         else:
             aside.append((n, sent[n], true_ratio))
