@@ -22,7 +22,7 @@ LAYOUTS = ["--layouts", "640x360,360x640", "--themes", "dark", "--prompts", "cod
 def test_a_catalogue_on_ray_is_the_local_catalogue_byte_for_byte(ray_head: str, tmp_path: Path) -> None:
     session, folder = tmp_path / "seed.json", tmp_path / "ray"
     shutil.copyfile(SESSION, session)
-    # four videos took 25 s in the suite on a quiet 2-core machine; beside two CPU hogs 95-134 s.
+    # two videos: 25 s in the suite on a quiet 2-core machine, 41 s beside two CPU hogs (Ray workers at our niceness)
     remote = run_cli("render-all", session, "--out", folder, *LAYOUTS, "--ray", ray_head, timeout=900)
     assert remote.returncode == 0, remote.stderr
     assert remote.stdout.splitlines()[-1].endswith("(2 videos: 2 rendered, 0 kept, 0 failed)"), remote.stdout
