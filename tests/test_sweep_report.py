@@ -80,6 +80,14 @@ def test_crossover_and_intervals_hold_the_models_truth(tmp_path: Path, make_sim)
     # 8 read 14,000-31,000 tok/s), and a burst's microsecond spans make both its sent and its
     # recorded rates noise (once 0.005 sent against a recorded 0.011-0.15 at 8). At most half the
     # levels may be set aside, so a misreading recorder still fails.
+    # A request whose first read held its whole reply (a starved simulator's burst) has no decode
+    # interval, so no rate to pair: the interval counts the others, and at most a quarter may be so.
+    whole: dict[tuple[str, int | None], list[int]] = {(arm, n): [] for arm in ("base", "draft") for n in LEVELS}
+    for run in archive.load(sweep["out"]).runs:
+        metrics = run_metrics(run)
+        if not run.warmup and metrics.first_chunk_tokens == metrics.output_tokens:
+            whole[(run.arm, run.level)].append(run.index)
+    assert all(len(indices) <= 24 // 4 for indices in whole.values()), whole
     aside = []
     for compared in crossing["levels"]:
         n = compared["level"]
@@ -91,7 +99,7 @@ def test_crossover_and_intervals_hold_the_models_truth(tmp_path: Path, make_sim)
             assert low / SLACK <= true_ratio <= high * SLACK, (n, true_ratio, compared)
         else:
             aside.append((n, sent[n], true_ratio))
-        assert compared["per_request"]["requests"] == 24
+        assert compared["per_request"]["requests"] == min(24 - len(whole[(arm, n)]) for arm in ("base", "draft"))
     assert len(aside) <= len(LEVELS) // 2, aside
     if not aside:
         # the lowest level at or above the truth (8), or the one below it (4) if the interval there holds 1

@@ -4,12 +4,13 @@ Each arm is one `vllm serve` command: the same tiny target at fp32 or bf16, bf16
 drafter, bf16 plus the generated one-layer draft model. The command serves them the way
 tokenreel gets every figure from vLLM: per-request timing (`--enable-per-request-metrics`),
 per-request draft counts (`--per-request-spec-decode-metrics summary`), cached prompt tokens in
-the usage (`--enable-prompt-tokens-details`). Two settings fit a 2-core machine:
-`--enforce-eager` (no torch.compile: the start takes seconds less and nothing is measured that
-compiling would change) and `--distributed-executor-backend uni` (the worker inside the engine
-core process: one process fewer to import torch into; the engine core is still a child of the
-API server, as on a GPU host). vLLM's CPU backend pins its worker to core 0 and leaves core 1
-to the API server by itself (VLLM_CPU_OMP_THREADS_BIND=auto).
+the usage (`--enable-prompt-tokens-details`). `--enforce-eager` fits a 2-core machine (no
+torch.compile: the start takes seconds less and nothing is measured that compiling would change).
+A server is three processes, as on a GPU host: the API server, its engine core and the engine
+core's worker, each started fresh (the CPU backend always spawns them, whatever
+`--distributed-executor-backend` says), so each imports torch and vLLM: about 21 s and 24 s of
+CPU from start to ready on 2 quiet cores. vLLM's CPU backend pins its worker to core 0 and
+leaves core 1 to the API server by itself (VLLM_CPU_OMP_THREADS_BIND=auto).
 """
 
 from __future__ import annotations
@@ -36,8 +37,7 @@ START_TIMEOUT_S = 900.0
 def arm_args(models: vllm_build.VllmModels, arm: str) -> list[str]:
     """`vllm serve` arguments (model first, no host or port) of one ladder arm."""
     common = [str(models.target), "--served-model-name", SERVED_NAME, "--max-model-len", "2048",
-              "--enable-per-request-metrics", "--enable-prompt-tokens-details", "--enforce-eager",
-              "--distributed-executor-backend", "uni"]
+              "--enable-per-request-metrics", "--enable-prompt-tokens-details", "--enforce-eager"]
     spec = {
         "ngram": {"method": "ngram", "num_speculative_tokens": K, "prompt_lookup_max": 4, "prompt_lookup_min": 2},
         "draft": {"method": "draft_model", "model": str(models.draft), "num_speculative_tokens": K},
