@@ -29,8 +29,8 @@ K = 4  # draft tokens per step for both drafters
 # hub and no usage reports (this machine reaches no network).
 ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_HOST_IP": "127.0.0.1", "HF_HUB_OFFLINE": "1",
        "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
-# vLLM's start on 2 busy cores: about 70 s quiet, 2-5 min beside other work (three Python
-# processes import torch); a bound for a hang, not a speed test.
+# vLLM's start: about 21 s alone on 2 quiet cores, 25-60 s beside the other test workers, minutes
+# beside heavier work (three Python processes import torch); a bound for a hang, not a speed test.
 START_TIMEOUT_S = 900.0
 
 
