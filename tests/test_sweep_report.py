@@ -74,12 +74,6 @@ def test_crossover_and_intervals_hold_the_models_truth(tmp_path: Path, make_sim)
     [crossing] = report["crossovers"]
     assert (crossing["arm"], crossing["vs"]) == ("draft", "base")
     assert crossing["drafting_off_level"] is None
-    # A level is held to the model and to what the simulator sent where the simulator kept the
-    # model (its own ratio within SLACK): starved by a loaded box (it serves from this process), it
-    # falls behind and sends the rest of a reply in a burst (beside two CPU hogs, 4 base requests at
-    # 8 read 14,000-31,000 tok/s), and a burst's microsecond spans make both its sent and its
-    # recorded rates noise (once 0.005 sent against a recorded 0.011-0.15 at 8). At most half the
-    # levels may be set aside, so a misreading recorder still fails.
     # A request whose first read held its whole reply (a starved simulator's burst) has no decode
     # interval, so no rate to pair: the interval counts the others, and at most a quarter may be so.
     whole: dict[tuple[str, int | None], list[int]] = {(arm, n): [] for arm in ("base", "draft") for n in LEVELS}
@@ -88,6 +82,12 @@ def test_crossover_and_intervals_hold_the_models_truth(tmp_path: Path, make_sim)
         if not run.warmup and metrics.first_chunk_tokens == metrics.output_tokens:
             whole[(run.arm, run.level)].append(run.index)
     assert all(len(indices) <= 24 // 4 for indices in whole.values()), whole
+    # A level is held to the model and to what the simulator sent where the simulator kept the
+    # model (its own ratio within SLACK): starved by a loaded box (it serves from this process), it
+    # falls behind and sends the rest of a reply in a burst (beside two CPU hogs, 4 base requests at
+    # 8 read 14,000-31,000 tok/s), and a burst's microsecond spans make both its sent and its
+    # recorded rates noise (once 0.005 sent against a recorded 0.011-0.15 at 8). At most half the
+    # levels may be set aside, so a misreading recorder still fails.
     aside = []
     for compared in crossing["levels"]:
         n = compared["level"]
